@@ -1,0 +1,204 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CleanPodPolicy says what happens to a job's pods once its master has ended.
+// +kubebuilder:validation:Enum=Running;All;None
+type CleanPodPolicy string
+
+const (
+	// CleanPodPolicyRunning scales every worker set to zero when the master ends, so no worker
+	// keeps holding CPUs or GPUs. The master's pod stays for its logs. This is the default.
+	CleanPodPolicyRunning CleanPodPolicy = "Running"
+	// CleanPodPolicyAll releases the workers like Running and also deletes the master's pods.
+	CleanPodPolicyAll CleanPodPolicy = "All"
+	// CleanPodPolicyNone leaves every pod as it is.
+	CleanPodPolicyNone CleanPodPolicy = "None"
+)
+
+// RunPolicy is the lifecycle policy every troupe kind shares.
+type RunPolicy struct {
+	// cleanPodPolicy says what happens to the job's pods when its master ends: Running (the
+	// default) scales the worker sets to zero, All also deletes the master's pods, None keeps
+	// every pod.
+	// +optional
+	CleanPodPolicy *CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the job, and with it every child, this many seconds after
+	// it succeeded or failed. Unset keeps finished jobs until they are deleted by hand.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// suspend stops the job without deleting it: the master Job is suspended (its pods are
+	// removed) and the worker sets are scaled to zero. Setting it back to false resumes the job.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// backoffLimit is how many times the master pod is retried before the job fails, when the
+	// kind's master section does not set its own. Default 6, as for a batch Job.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds bounds the master's run time, when the kind's master section does
+	// not set its own. The job fails with reason DeadlineExceeded once it is reached.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// GangProvider names the scheduler integration that admits a job's pods all together.
+// +kubebuilder:validation:Enum=Volcano;Coscheduling;None
+type GangProvider string
+
+const (
+	// GangVolcano creates a scheduling.volcano.sh PodGroup and schedules with Volcano.
+	GangVolcano GangProvider = "Volcano"
+	// GangCoscheduling creates a scheduling.x-k8s.io PodGroup for the scheduler-plugins
+	// coscheduling plugin.
+	GangCoscheduling GangProvider = "Coscheduling"
+	// GangNone schedules pods one by one with the default scheduler.
+	GangNone GangProvider = "None"
+)
+
+// SchedulingPolicy says how a job's pods are admitted by the scheduler.
+type SchedulingPolicy struct {
+	// gang selects the gang-scheduling provider. Unset takes the operator's default.
+	// +optional
+	Gang *GangProvider `json:"gang,omitempty"`
+
+	// minAvailable is how many of the job's pods must be schedulable together before any is
+	// bound. Default: every pod of the job (master and all workers).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
+
+	// queue is the scheduler queue (Volcano) the job is submitted to.
+	// +optional
+	Queue string `json:"queue,omitempty"`
+
+	// priorityClassName is given to every pod of the job whose template sets none.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// scheduleTimeoutSeconds is how long the gang may wait to be scheduled as a whole.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// JobPhase is a one-word summary of where a job is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Succeeded;Failed
+type JobPhase string
+
+const (
+	// JobPending: children are being created or pods are waiting to run.
+	JobPending JobPhase = "Pending"
+	// JobRunning: the master's pod is running.
+	JobRunning JobPhase = "Running"
+	// JobSuspended: runPolicy.suspend is set; nothing runs.
+	JobSuspended JobPhase = "Suspended"
+	// JobSucceeded: the master completed successfully.
+	JobSucceeded JobPhase = "Succeeded"
+	// JobFailed: the master failed for good (retries or deadline exhausted).
+	JobFailed JobPhase = "Failed"
+)
+
+// Condition types a job reports in status.conditions.
+const (
+	// ConditionInitialized is True once every child object exists and belongs to the job.
+	ConditionInitialized = "Initialized"
+	// ConditionWorkersReady is True while every worker pod of every set is ready.
+	ConditionWorkersReady = "WorkersReady"
+	// ConditionRunning is True while the master's pod runs.
+	ConditionRunning = "Running"
+	// ConditionReplicaFailure is True when pods of the job failed, even if the master retries.
+	ConditionReplicaFailure = "ReplicaFailure"
+	// ConditionSuspended is True while runPolicy.suspend is set.
+	ConditionSuspended = "Suspended"
+	// ConditionSucceeded is True once the master completed successfully.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFailed is True once the master failed for good.
+	ConditionFailed = "Failed"
+)
+
+// ReplicaStatus counts the pods of one replica set of a job: the master or one worker set.
+type ReplicaStatus struct {
+	// name is "master" for the master, or the worker set's name.
+	Name string `json:"name"`
+	// replicas is the number of pods this set should have now.
+	Replicas int32 `json:"replicas"`
+	// ready is the number of pods whose Ready condition is True.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// active is the number of pods that are pending or running.
+	// +optional
+	Active int32 `json:"active,omitempty"`
+	// succeeded is the number of pods that completed successfully.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// failed is the number of pods that failed.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// restarts is the sum of container restarts over the set's current pods.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+}
+
+// PodPhaseCounts aggregates the phases of every pod of a job.
+type PodPhaseCounts struct {
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	Unknown int32 `json:"unknown,omitempty"`
+}
+
+// JobStatus is the observed state every troupe kind reports. It is computed from the job's
+// children on each reconcile and written only when it changed.
+type JobStatus struct {
+	// phase summarises the job: Pending, Running, Suspended, Succeeded or Failed.
+	// +optional
+	Phase JobPhase `json:"phase,omitempty"`
+
+	// conditions are the job's detailed state: Initialized, WorkersReady, Running,
+	// ReplicaFailure, Suspended, Succeeded and Failed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// replicaStatuses counts pods per replica set: "master" first, then each worker set.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ReplicaStatuses []ReplicaStatus `json:"replicaStatuses,omitempty"`
+
+	// pods aggregates the phases of every pod of the job.
+	// +optional
+	Pods PodPhaseCounts `json:"pods,omitempty"`
+
+	// workers reads "ready/desired" over all worker sets, for kubectl's WORKERS column.
+	// +optional
+	Workers string `json:"workers,omitempty"`
+
+	// startTime is when the operator first started the job's children.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the job succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// observedGeneration is the metadata.generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}

@@ -1,0 +1,56 @@
+package v1alpha1
+
+// Labels and annotations the operator puts on children and pods. Users select on the labels;
+// the operator itself selects on owner references and the job UID label only, so jobs of two
+// kinds may share a name.
+const (
+	// LabelRole is "master" or "worker" on every pod and on the Job and StatefulSets.
+	LabelRole = "troupe.dev/role"
+	// LabelWorkerSet names the worker set of a worker pod or StatefulSet.
+	LabelWorkerSet = "troupe.dev/worker-set"
+	// LabelJobUID carries the owning job's UID on every child and pod; the operator's caches
+	// and pod selection key on it.
+	LabelJobUID = "troupe.dev/job-uid"
+
+	// AnnotationSpecHash records a hash of the desired child, so the operator rewrites a child
+	// only when what it wants changed.
+	AnnotationSpecHash = "troupe.dev/spec-hash"
+
+	// RoleMaster is the value of LabelRole on the master (launcher) Job and its pods.
+	RoleMaster = "master"
+	// RoleWorker is the value of LabelRole on worker StatefulSets and their pods.
+	RoleWorker = "worker"
+
+	// MasterReplicaName names the master's entry in status.replicaStatuses.
+	MasterReplicaName = "master"
+)
+
+// Condition reasons.
+const (
+	ReasonChildrenCreated  = "ChildrenCreated"
+	ReasonChildConflict    = "ChildNameConflict"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonWorkersReady     = "AllWorkersReady"
+	ReasonWorkersNotReady  = "WorkersNotReady"
+	ReasonNoWorkers        = "NoWorkerSets"
+	ReasonWorkersReleased  = "WorkersReleased"
+	ReasonMasterRunning    = "MasterRunning"
+	ReasonMasterNotRunning = "MasterNotRunning"
+	ReasonMasterSucceeded  = "MasterSucceeded"
+	ReasonMasterFailed     = "MasterFailed"
+	ReasonPodsFailed       = "PodsFailed"
+	ReasonNoPodFailures    = "NoPodFailures"
+	ReasonSuspended        = "JobSuspended"
+	ReasonNotSuspended     = "JobNotSuspended"
+)
+
+// Event reasons.
+const (
+	EventChildConflict = "ChildNameConflict"
+	EventInvalidSpec   = "InvalidSpec"
+	EventCreated       = "Created"
+	EventUpdated       = "Updated"
+	EventSucceeded     = "Succeeded"
+	EventFailed        = "Failed"
+	EventTTLExpired    = "TTLExpired"
+)

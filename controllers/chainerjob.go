@@ -1,0 +1,94 @@
+// Package controllers holds one small adapter per troupe kind: it turns the kind's spec into
+// the engine's framework-neutral Spec and registers the engine's reconciler for the kind.
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// ChainerJobNameLabel names the ChainerJob on every child and pod.
+const ChainerJobNameLabel = "chainerjob.troupe.dev/name"
+
+// defaultBackoffLimit is the master's retries when neither the master nor the run policy sets
+// them: the batch Job default.
+const defaultBackoffLimit int32 = 6
+
+// ChainerJob adapts ChainerJob to the engine: the master is rank 0 of the MPI world and each
+// worker set is a StatefulSet named <job>-workerset-<set>.
+type ChainerJob struct{}
+
+var _ engine.Adapter = ChainerJob{}
+
+// SetupChainerJob registers the ChainerJob reconciler with the manager.
+func SetupChainerJob(mgr ctrl.Manager) error {
+	r, err := engine.NewReconciler(mgr, ChainerJob{})
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr)
+}
+
+// NewObject returns an empty ChainerJob.
+func (ChainerJob) NewObject() engine.Object { return &troupev1.ChainerJob{} }
+
+// NameLabel is the ChainerJob name label.
+func (ChainerJob) NameLabel() string { return ChainerJobNameLabel }
+
+// Describe turns a ChainerJob into the engine's Spec.
+func (ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
+	job, ok := obj.(*troupev1.ChainerJob)
+	if !ok {
+		return fmt.Errorf("expected a ChainerJob, got %T", obj)
+	}
+	spec := &job.Spec
+	if err := requireMainContainer("spec.master.template", &spec.Master.Template, troupev1.ChainerMainContainer); err != nil {
+		return err
+	}
+	s.RunPolicy = spec.RunPolicy
+	s.SchedulingPolicy = spec.SchedulingPolicy
+	s.Master = engine.Master{
+		JobName:               job.Name + "-master",
+		Template:              spec.Master.Template,
+		BackoffLimit:          firstSet(defaultBackoffLimit, spec.Master.BackoffLimit, spec.RunPolicy.BackoffLimit),
+		ActiveDeadlineSeconds: firstNonNil(spec.Master.ActiveDeadlineSeconds, spec.RunPolicy.ActiveDeadlineSeconds),
+		Slots:                 mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig)),
+		IsHost:                true,
+	}
+
+	if spec.Backend == troupev1.ChainerBackendNone {
+		if len(spec.WorkerSets) > 0 {
+			return fmt.Errorf("spec.workerSets: backend %q runs the master alone; remove the worker sets or use backend %q",
+				troupev1.ChainerBackendNone, troupev1.ChainerBackendMPI)
+		}
+		return nil
+	}
+	s.Backend = mpi.Backend{}
+	for i := range spec.WorkerSets {
+		ws := &spec.WorkerSets[i]
+		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", ws.Name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
+			return err
+		}
+		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
+			Name:            ws.Name,
+			StatefulSetName: job.Name + "-workerset-" + ws.Name,
+			Replicas:        ptr.Deref(ws.Replicas, 1),
+			Slots:           mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, slotsOf(ws.MPIConfig)),
+			Template:        ws.Template,
+		})
+	}
+	return nil
+}
+
+func slotsOf(c *troupev1.MPIConfig) *int32 {
+	if c == nil {
+		return nil
+	}
+	return c.Slots
+}

@@ -1,0 +1,16 @@
+# The one place where every pinned tool and test-infrastructure version lives.
+# The Makefile and every script under hack/ read these; change a version here only.
+
+# Kubernetes control plane built from Go modules for envtest and the local cluster.
+KUBE_VERSION ?= v1.35.6
+# Published staging modules (k8s.io/api, k8s.io/client-go, ...) matching KUBE_VERSION.
+KUBE_STAGING_VERSION ?= v0.35.6
+ETCD_VERSION ?= v3.6.5
+KWOK_VERSION ?= v0.7.0
+
+# Code generation and lint.
+CONTROLLER_GEN_VERSION ?= v0.20.0
+GOLANGCI_LINT_VERSION ?= v2.7.2
+
+# Built binaries live outside the checkout, keyed by version, so a clean clone reuses them.
+TROUPE_CACHE ?= $(HOME)/.cache/troupe

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// CacheOptions restricts the operator's informers to objects that carry a troupe job UID label
+// and trims pods to the few fields the engine reads, so the operator's memory grows with the
+// jobs' objects, not with the cluster.
+func CacheOptions() (cache.Options, error) {
+	req, err := labels.NewRequirement(troupev1.LabelJobUID, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("job UID selector: %w", err)
+	}
+	ours := labels.NewSelector().Add(*req)
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:         {Label: ours, Transform: TrimPod},
+			&batchv1.Job{}:        {Label: ours},
+			&appsv1.StatefulSet{}: {Label: ours},
+			&corev1.Service{}:     {Label: ours},
+			&corev1.ConfigMap{}:   {Label: ours},
+		},
+	}, nil
+}
+
+// TrimPod keeps what the engine reads of a pod (identity, labels, owners, phase, conditions and
+// restart counts) and drops the spec and the rest of the status, which make up most of a pod's
+// size.
+func TrimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	trimmed := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			Generation:        pod.Generation,
+			CreationTimestamp: pod.CreationTimestamp,
+			DeletionTimestamp: pod.DeletionTimestamp,
+			Labels:            pod.Labels,
+			OwnerReferences:   pod.OwnerReferences,
+		},
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status: corev1.PodStatus{
+			Phase:      pod.Status.Phase,
+			Conditions: pod.Status.Conditions,
+			Reason:     pod.Status.Reason,
+		},
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount,
+		})
+	}
+	return trimmed, nil
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// childKey identifies a child by Go type and name (names are unique per kind in a namespace).
+type childKey struct {
+	kind string
+	name string
+}
+
+func keyOf(o client.Object) childKey {
+	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
+}
+
+// observe reads the job's children and pods. Children come from the cache, which holds only
+// objects carrying the job UID label; a child missing there is read once from the API server,
+// to tell a name taken by a foreign object (a conflict) from our own object the cache has not
+// seen yet.
+func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
+	for _, want := range Children(s, false) {
+		cur, err := r.getChild(ctx, job, want)
+		switch {
+		case err != nil:
+			return nil, err
+		case cur == nil:
+			continue
+		case !metav1.IsControlledBy(cur, job):
+			obs.Conflicts = append(obs.Conflicts, Conflict{Kind: keyOf(want).kind, Name: want.GetName()})
+			continue
+		}
+		obs.current[keyOf(want)] = cur
+		switch c := cur.(type) {
+		case *batchv1.Job:
+			obs.MasterJob = c
+		case *appsv1.StatefulSet:
+			obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
+		}
+	}
+
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.Namespace),
+		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	obs.Pods = pods.Items
+	return obs, nil
+}
+
+// getChild returns the object named like want, from the cache or else the API server, or nil.
+func (r *Reconciler) getChild(ctx context.Context, job Object, want client.Object) (client.Object, error) {
+	cur := reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+	key := client.ObjectKeyFromObject(want)
+	err := r.client.Get(ctx, key, cur)
+	if apierrors.IsNotFound(err) {
+		err = r.apiReader.Get(ctx, key, cur)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).kind, key.Name, err)
+	}
+	return cur, nil
+}
+
+// syncChildren creates missing children and puts owned ones back to their desired shape. It
+// creates nothing while a name conflict exists (a job with half its children would hold
+// resources without being able to run) and nothing once the job has finished (a finished job
+// is never started again). Objects it does not own are never touched.
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
+	for _, want := range Children(s, WorkersReleased(s, finished)) {
+		cur, exists := obs.current[keyOf(want)]
+		if !exists {
+			if finished || len(obs.Conflicts) > 0 || isConflict(obs, want) {
+				continue
+			}
+			if err := r.client.Create(ctx, want); err != nil {
+				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
+			}
+			k := keyOf(want)
+			r.recorder.Eventf(job, want, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
+			continue
+		}
+		if _, isMaster := want.(*batchv1.Job); isMaster && finished {
+			continue // a finished Job's spec is left as it ended
+		}
+		if !restore(cur, want) {
+			continue
+		}
+		if err := r.client.Update(ctx, cur); err != nil {
+			return fmt.Errorf("update %s %s: %w", keyOf(want).kind, want.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func isConflict(obs *Observed, want client.Object) bool {
+	k := keyOf(want)
+	for _, c := range obs.Conflicts {
+		if c.Kind == k.kind && c.Name == k.name {
+			return true
+		}
+	}
+	return false
+}
+
+// restore puts the fields of an owned child that the engine manages back to their desired
+// values and reports whether it changed anything. Fields the API server cannot change on a
+// live object (a Job's template, a StatefulSet's selector) are left alone; the pod template of
+// a StatefulSet is rewritten only when what the engine wants changed, so defaults filled in by
+// the API server never cause a write.
+func restore(cur, want client.Object) bool {
+	wantHash := want.GetAnnotations()[troupev1.AnnotationSpecHash]
+	specChanged := cur.GetAnnotations()[troupev1.AnnotationSpecHash] != wantHash
+	changed := false
+
+	labels := cur.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range want.GetLabels() {
+		if labels[k] != v {
+			labels[k] = v
+			changed = true
+		}
+	}
+	cur.SetLabels(labels)
+
+	switch w := want.(type) {
+	case *appsv1.StatefulSet:
+		c := cur.(*appsv1.StatefulSet)
+		if !equality.Semantic.DeepEqual(c.Spec.Replicas, w.Spec.Replicas) {
+			c.Spec.Replicas = w.Spec.Replicas
+			changed = true
+		}
+		if specChanged {
+			c.Spec.Template = w.Spec.Template
+		}
+	case *batchv1.Job:
+		c := cur.(*batchv1.Job)
+		if !equality.Semantic.DeepEqual(c.Spec.Suspend, w.Spec.Suspend) {
+			c.Spec.Suspend = w.Spec.Suspend
+			changed = true
+		}
+	case *corev1.Service:
+		c := cur.(*corev1.Service)
+		if !maps.Equal(c.Spec.Selector, w.Spec.Selector) || c.Spec.PublishNotReadyAddresses != w.Spec.PublishNotReadyAddresses {
+			c.Spec.Selector = w.Spec.Selector
+			c.Spec.PublishNotReadyAddresses = w.Spec.PublishNotReadyAddresses
+			changed = true
+		}
+	case *corev1.ConfigMap:
+		c := cur.(*corev1.ConfigMap)
+		if !maps.Equal(c.Data, w.Data) {
+			c.Data = w.Data
+			changed = true
+		}
+	}
+
+	if specChanged {
+		ann := cur.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[troupev1.AnnotationSpecHash] = wantHash
+		cur.SetAnnotations(ann)
+		changed = true
+	}
+	return changed
+}

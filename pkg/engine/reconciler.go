@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// conflictRecheck is how often a job whose child names are taken looks again. The foreign
+// objects carry none of our labels, so no watch event tells when they go away.
+const conflictRecheck = 30 * time.Second
+
+// Adapter turns one kind's spec into the engine's Spec. A kind is a types file, an adapter and
+// a webhook file; the adapter knows nothing of StatefulSets or Jobs.
+type Adapter interface {
+	// NewObject returns an empty job of the kind.
+	NewObject() Object
+	// NameLabel is the label key that names the job on every child and pod, for example
+	// "chainerjob.troupe.dev/name".
+	NameLabel() string
+	// Describe fills the master, worker sets, policies and backend of s from the job's spec.
+	// Name, namespace, owner and NameLabel are already set. An error means the spec cannot be
+	// run as written; it is reported on the job and nothing is created.
+	Describe(job Object, s *Spec) error
+}
+
+// Reconciler drives every job of one kind through its lifecycle.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	adapter   Adapter
+	gvk       schema.GroupVersionKind
+	clock     clock.PassiveClock
+}
+
+// NewReconciler returns the engine's reconciler for the adapter's kind.
+func NewReconciler(mgr ctrl.Manager, a Adapter) (*Reconciler, error) {
+	gvk, err := apiutil.GVKForObject(a.NewObject(), mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("kind of adapter %T: %w", a, err)
+	}
+	return &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("troupe-" + gvk.Kind),
+		adapter:   a,
+		gvk:       gvk,
+		clock:     clock.RealClock{},
+	}, nil
+}
+
+// SetupWithManager registers the reconciler: it watches the kind, the children it owns and
+// the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
+// then selects pods by job UID).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	nameLabel := r.adapter.NameLabel()
+	podToJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, pod client.Object) []reconcile.Request {
+		name, ok := pod.GetLabels()[nameLabel]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pod.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.gvk.Kind).
+		For(r.adapter.NewObject()).
+		Owns(&batchv1.Job{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, podToJob).
+		Complete(r)
+}
+
+// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs;horovodjobs;mpijobs,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/status;horovodjobs/status;mpijobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/finalizers;horovodjobs/finalizers;mpijobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs one job through the phases of its lifecycle: describe the spec, observe the
+// children, expire a finished job past its TTL, bring the children to their desired shape,
+// clean up after the master, and write the status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	job := r.adapter.NewObject()
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !job.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, nil
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
+
+	spec, err := r.describe(job)
+	if err != nil {
+		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
+	}
+	obs, err := r.observe(ctx, job, spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	prev := job.JobStatus().DeepCopy()
+	finished := Finished(prev, obs.MasterJob)
+
+	if finished {
+		if expired, err := r.expireTTL(ctx, job, spec, prev); err != nil || expired {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.syncChildren(ctx, job, spec, obs, finished); err != nil {
+		return ctrl.Result{}, err
+	}
+	if finished && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+		if err := r.deleteMasterPods(ctx, obs); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.writeStatus(ctx, job, spec, obs, prev); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.requeue(spec, obs, job.JobStatus()), nil
+}
+
+// describe builds the job's Spec: the identity the engine owns, the rest from the adapter.
+func (r *Reconciler) describe(job Object) (*Spec, error) {
+	s := &Spec{
+		Name:      job.GetName(),
+		Namespace: job.GetNamespace(),
+		Owner:     *metav1.NewControllerRef(job, r.gvk),
+		NameLabel: r.adapter.NameLabel(),
+	}
+	if err := r.adapter.Describe(job, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// requeue asks to be woken for the next time-driven step: a TTL expiry, or a recheck of taken
+// child names. Everything else is driven by watches.
+func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
+	if len(obs.Conflicts) > 0 {
+		return ctrl.Result{RequeueAfter: conflictRecheck}
+	}
+	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
+		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+		if d := expiry.Sub(r.clock.Now()); d > 0 {
+			return ctrl.Result{RequeueAfter: d}
+		}
+		return ctrl.Result{RequeueAfter: time.Second}
+	}
+	return ctrl.Result{}
+}
+
+// expireTTL deletes a finished job whose ttlSecondsAfterFinished has passed; its children go
+// with it through garbage collection.
+func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (bool, error) {
+	ttl := s.RunPolicy.TTLSecondsAfterFinished
+	if ttl == nil || prev.CompletionTime == nil {
+		return false, nil
+	}
+	expiry := prev.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	if r.clock.Now().Before(expiry) {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("deleting finished job past its TTL", "ttlSecondsAfterFinished", *ttl)
+	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventTTLExpired, "Delete",
+		"deleting the job %ds after it finished (runPolicy.ttlSecondsAfterFinished)", *ttl)
+	err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return true, client.IgnoreNotFound(err)
+}
+
+// deleteMasterPods removes the master's remaining pods (clean-pod policy All).
+func (r *Reconciler) deleteMasterPods(ctx context.Context, obs *Observed) error {
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete master pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// writeStatus computes the status from the observation and writes it once, only if it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) error {
+	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
+	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
+	if equality.Semantic.DeepEqual(prev, &next) {
+		return nil
+	}
+	*job.JobStatus() = next
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	r.recordTransitions(job, prev, &next)
+	return nil
+}
+
+// recordTransitions emits an event when the job finishes or a name conflict appears.
+func (r *Reconciler) recordTransitions(job Object, prev, next *troupev1.JobStatus) {
+	if next.Phase != prev.Phase {
+		switch next.Phase {
+		case troupev1.JobSucceeded:
+			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventSucceeded, "Finish", "the master completed successfully")
+		case troupev1.JobFailed:
+			msg := "the master failed"
+			if c := meta.FindStatusCondition(next.Conditions, troupev1.ConditionFailed); c != nil {
+				msg = c.Message
+			}
+			r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventFailed, "Finish", "%s", msg)
+		}
+	}
+	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
+	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
+	if now != nil && now.Reason == troupev1.ReasonChildConflict && (was == nil || was.Message != now.Message) {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventChildConflict, "Create", "%s", now.Message)
+	}
+}
+
+// reportInvalidSpec records why the spec cannot be run, on the status and as an event.
+func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
+	st := job.JobStatus()
+	prev := st.DeepCopy()
+	if st.Phase == "" {
+		st.Phase = troupev1.JobPending
+	}
+	st.ObservedGeneration = job.GetGeneration()
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse,
+		Reason: troupev1.ReasonInvalidSpec, Message: cause.Error(),
+		ObservedGeneration: job.GetGeneration(),
+		LastTransitionTime: metav1.NewTime(r.clock.Now().Truncate(time.Second)),
+	})
+	if equality.Semantic.DeepEqual(prev, st) {
+		return nil
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventInvalidSpec, "Validate", "%v", cause)
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}

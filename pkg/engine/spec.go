@@ -1,0 +1,125 @@
+// Package engine is the job library every troupe kind shares. An adapter turns its kind's spec
+// into a Spec (one master run as a batch Job, zero or more worker sets run as StatefulSets, a
+// backend that wires them together); the engine builds the children from it, keeps them in
+// shape and computes the job's status from what it observes. The engine knows nothing of the
+// framework (Chainer, Horovod) or the MPI flavour behind a kind.
+package engine
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Object is a troupe job of any kind: an API object that carries the shared JobStatus.
+type Object interface {
+	client.Object
+	JobStatus() *troupev1.JobStatus
+}
+
+// Spec is the framework-neutral description of one job, built by a kind's adapter.
+type Spec struct {
+	// Name and Namespace are the job's; the headless Service is named like the job.
+	Name      string
+	Namespace string
+	// Owner is the controller owner reference every child carries.
+	Owner metav1.OwnerReference
+	// NameLabel is the kind's label key, for example "chainerjob.troupe.dev/name"; every child
+	// and pod carries NameLabel: Name.
+	NameLabel string
+
+	Master     Master
+	WorkerSets []WorkerSet
+
+	RunPolicy        troupev1.RunPolicy
+	SchedulingPolicy troupev1.SchedulingPolicy
+
+	// Backend wires the processes together (hostfile, credentials). Nil runs the master alone
+	// with no wiring.
+	Backend Backend
+}
+
+// Master is the job's master (launcher): one pod run to completion by a batch Job.
+type Master struct {
+	// JobName is the name of the batch Job, for example "<job>-master".
+	JobName  string
+	Template corev1.PodTemplateSpec
+	// BackoffLimit is the number of retries of the master pod before the job fails.
+	BackoffLimit int32
+	// ActiveDeadlineSeconds bounds the master's run time; nil is unbounded.
+	ActiveDeadlineSeconds *int64
+	// Slots is the number of processes the master runs itself.
+	Slots int32
+	// IsHost says the master takes part in the computation (it is the first host of the
+	// hostfile) rather than only launching it.
+	IsHost bool
+}
+
+// WorkerSet is one group of identical worker pods run by a StatefulSet.
+type WorkerSet struct {
+	// Name identifies the set within the job (label troupe.dev/worker-set).
+	Name string
+	// StatefulSetName is the name of the StatefulSet; its pods are <StatefulSetName>-<i>.
+	StatefulSetName string
+	Replicas        int32
+	// Slots is the number of processes each pod of the set runs.
+	Slots    int32
+	Template corev1.PodTemplateSpec
+}
+
+// Backend wires a job's processes together. It is chosen per job by the adapter. Both methods
+// must be pure functions of the Spec.
+type Backend interface {
+	// Objects returns the extra children the backend needs (a hostfile ConfigMap, credential
+	// Secrets, RBAC), without labels or owner references: the engine adds those.
+	Objects(s *Spec) []client.Object
+	// DecoratePod adds the backend's volumes, mounts and environment to a pod template of the
+	// master (ws == nil) or of worker set ws.
+	DecoratePod(s *Spec, ws *WorkerSet, tmpl *corev1.PodTemplateSpec)
+}
+
+// CleanPodPolicy returns the effective clean-pod policy (default Running).
+func (s *Spec) CleanPodPolicy() troupev1.CleanPodPolicy {
+	if p := s.RunPolicy.CleanPodPolicy; p != nil {
+		return *p
+	}
+	return troupev1.CleanPodPolicyRunning
+}
+
+// Suspended reports whether the job is asked to be suspended.
+func (s *Spec) Suspended() bool {
+	return s.RunPolicy.Suspend != nil && *s.RunPolicy.Suspend
+}
+
+// ServiceName is the name of the headless Service that gives pods their stable DNS names.
+func (s *Spec) ServiceName() string { return s.Name }
+
+// HostName is the stable DNS name of a job's pod under the headless Service. It leaves the
+// cluster domain to the pod's DNS search path, so it works whatever the domain is.
+func (s *Spec) HostName(podHostname string) string {
+	return podHostname + "." + s.ServiceName() + "." + s.Namespace + ".svc"
+}
+
+// MasterHostname is the pod hostname given to the master's pod (the Job's pods get no stable
+// name by themselves; with hostname and subdomain set, DNS gives them one).
+func (s *Spec) MasterHostname() string { return s.Master.JobName }
+
+// WorkerHostnames lists the pod hostnames of a worker set, in ordinal order.
+func (ws *WorkerSet) WorkerHostnames() []string {
+	names := make([]string, 0, ws.Replicas)
+	for i := range ws.Replicas {
+		names = append(names, podOrdinalName(ws.StatefulSetName, i))
+	}
+	return names
+}
+
+// TotalWorkers is the desired number of worker pods over every set.
+func (s *Spec) TotalWorkers() int32 {
+	var n int32
+	for i := range s.WorkerSets {
+		n += s.WorkerSets[i].Replicas
+	}
+	return n
+}

@@ -1,0 +1,357 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Observed is what the engine saw of a job's children on one reconcile.
+type Observed struct {
+	// MasterJob is the job's batch Job, nil when it does not exist (or is not the job's).
+	MasterJob *batchv1.Job
+	// StatefulSets holds the job's worker StatefulSets by worker set name.
+	StatefulSets map[string]*appsv1.StatefulSet
+	// Pods are the job's pods (selected by the job UID label).
+	Pods []corev1.Pod
+	// Conflicts are children whose name is taken by an object the job does not own.
+	Conflicts []Conflict
+
+	// current holds every owned child found, by kind and name.
+	current map[childKey]client.Object
+}
+
+// Conflict names an object that has the name of one of the job's children but is not owned by
+// the job. The engine never adopts, changes or deletes it.
+type Conflict struct {
+	Kind string
+	Name string
+}
+
+func (c Conflict) String() string { return c.Kind + " " + c.Name }
+
+// Finished reports whether the job has ended: the master Job reached Complete or Failed, or an
+// earlier status said so. A finished job is never started again, even if its master Job is
+// deleted afterwards.
+func Finished(prev *troupev1.JobStatus, master *batchv1.Job) bool {
+	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+		return true
+	}
+	_, done := masterOutcome(master)
+	return done
+}
+
+// WorkersReleased reports whether the worker sets should be scaled to zero: the job is
+// suspended, or it has finished and its clean-pod policy is not None.
+func WorkersReleased(s *Spec, finished bool) bool {
+	if finished {
+		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone
+	}
+	return s.Suspended()
+}
+
+// ComputeStatus returns the job's status as a pure function of its spec, what was observed of
+// its children, the previous status (for times that must not move) and the current time.
+func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation int64, now metav1.Time) troupev1.JobStatus {
+	st := troupev1.JobStatus{
+		Conditions:         slices.Clone(prev.Conditions),
+		ObservedGeneration: generation,
+		StartTime:          prev.StartTime,
+		CompletionTime:     prev.CompletionTime,
+	}
+	finished := Finished(prev, obs.MasterJob)
+	released := WorkersReleased(s, finished)
+
+	st.ReplicaStatuses = replicaStatuses(s, obs, released)
+	st.Pods = podPhaseCounts(obs.Pods)
+	st.Workers = workersColumn(s, st.ReplicaStatuses)
+	st.Phase = phase(s, obs, prev)
+
+	cond := func(t string, status bool, reason, msg string) {
+		c := metav1.Condition{
+			Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+			ObservedGeneration: generation, LastTransitionTime: now,
+		}
+		if status {
+			c.Status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	cond(initializedCondition(obs))
+	cond(workersReadyCondition(s, st.ReplicaStatuses, finished, released))
+	cond(runningCondition(st.Phase))
+	cond(replicaFailureCondition(st.ReplicaStatuses))
+	cond(suspendedCondition(s, finished))
+	if t, ok, reason, msg := terminalCondition(obs.MasterJob, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, t) {
+		cond(t, true, reason, msg)
+	}
+
+	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
+		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
+	}
+	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
+		st.CompletionTime = completionTime(obs.MasterJob, now)
+	}
+	return st
+}
+
+// phase summarises the job. Terminal phases are sticky.
+func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
+	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+		return prev.Phase
+	}
+	if outcome, done := masterOutcome(obs.MasterJob); done {
+		return outcome
+	}
+	switch {
+	case s.Suspended():
+		return troupev1.JobSuspended
+	case masterRunning(obs):
+		return troupev1.JobRunning
+	default:
+		return troupev1.JobPending
+	}
+}
+
+// masterOutcome reads the master Job's terminal condition.
+func masterOutcome(job *batchv1.Job) (troupev1.JobPhase, bool) {
+	if c := terminalJobCondition(job); c != nil {
+		if c.Type == batchv1.JobComplete {
+			return troupev1.JobSucceeded, true
+		}
+		return troupev1.JobFailed, true
+	}
+	return "", false
+}
+
+func terminalJobCondition(job *batchv1.Job) *batchv1.JobCondition {
+	if job == nil {
+		return nil
+	}
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// masterRunning: the master Job reports a ready pod, or one of its pods is in phase Running.
+func masterRunning(obs *Observed) bool {
+	if obs.MasterJob == nil {
+		return false
+	}
+	if r := obs.MasterJob.Status.Ready; r != nil && *r > 0 {
+		return true
+	}
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.Labels[troupev1.LabelRole] == troupev1.RoleMaster && p.Status.Phase == corev1.PodRunning {
+			return true
+		}
+	}
+	return false
+}
+
+func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaStatus {
+	master := troupev1.ReplicaStatus{Name: troupev1.MasterReplicaName}
+	if !s.Suspended() {
+		master.Replicas = 1
+	}
+	if j := obs.MasterJob; j != nil {
+		master.Active = j.Status.Active
+		master.Succeeded = j.Status.Succeeded
+		master.Failed = j.Status.Failed
+		if j.Status.Ready != nil {
+			master.Ready = *j.Status.Ready
+		}
+	}
+	if _, done := masterOutcome(obs.MasterJob); done {
+		master.Replicas = 0
+	}
+	master.Restarts = restarts(obs.Pods, func(p *corev1.Pod) bool {
+		return p.Labels[troupev1.LabelRole] == troupev1.RoleMaster
+	})
+	out := []troupev1.ReplicaStatus{master}
+
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		rs := troupev1.ReplicaStatus{Name: ws.Name, Replicas: ws.Replicas}
+		if released {
+			rs.Replicas = 0
+		}
+		if sts := obs.StatefulSets[ws.Name]; sts != nil {
+			rs.Ready = sts.Status.ReadyReplicas
+		}
+		inSet := func(p *corev1.Pod) bool {
+			return p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.Labels[troupev1.LabelWorkerSet] == ws.Name
+		}
+		for j := range obs.Pods {
+			p := &obs.Pods[j]
+			if !inSet(p) {
+				continue
+			}
+			switch p.Status.Phase {
+			case corev1.PodPending, corev1.PodRunning:
+				rs.Active++
+			case corev1.PodSucceeded:
+				rs.Succeeded++
+			case corev1.PodFailed:
+				rs.Failed++
+			}
+		}
+		rs.Restarts = restarts(obs.Pods, inSet)
+		out = append(out, rs)
+	}
+	return out
+}
+
+func restarts(pods []corev1.Pod, match func(*corev1.Pod) bool) int32 {
+	var n int32
+	for i := range pods {
+		if !match(&pods[i]) {
+			continue
+		}
+		for _, cs := range pods[i].Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
+
+func podPhaseCounts(pods []corev1.Pod) troupev1.PodPhaseCounts {
+	var c troupev1.PodPhaseCounts
+	for i := range pods {
+		switch pods[i].Status.Phase {
+		case corev1.PodPending:
+			c.Pending++
+		case corev1.PodRunning:
+			c.Running++
+		case corev1.PodSucceeded:
+			c.Succeeded++
+		case corev1.PodFailed:
+			c.Failed++
+		default:
+			c.Unknown++
+		}
+	}
+	return c
+}
+
+// workersColumn is "ready/desired" over every worker set, desired being what the spec asks.
+func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
+	var ready int32
+	for _, r := range rs[1:] {
+		ready += r.Ready
+	}
+	return fmt.Sprintf("%d/%d", ready, s.TotalWorkers())
+}
+
+func initializedCondition(obs *Observed) (string, bool, string, string) {
+	if len(obs.Conflicts) > 0 {
+		names := make([]string, 0, len(obs.Conflicts))
+		for _, c := range obs.Conflicts {
+			names = append(names, c.String())
+		}
+		return troupev1.ConditionInitialized, false, troupev1.ReasonChildConflict,
+			"these objects already exist and are not owned by this job; delete or rename them: " + strings.Join(names, ", ")
+	}
+	return troupev1.ConditionInitialized, true, troupev1.ReasonChildrenCreated, "every child object exists"
+}
+
+func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, released bool) (string, bool, string, string) {
+	const t = troupev1.ConditionWorkersReady
+	switch {
+	case len(s.WorkerSets) == 0:
+		return t, true, troupev1.ReasonNoWorkers, "the job has no worker sets"
+	case released && finished:
+		return t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero"
+	case released:
+		return t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero"
+	}
+	var waiting []string
+	for i, ws := range s.WorkerSets {
+		if r := rs[i+1]; r.Ready < ws.Replicas {
+			waiting = append(waiting, fmt.Sprintf("%s: %d/%d ready", ws.Name, r.Ready, ws.Replicas))
+		}
+	}
+	if len(waiting) > 0 {
+		return t, false, troupev1.ReasonWorkersNotReady, "waiting for workers: " + strings.Join(waiting, ", ")
+	}
+	return t, true, troupev1.ReasonWorkersReady, "every worker pod is ready"
+}
+
+func runningCondition(p troupev1.JobPhase) (string, bool, string, string) {
+	const t = troupev1.ConditionRunning
+	switch p {
+	case troupev1.JobRunning:
+		return t, true, troupev1.ReasonMasterRunning, "the master is running"
+	case troupev1.JobSucceeded:
+		return t, false, troupev1.ReasonMasterSucceeded, "the master completed"
+	case troupev1.JobFailed:
+		return t, false, troupev1.ReasonMasterFailed, "the master failed"
+	case troupev1.JobSuspended:
+		return t, false, troupev1.ReasonSuspended, "the job is suspended"
+	default:
+		return t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet"
+	}
+}
+
+func replicaFailureCondition(rs []troupev1.ReplicaStatus) (string, bool, string, string) {
+	var failed []string
+	for _, r := range rs {
+		if r.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s: %d failed pods", r.Name, r.Failed))
+		}
+	}
+	if len(failed) > 0 {
+		return troupev1.ConditionReplicaFailure, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", ")
+	}
+	return troupev1.ConditionReplicaFailure, false, troupev1.ReasonNoPodFailures, "no pod of the job failed"
+}
+
+func suspendedCondition(s *Spec, finished bool) (string, bool, string, string) {
+	if s.Suspended() && !finished {
+		return troupev1.ConditionSuspended, true, troupev1.ReasonSuspended, "runPolicy.suspend is set"
+	}
+	return troupev1.ConditionSuspended, false, troupev1.ReasonNotSuspended, "the job is not suspended"
+}
+
+// terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
+// reason and message of a failure are the master Job's (BackoffLimitExceeded,
+// DeadlineExceeded, ...), so the user sees why without looking at the Job.
+func terminalCondition(master *batchv1.Job, p troupev1.JobPhase) (string, bool, string, string) {
+	jc := terminalJobCondition(master)
+	switch p {
+	case troupev1.JobSucceeded:
+		return troupev1.ConditionSucceeded, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"
+	case troupev1.JobFailed:
+		reason, msg := troupev1.ReasonMasterFailed, "the master failed"
+		if jc != nil && jc.Reason != "" {
+			reason = jc.Reason
+			msg = fmt.Sprintf("the master failed: %s", jc.Message)
+		}
+		return troupev1.ConditionFailed, true, reason, msg
+	}
+	return "", false, "", ""
+}
+
+func completionTime(master *batchv1.Job, now metav1.Time) *metav1.Time {
+	if master != nil && master.Status.CompletionTime != nil {
+		return master.Status.CompletionTime.DeepCopy()
+	}
+	if c := terminalJobCondition(master); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.DeepCopy()
+	}
+	return &now
+}
