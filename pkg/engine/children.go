@@ -27,6 +27,11 @@ func keyOf(o client.Object) childKey {
 	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
 }
 
+func refOf(o client.Object) ChildRef {
+	k := keyOf(o)
+	return ChildRef{Kind: k.kind, Name: k.name}
+}
+
 // observe reads the job's children and pods. Children come from the cache, which holds only
 // objects carrying the job UID label; a child missing there is read once from the API server,
 // to tell a name taken by a foreign object (a conflict) from our own object the cache has not
@@ -34,14 +39,15 @@ func keyOf(o client.Object) childKey {
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
 	for _, want := range Children(s, false) {
-		cur, err := r.getChild(ctx, job, want)
+		cur, err := r.getChild(ctx, want)
 		switch {
 		case err != nil:
 			return nil, err
 		case cur == nil:
+			obs.Missing = append(obs.Missing, refOf(want))
 			continue
 		case !metav1.IsControlledBy(cur, job):
-			obs.Conflicts = append(obs.Conflicts, Conflict{Kind: keyOf(want).kind, Name: want.GetName()})
+			obs.Conflicts = append(obs.Conflicts, refOf(want))
 			continue
 		}
 		obs.current[keyOf(want)] = cur
@@ -63,7 +69,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 }
 
 // getChild returns the object named like want, from the cache or else the API server, or nil.
-func (r *Reconciler) getChild(ctx context.Context, job Object, want client.Object) (client.Object, error) {
+func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.Object, error) {
 	cur := reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
 	key := client.ObjectKeyFromObject(want)
 	err := r.client.Get(ctx, key, cur)
@@ -87,7 +93,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	for _, want := range Children(s, WorkersReleased(s, finished)) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
-			if finished || len(obs.Conflicts) > 0 || isConflict(obs, want) {
+			if finished || len(obs.Conflicts) > 0 {
 				continue
 			}
 			if err := r.client.Create(ctx, want); err != nil {
@@ -108,16 +114,6 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		}
 	}
 	return nil
-}
-
-func isConflict(obs *Observed, want client.Object) bool {
-	k := keyOf(want)
-	for _, c := range obs.Conflicts {
-		if c.Kind == k.kind && c.Name == k.name {
-			return true
-		}
-	}
-	return false
 }
 
 // restore puts the fields of an owned child that the engine manages back to their desired

@@ -24,20 +24,29 @@ type Observed struct {
 	// Pods are the job's pods (selected by the job UID label).
 	Pods []corev1.Pod
 	// Conflicts are children whose name is taken by an object the job does not own.
-	Conflicts []Conflict
+	Conflicts []ChildRef
+	// Missing are children that do not exist (yet).
+	Missing []ChildRef
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
 }
 
-// Conflict names an object that has the name of one of the job's children but is not owned by
-// the job. The engine never adopts, changes or deletes it.
-type Conflict struct {
+// ChildRef names one child object of a job by kind and name.
+type ChildRef struct {
 	Kind string
 	Name string
 }
 
-func (c Conflict) String() string { return c.Kind + " " + c.Name }
+func (c ChildRef) String() string { return c.Kind + " " + c.Name }
+
+func joinRefs(refs []ChildRef) string {
+	names := make([]string, 0, len(refs))
+	for _, c := range refs {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
+}
 
 // Finished reports whether the job has ended: the master Job reached Complete or Failed, or an
 // earlier status said so. A finished job is never started again, even if its master Job is
@@ -76,23 +85,21 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
 	st.Phase = phase(s, obs, prev)
 
-	cond := func(t string, status bool, reason, msg string) {
-		c := metav1.Condition{
-			Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
-			ObservedGeneration: generation, LastTransitionTime: now,
-		}
-		if status {
-			c.Status = metav1.ConditionTrue
-		}
+	set := func(c metav1.Condition) {
+		c.ObservedGeneration, c.LastTransitionTime = generation, now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	cond(initializedCondition(obs))
-	cond(workersReadyCondition(s, st.ReplicaStatuses, finished, released))
-	cond(runningCondition(st.Phase))
-	cond(replicaFailureCondition(st.ReplicaStatuses))
-	cond(suspendedCondition(s, finished))
-	if t, ok, reason, msg := terminalCondition(obs.MasterJob, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, t) {
-		cond(t, true, reason, msg)
+	if prev.Phase != troupev1.JobSucceeded && prev.Phase != troupev1.JobFailed {
+		// Once the job has finished, its children are not recreated; Initialized keeps its
+		// last word.
+		set(initializedCondition(obs))
+	}
+	set(workersReadyCondition(s, st.ReplicaStatuses, finished, released))
+	set(runningCondition(st.Phase))
+	set(replicaFailureCondition(st.ReplicaStatuses))
+	set(suspendedCondition(s, finished))
+	if c, ok := terminalCondition(obs.MasterJob, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
+		set(c)
 	}
 
 	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
@@ -257,27 +264,29 @@ func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
 	return fmt.Sprintf("%d/%d", ready, s.TotalWorkers())
 }
 
-func initializedCondition(obs *Observed) (string, bool, string, string) {
-	if len(obs.Conflicts) > 0 {
-		names := make([]string, 0, len(obs.Conflicts))
-		for _, c := range obs.Conflicts {
-			names = append(names, c.String())
-		}
-		return troupev1.ConditionInitialized, false, troupev1.ReasonChildConflict,
-			"these objects already exist and are not owned by this job; delete or rename them: " + strings.Join(names, ", ")
+// initializedCondition: the job's objects exist and belong to it. A conflict names the objects
+// in the way; they are never adopted, changed or deleted.
+func initializedCondition(obs *Observed) metav1.Condition {
+	const t = troupev1.ConditionInitialized
+	switch {
+	case len(obs.Conflicts) > 0:
+		return newCondition(t, false, troupev1.ReasonChildConflict,
+			"objects with the names of this job's children exist and are not owned by it; delete or rename them: "+joinRefs(obs.Conflicts))
+	case len(obs.Missing) > 0:
+		return newCondition(t, false, troupev1.ReasonCreatingChildren, "creating "+joinRefs(obs.Missing))
 	}
-	return troupev1.ConditionInitialized, true, troupev1.ReasonChildrenCreated, "every child object exists"
+	return newCondition(t, true, troupev1.ReasonChildrenCreated, "every child object exists")
 }
 
-func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, released bool) (string, bool, string, string) {
+func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, released bool) metav1.Condition {
 	const t = troupev1.ConditionWorkersReady
 	switch {
 	case len(s.WorkerSets) == 0:
-		return t, true, troupev1.ReasonNoWorkers, "the job has no worker sets"
+		return newCondition(t, true, troupev1.ReasonNoWorkers, "the job has no worker sets")
 	case released && finished:
-		return t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero"
+		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
 	case released:
-		return t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero"
+		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero")
 	}
 	var waiting []string
 	for i, ws := range s.WorkerSets {
@@ -286,28 +295,28 @@ func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, relea
 		}
 	}
 	if len(waiting) > 0 {
-		return t, false, troupev1.ReasonWorkersNotReady, "waiting for workers: " + strings.Join(waiting, ", ")
+		return newCondition(t, false, troupev1.ReasonWorkersNotReady, "waiting for workers: "+strings.Join(waiting, ", "))
 	}
-	return t, true, troupev1.ReasonWorkersReady, "every worker pod is ready"
+	return newCondition(t, true, troupev1.ReasonWorkersReady, "every worker pod is ready")
 }
 
-func runningCondition(p troupev1.JobPhase) (string, bool, string, string) {
+func runningCondition(p troupev1.JobPhase) metav1.Condition {
 	const t = troupev1.ConditionRunning
 	switch p {
 	case troupev1.JobRunning:
-		return t, true, troupev1.ReasonMasterRunning, "the master is running"
+		return newCondition(t, true, troupev1.ReasonMasterRunning, "the master is running")
 	case troupev1.JobSucceeded:
-		return t, false, troupev1.ReasonMasterSucceeded, "the master completed"
+		return newCondition(t, false, troupev1.ReasonMasterSucceeded, "the master completed")
 	case troupev1.JobFailed:
-		return t, false, troupev1.ReasonMasterFailed, "the master failed"
+		return newCondition(t, false, troupev1.ReasonMasterFailed, "the master failed")
 	case troupev1.JobSuspended:
-		return t, false, troupev1.ReasonSuspended, "the job is suspended"
+		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended")
 	default:
-		return t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet"
+		return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
 	}
 }
 
-func replicaFailureCondition(rs []troupev1.ReplicaStatus) (string, bool, string, string) {
+func replicaFailureCondition(rs []troupev1.ReplicaStatus) metav1.Condition {
 	var failed []string
 	for _, r := range rs {
 		if r.Failed > 0 {
@@ -315,35 +324,35 @@ func replicaFailureCondition(rs []troupev1.ReplicaStatus) (string, bool, string,
 		}
 	}
 	if len(failed) > 0 {
-		return troupev1.ConditionReplicaFailure, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", ")
+		return newCondition(troupev1.ConditionReplicaFailure, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", "))
 	}
-	return troupev1.ConditionReplicaFailure, false, troupev1.ReasonNoPodFailures, "no pod of the job failed"
+	return newCondition(troupev1.ConditionReplicaFailure, false, troupev1.ReasonNoPodFailures, "no pod of the job failed")
 }
 
-func suspendedCondition(s *Spec, finished bool) (string, bool, string, string) {
+func suspendedCondition(s *Spec, finished bool) metav1.Condition {
 	if s.Suspended() && !finished {
-		return troupev1.ConditionSuspended, true, troupev1.ReasonSuspended, "runPolicy.suspend is set"
+		return newCondition(troupev1.ConditionSuspended, true, troupev1.ReasonSuspended, "runPolicy.suspend is set")
 	}
-	return troupev1.ConditionSuspended, false, troupev1.ReasonNotSuspended, "the job is not suspended"
+	return newCondition(troupev1.ConditionSuspended, false, troupev1.ReasonNotSuspended, "the job is not suspended")
 }
 
 // terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
 // reason and message of a failure are the master Job's (BackoffLimitExceeded,
 // DeadlineExceeded, ...), so the user sees why without looking at the Job.
-func terminalCondition(master *batchv1.Job, p troupev1.JobPhase) (string, bool, string, string) {
+func terminalCondition(master *batchv1.Job, p troupev1.JobPhase) (metav1.Condition, bool) {
 	jc := terminalJobCondition(master)
 	switch p {
 	case troupev1.JobSucceeded:
-		return troupev1.ConditionSucceeded, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"
+		return newCondition(troupev1.ConditionSucceeded, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"), true
 	case troupev1.JobFailed:
 		reason, msg := troupev1.ReasonMasterFailed, "the master failed"
 		if jc != nil && jc.Reason != "" {
 			reason = jc.Reason
 			msg = fmt.Sprintf("the master failed: %s", jc.Message)
 		}
-		return troupev1.ConditionFailed, true, reason, msg
+		return newCondition(troupev1.ConditionFailed, true, reason, msg), true
 	}
-	return "", false, "", ""
+	return metav1.Condition{}, false
 }
 
 func completionTime(master *batchv1.Job, now metav1.Time) *metav1.Time {
@@ -354,4 +363,12 @@ func completionTime(master *batchv1.Job, now metav1.Time) *metav1.Time {
 		return c.LastTransitionTime.DeepCopy()
 	}
 	return &now
+}
+
+func newCondition(t string, ok bool, reason, msg string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg}
 }

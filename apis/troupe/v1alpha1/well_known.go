@@ -28,6 +28,7 @@ const (
 // Condition reasons.
 const (
 	ReasonChildrenCreated  = "ChildrenCreated"
+	ReasonCreatingChildren = "CreatingChildren"
 	ReasonChildConflict    = "ChildNameConflict"
 	ReasonInvalidSpec      = "InvalidSpec"
 	ReasonWorkersReady     = "AllWorkersReady"

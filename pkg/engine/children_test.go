@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// asServed is what the API server returns for a child we created: our object plus defaults.
+func asServed(sts *appsv1.StatefulSet) *appsv1.StatefulSet {
+	cur := sts.DeepCopy()
+	cur.ResourceVersion = "7"
+	cur.Labels["added-by-someone"] = "x"
+	cur.Spec.Template.Spec.DNSPolicy = corev1.DNSClusterFirst
+	cur.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	cur.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	return cur
+}
+
+func TestRestore(t *testing.T) {
+	s := testSpec()
+	want := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+
+	t.Run("server defaults alone cause no write", func(t *testing.T) {
+		cur := asServed(want)
+		if restore(cur, want) {
+			t.Errorf("restore reported a change for an unchanged child")
+		}
+	})
+
+	t.Run("replicas changed by hand are put back, the rest of the object kept", func(t *testing.T) {
+		cur := asServed(want)
+		cur.Spec.Replicas = ptr.To[int32](5)
+		if !restore(cur, want) {
+			t.Fatalf("restore did not notice the scaled StatefulSet")
+		}
+		if *cur.Spec.Replicas != 2 {
+			t.Errorf("replicas = %d, want 2", *cur.Spec.Replicas)
+		}
+		if cur.Labels["added-by-someone"] != "x" || cur.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirst {
+			t.Errorf("restore dropped fields it does not manage: %+v", cur.Labels)
+		}
+	})
+
+	t.Run("a removed label of ours comes back", func(t *testing.T) {
+		cur := asServed(want)
+		delete(cur.Labels, troupev1.LabelRole)
+		if !restore(cur, want) || cur.Labels[troupev1.LabelRole] != troupev1.RoleWorker {
+			t.Errorf("role label not restored: %v", cur.Labels)
+		}
+	})
+
+	t.Run("a new desired template replaces the old one", func(t *testing.T) {
+		cur := asServed(want)
+		s2 := testSpec()
+		s2.WorkerSets[0].Template.Spec.Containers[0].Image = "train:2"
+		want2 := BuildWorkerStatefulSet(s2, &s2.WorkerSets[0], false)
+		if !restore(cur, want2) {
+			t.Fatalf("restore ignored a changed template")
+		}
+		if diff := cmp.Diff(want2.Spec.Template, cur.Spec.Template); diff != "" {
+			t.Errorf("template (-want +got):\n%s", diff)
+		}
+		if cur.Annotations[troupev1.AnnotationSpecHash] != want2.Annotations[troupev1.AnnotationSpecHash] {
+			t.Errorf("spec hash not updated")
+		}
+	})
+
+	t.Run("master Job: suspend follows the spec", func(t *testing.T) {
+		job := BuildMasterJob(s)
+		cur := job.DeepCopy()
+		s2 := testSpec()
+		s2.RunPolicy.Suspend = ptr.To(true)
+		if !restore(cur, BuildMasterJob(s2)) || !*cur.Spec.Suspend {
+			t.Errorf("suspend not applied: %v", cur.Spec.Suspend)
+		}
+		if restore(cur, BuildMasterJob(s2)) {
+			t.Errorf("a second restore changed the Job again")
+		}
+	})
+
+	t.Run("service selector put back", func(t *testing.T) {
+		svc := BuildService(s)
+		cur := svc.DeepCopy()
+		cur.Spec.Selector = map[string]string{"app": "other"}
+		cur.Spec.ClusterIP = "None"
+		if !restore(cur, svc) || cur.Spec.Selector[troupev1.LabelJobUID] != "uid-1" {
+			t.Errorf("selector not restored: %v", cur.Spec.Selector)
+		}
+	})
+}

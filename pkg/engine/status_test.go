@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+var (
+	t0       = metav1.NewTime(time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC))
+	t1       = metav1.NewTime(t0.Add(time.Minute))
+	now      = metav1.NewTime(t0.Add(time.Hour))
+	earlier  = metav1.NewTime(t0.Add(-time.Hour))
+	genOfJob = int64(2)
+)
+
+// observed builds an observation of testSpec's children fluently.
+type observed struct{ Observed }
+
+func observe() *observed {
+	return &observed{Observed{StatefulSets: map[string]*appsv1.StatefulSet{}}}
+}
+
+func (o *observed) master(mutate func(*batchv1.Job)) *observed {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train-master", CreationTimestamp: t0}}
+	if mutate != nil {
+		mutate(j)
+	}
+	o.MasterJob = j
+	return o
+}
+
+func (o *observed) workers(set string, ready int32) *observed {
+	o.StatefulSets[set] = &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{ReadyReplicas: ready}}
+	return o
+}
+
+func (o *observed) pod(role, set string, phase corev1.PodPhase, restarts int32) *observed {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelRole: role, troupev1.LabelWorkerSet: set}},
+		Status:     corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", RestartCount: restarts}}},
+	}
+	o.Pods = append(o.Pods, p)
+	return o
+}
+
+func (o *observed) obj() *Observed { return &o.Observed }
+
+func finishedJob(t batchv1.JobConditionType, reason, msg string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Status.Conditions = []batchv1.JobCondition{{
+			Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: t1,
+		}}
+		if t == batchv1.JobComplete {
+			j.Status.CompletionTime = &t1
+			j.Status.Succeeded = 1
+		} else {
+			j.Status.Failed = 4
+		}
+	}
+}
+
+// conditionSummary reduces conditions to "Type=Status/Reason" for compact expectations.
+func conditionSummary(cs []metav1.Condition) map[string]string {
+	out := map[string]string{}
+	for _, c := range cs {
+		out[c.Type] = string(c.Status) + "/" + c.Reason
+	}
+	return out
+}
+
+func TestComputeStatus(t *testing.T) {
+	allReady := func() *observed {
+		return observe().master(func(j *batchv1.Job) { j.Status.Active = 1; j.Status.Ready = ptr.To[int32](1) }).
+			workers("cpu", 2).workers("gpu", 1).
+			pod("master", "", corev1.PodRunning, 0).
+			pod("worker", "cpu", corev1.PodRunning, 1).pod("worker", "cpu", corev1.PodRunning, 2).
+			pod("worker", "gpu", corev1.PodRunning, 0)
+	}
+	tests := map[string]struct {
+		spec           func(*Spec)
+		obs            *Observed
+		prev           troupev1.JobStatus
+		wantPhase      troupev1.JobPhase
+		wantConditions map[string]string
+		wantWorkers    string
+		wantReplicas   []troupev1.ReplicaStatus
+		wantPods       troupev1.PodPhaseCounts
+		wantStart      *metav1.Time
+		wantCompletion *metav1.Time
+	}{
+		"nothing created yet": {
+			obs: func() *Observed {
+				o := observe().obj()
+				o.Missing = []ChildRef{{"Service", "train"}, {"Job", "train-master"}}
+				return o
+			}(),
+			wantPhase: troupev1.JobPending,
+			wantConditions: map[string]string{
+				"Initialized": "False/CreatingChildren", "WorkersReady": "False/WorkersNotReady",
+				"Running": "False/MasterNotRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "0/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1}, {Name: "cpu", Replicas: 2}, {Name: "gpu", Replicas: 1},
+			},
+		},
+		"workers starting": {
+			obs:       observe().master(nil).workers("cpu", 1).workers("gpu", 0).pod("worker", "cpu", corev1.PodPending, 0).obj(),
+			wantPhase: troupev1.JobPending,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersNotReady",
+				"Running": "False/MasterNotRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "1/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1}, {Name: "cpu", Replicas: 2, Ready: 1, Active: 1}, {Name: "gpu", Replicas: 1},
+			},
+			wantPods:  troupev1.PodPhaseCounts{Pending: 1},
+			wantStart: &t0,
+		},
+		"running with every worker ready": {
+			obs:       allReady().obj(),
+			wantPhase: troupev1.JobRunning,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "True/AllWorkersReady",
+				"Running": "True/MasterRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "3/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1, Ready: 1, Active: 1},
+				{Name: "cpu", Replicas: 2, Ready: 2, Active: 2, Restarts: 3},
+				{Name: "gpu", Replicas: 1, Ready: 1, Active: 1},
+			},
+			wantPods:  troupev1.PodPhaseCounts{Running: 4},
+			wantStart: &t0,
+		},
+		"master succeeded: workers released": {
+			obs: observe().master(finishedJob(batchv1.JobComplete, "CompletionsReached", "")).
+				workers("cpu", 2).workers("gpu", 1).pod("master", "", corev1.PodSucceeded, 0).obj(),
+			wantPhase: troupev1.JobSucceeded,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersReleased",
+				"Running": "False/MasterSucceeded", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended", "Succeeded": "True/MasterSucceeded",
+			},
+			wantWorkers: "3/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Succeeded: 1}, {Name: "cpu", Ready: 2}, {Name: "gpu", Ready: 1},
+			},
+			wantPods:       troupev1.PodPhaseCounts{Succeeded: 1},
+			wantStart:      &t0,
+			wantCompletion: &t1,
+		},
+		"master failed: the Job's reason is the job's": {
+			obs: observe().master(finishedJob(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")).
+				workers("cpu", 0).workers("gpu", 0).obj(),
+			wantPhase: troupev1.JobFailed,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersReleased",
+				"Running": "False/MasterFailed", "ReplicaFailure": "True/PodsFailed",
+				"Suspended": "False/JobNotSuspended", "Failed": "True/BackoffLimitExceeded",
+			},
+			wantWorkers: "0/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Failed: 4}, {Name: "cpu"}, {Name: "gpu"},
+			},
+			wantStart:      &t0,
+			wantCompletion: &t1,
+		},
+		"clean pod policy None keeps workers after the master": {
+			spec: func(s *Spec) { s.RunPolicy.CleanPodPolicy = ptr.To(troupev1.CleanPodPolicyNone) },
+			obs: observe().master(finishedJob(batchv1.JobComplete, "CompletionsReached", "")).
+				workers("cpu", 2).workers("gpu", 1).obj(),
+			wantPhase: troupev1.JobSucceeded,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "True/AllWorkersReady",
+				"Running": "False/MasterSucceeded", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended", "Succeeded": "True/MasterSucceeded",
+			},
+			wantWorkers: "3/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Succeeded: 1}, {Name: "cpu", Replicas: 2, Ready: 2}, {Name: "gpu", Replicas: 1, Ready: 1},
+			},
+			wantStart:      &t0,
+			wantCompletion: &t1,
+		},
+		"suspended": {
+			spec:      func(s *Spec) { s.RunPolicy.Suspend = ptr.To(true) },
+			obs:       observe().master(nil).workers("cpu", 0).workers("gpu", 0).obj(),
+			wantPhase: troupev1.JobSuspended,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/JobSuspended",
+				"Running": "False/JobSuspended", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "True/JobSuspended",
+			},
+			wantWorkers:  "0/3",
+			wantReplicas: []troupev1.ReplicaStatus{{Name: "master"}, {Name: "cpu"}, {Name: "gpu"}},
+		},
+		"a child's name is taken": {
+			obs: func() *Observed {
+				o := observe().workers("cpu", 0).workers("gpu", 0).obj()
+				o.Conflicts = []ChildRef{{"Job", "train-master"}}
+				return o
+			}(),
+			wantPhase: troupev1.JobPending,
+			wantConditions: map[string]string{
+				"Initialized": "False/ChildNameConflict", "WorkersReady": "False/WorkersNotReady",
+				"Running": "False/MasterNotRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "0/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1}, {Name: "cpu", Replicas: 2}, {Name: "gpu", Replicas: 1},
+			},
+		},
+		"finished stays finished when the master Job is gone": {
+			prev: troupev1.JobStatus{
+				Phase: troupev1.JobSucceeded, StartTime: &earlier, CompletionTime: &t1,
+				Conditions: []metav1.Condition{
+					{Type: "Initialized", Status: "True", Reason: "ChildrenCreated", LastTransitionTime: earlier},
+					{Type: "Succeeded", Status: "True", Reason: "MasterSucceeded", LastTransitionTime: t1},
+				},
+			},
+			obs:       observe().workers("cpu", 0).workers("gpu", 0).obj(),
+			wantPhase: troupev1.JobSucceeded,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersReleased",
+				"Running": "False/MasterSucceeded", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended", "Succeeded": "True/MasterSucceeded",
+			},
+			wantWorkers:    "0/3",
+			wantReplicas:   []troupev1.ReplicaStatus{{Name: "master", Replicas: 1}, {Name: "cpu"}, {Name: "gpu"}},
+			wantStart:      &earlier,
+			wantCompletion: &t1,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := testSpec()
+			if tc.spec != nil {
+				tc.spec(s)
+			}
+			got := ComputeStatus(s, tc.obs, &tc.prev, genOfJob, now)
+			if got.Phase != tc.wantPhase {
+				t.Errorf("phase = %q, want %q", got.Phase, tc.wantPhase)
+			}
+			if diff := cmp.Diff(tc.wantConditions, conditionSummary(got.Conditions)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if got.Workers != tc.wantWorkers {
+				t.Errorf("workers = %q, want %q", got.Workers, tc.wantWorkers)
+			}
+			if diff := cmp.Diff(tc.wantReplicas, got.ReplicaStatuses); diff != "" {
+				t.Errorf("replica statuses (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantPods, got.Pods); diff != "" {
+				t.Errorf("pod phases (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantStart, got.StartTime); diff != "" {
+				t.Errorf("startTime (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantCompletion, got.CompletionTime); diff != "" {
+				t.Errorf("completionTime (-want +got):\n%s", diff)
+			}
+			if got.ObservedGeneration != genOfJob {
+				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, genOfJob)
+			}
+		})
+	}
+}
+
+func TestComputeStatusMessages(t *testing.T) {
+	s := testSpec()
+	got := ComputeStatus(s, observe().master(nil).workers("cpu", 1).workers("gpu", 1).obj(), &troupev1.JobStatus{}, 1, now)
+	if c := meta.FindStatusCondition(got.Conditions, "WorkersReady"); c == nil || c.Message != "waiting for workers: cpu: 1/2 ready" {
+		t.Errorf("WorkersReady = %+v, want the set still missing a worker", c)
+	}
+
+	o := observe().master(finishedJob(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")).obj()
+	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil ||
+		c.Message != "the master failed: Job was active longer than specified deadline" {
+		t.Errorf("Failed = %+v, want the master Job's message", c)
+	}
+
+	o = observe().obj()
+	o.Conflicts = []ChildRef{{"Service", "train"}, {"ConfigMap", "train-mpi"}}
+	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	want := "objects with the names of this job's children exist and are not owned by it; delete or rename them: Service train, ConfigMap train-mpi"
+	if c := meta.FindStatusCondition(got.Conditions, "Initialized"); c == nil || c.Message != want {
+		t.Errorf("Initialized = %+v, want message %q", c, want)
+	}
+}
+
+// A condition whose status does not change keeps its transition time, so "kubectl describe"
+// tells since when a state holds.
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	s := testSpec()
+	o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).obj()
+	first := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, t1)
+	second := ComputeStatus(s, o, &first, 1, now)
+	if diff := cmp.Diff(first, second, cmpopts.EquateApproxTime(0)); diff != "" {
+		t.Errorf("recomputing an unchanged job changed its status (-first +second):\n%s", diff)
+	}
+	ready := meta.FindStatusCondition(second.Conditions, "WorkersReady")
+	if ready == nil || !ready.LastTransitionTime.Equal(&t1) {
+		t.Errorf("WorkersReady transition time = %v, want %v", ready, t1)
+	}
+}
+
+func TestWorkersReleased(t *testing.T) {
+	tests := []struct {
+		policy    *troupev1.CleanPodPolicy
+		suspend   bool
+		finished  bool
+		wantScale bool
+	}{
+		{nil, false, false, false},
+		{nil, false, true, true},
+		{ptr.To(troupev1.CleanPodPolicyAll), false, true, true},
+		{ptr.To(troupev1.CleanPodPolicyNone), false, true, false},
+		{nil, true, false, true},
+	}
+	for _, tc := range tests {
+		s := testSpec()
+		s.RunPolicy.CleanPodPolicy = tc.policy
+		s.RunPolicy.Suspend = ptr.To(tc.suspend)
+		if got := WorkersReleased(s, tc.finished); got != tc.wantScale {
+			t.Errorf("policy %v suspend %v finished %v: released = %v, want %v",
+				ptr.Deref(tc.policy, ""), tc.suspend, tc.finished, got, tc.wantScale)
+		}
+	}
+}
