@@ -1,0 +1,146 @@
+// Package integration runs the operator's reconcilers against a real kube-apiserver and etcd
+// (envtest, binaries built from Go modules by `make envtest-assets`). There is no
+// kube-controller-manager here: tests play the Job and StatefulSet controllers by writing the
+// children's status themselves, and the simulated cluster (test/e2e) covers the real ones.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+var (
+	// k8s is an uncached client: tests see the API server's truth, not the operator's cache.
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+const (
+	pollInterval = 100 * time.Millisecond
+	waitTimeout  = 30 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run these tests with `make test-integration`")
+		return 1
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(logLevel())))
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := troupev1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startOperator(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "start operator:", err)
+		return 1
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startOperator runs the operator's manager in-process, configured as cmd/troupe-operator does.
+func startOperator(ctx context.Context, cfg *rest.Config) error {
+	cacheOpts, err := engine.CacheOptions()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Cache:   cacheOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		return err
+	}
+	if err := controllers.SetupChainerJob(mgr); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			panic(err)
+		}
+	}()
+	return nil
+}
+
+// logLevel keeps the operator's log to errors, so `go test` output stays readable;
+// TROUPE_TEST_VERBOSE=1 shows its V(2) messages.
+func logLevel() zapcore.Level {
+	if os.Getenv("TROUPE_TEST_VERBOSE") != "" {
+		return zapcore.Level(-2)
+	}
+	return zapcore.ErrorLevel
+}
+
+// newNamespace creates a namespace of its own for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// eventually polls cond until it returns true or the timeout passes; the last error explains a
+// failure.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+	}
+}
