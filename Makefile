@@ -32,7 +32,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:dir=deploy/crds
-	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... output:rbac:dir=deploy/rbac
+	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./cmd/... output:rbac:dir=deploy/rbac
 
 .PHONY: fmt
 fmt: ## Format the Go code.

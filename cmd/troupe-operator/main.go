@@ -29,6 +29,9 @@ var kinds = []struct {
 	{"ChainerJob", controllers.SetupChainerJob},
 }
 
+// Leader election keeps a Lease; its events go through the events API.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "troupe-operator:", err)

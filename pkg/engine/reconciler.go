@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +27,7 @@ import (
 
 // conflictRecheck is how often a job whose child names are taken looks again. The foreign
 // objects carry none of our labels, so no watch event tells when they go away.
-const conflictRecheck = 30 * time.Second
+const conflictRecheck = 10 * time.Second
 
 // Adapter turns one kind's spec into the engine's Spec. A kind is a types file, an adapter and
 // a webhook file; the adapter knows nothing of StatefulSets or Jobs.
@@ -214,6 +215,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	}
 	*job.JobStatus() = next
 	if err := r.client.Status().Update(ctx, job); err != nil {
+		if apierrors.IsConflict(err) {
+			// The job changed since the cache copy we read; the watch event for that newer
+			// version is already queued and reconciles again with fresh data.
+			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
+			return nil
+		}
 		return fmt.Errorf("update status: %w", err)
 	}
 	r.recordTransitions(job, prev, &next)

@@ -103,6 +103,25 @@ func TestStatusFollowsChildren(t *testing.T) {
 	if got.Status.Workers != "2/2" || got.Status.StartTime == nil {
 		t.Errorf("status: workers %q startTime %v; want 2/2 and a start time", got.Status.Workers, got.Status.StartTime)
 	}
+
+	// Pods are watched (through the operator's trimmed cache) and counted by set.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mn-workerset-ws0-0", Namespace: ns, Labels: sts.Spec.Template.Labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "chainer", Image: "chainer:test"}}},
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, pod, func() {
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "chainer", Image: "chainer:test", RestartCount: 3}}
+	})
+	got = waitForJob(t, ns, "mn", "the worker pod counted", func(j *troupev1.ChainerJob) bool {
+		return j.Status.Pods.Running == 1
+	})
+	if rs := got.Status.ReplicaStatuses; len(rs) != 2 || rs[1].Name != "ws0" || rs[1].Restarts != 3 || rs[1].Active != 1 {
+		t.Errorf("replica statuses = %+v, want ws0 with 1 active pod and 3 restarts", rs)
+	}
 }
 
 // The master completing makes the job Succeeded, releases the workers and sets the
@@ -263,14 +282,36 @@ func TestBackendNone(t *testing.T) {
 	}
 }
 
-// The CRD refuses a template without the "chainer" container even with no webhook running.
-func TestCRDRefusesMissingMainContainer(t *testing.T) {
+// The CRD refuses a master without the "chainer" container even with no webhook running.
+func TestCRDRefusesMasterWithoutMainContainer(t *testing.T) {
+	ns := newNamespace(t)
+	job := testutil.MakeChainerJob("bad", ns).Obj()
+	job.Spec.Master.Template.Spec.Containers[0].Name = "main"
+	err := k8s.Create(context.Background(), job)
+	if err == nil || !strings.Contains(err.Error(), `spec.master`) || !strings.Contains(err.Error(), `named "chainer"`) {
+		t.Errorf("create = %v, want a refusal naming spec.master and the chainer container", err)
+	}
+}
+
+// A worker set without the "chainer" container (no CEL rule can afford that check) is
+// reported on the job, and nothing is created.
+func TestWorkerSetWithoutMainContainerIsReported(t *testing.T) {
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("bad", ns).WorkerSet("ws0", 1).Obj()
 	job.Spec.WorkerSets[0].Template.Spec.Containers[0].Name = "main"
-	err := k8s.Create(context.Background(), job)
-	if err == nil || !strings.Contains(err.Error(), `spec.workerSets[0]`) || !strings.Contains(err.Error(), `named "chainer"`) {
-		t.Errorf("create = %v, want a refusal naming spec.workerSets[0] and the chainer container", err)
+	create(t, job)
+	got := waitForJob(t, ns, "bad", "the InvalidSpec condition", func(j *troupev1.ChainerJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized)
+		return c != nil && c.Reason == troupev1.ReasonInvalidSpec
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized)
+	if !strings.Contains(c.Message, `spec.workerSets[ws0].template.spec.containers`) {
+		t.Errorf("Initialized message = %q, want the field path", c.Message)
+	}
+	expectEvent(t, ns, "bad", troupev1.EventInvalidSpec)
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bad-master"}, &batchv1.Job{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the master Job was created for an invalid spec (err %v)", err)
 	}
 }
 

@@ -32,8 +32,9 @@ import (
 
 var (
 	// k8s is an uncached client: tests see the API server's truth, not the operator's cache.
-	k8s    client.Client
-	scheme = runtime.NewScheme()
+	k8s     client.Client
+	scheme  = runtime.NewScheme()
+	testEnv *envtest.Environment
 )
 
 const (
@@ -58,16 +59,16 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 
-	env := &envtest.Environment{
+	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
-	cfg, err := env.Start()
+	cfg, err := testEnv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
+	defer func() { _ = testEnv.Stop() }()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

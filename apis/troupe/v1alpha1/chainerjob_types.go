@@ -53,9 +53,13 @@ type ChainerMaster struct {
 	MPIConfig *MPIConfig `json:"mpiConfig,omitempty"`
 }
 
+// The "chainer" container rule of a worker set is not a CEL rule: over a list of worker sets
+// of unbounded container lists its estimated cost exceeds the API server's budget, so the
+// operator (and the admission webhook) check it instead.
+
 // ChainerWorkerSet is one group of identical worker pods, run as a StatefulSet named
-// <job>-workerset-<name>. Sets may differ in image, resources and slots.
-// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.exists(c, c.name == 'chainer')",message="template.spec.containers must contain a container named \"chainer\""
+// <job>-workerset-<name>. Worker sets of one job may differ in image, resources and slots
+// (heterogeneous workers).
 type ChainerWorkerSet struct {
 	// name identifies the set within the job; it is part of the StatefulSet's and the pods'
 	// host names, so it must be a DNS label.

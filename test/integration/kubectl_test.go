@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
+)
+
+// kubectl runs the real kubectl against the test API server and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	k := testEnv.ControlPlane.KubeCtl()
+	stdout, stderr, err := k.Run(args...)
+	out, _ := io.ReadAll(stdout)
+	if err != nil {
+		errOut, _ := io.ReadAll(stderr)
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut)
+	}
+	return string(out)
+}
+
+// What a user sees with kubectl: descriptions, printer columns, short name and category.
+func TestKubectlView(t *testing.T) {
+	explain := kubectl(t, "explain", "chainerjob.spec.workerSets")
+	for _, want := range []string{"heterogeneous", "keyed by name", "replicas", "mpiConfig"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("kubectl explain chainerjob.spec.workerSets lacks %q:\n%s", want, explain)
+		}
+	}
+
+	ns := newNamespace(t)
+	create(t, testutil.MakeChainerJob("viewed", ns).WorkerSet("ws0", 2).Obj())
+	waitForJob(t, ns, "viewed", "a status", func(j *troupev1.ChainerJob) bool {
+		return meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized) != nil
+	})
+
+	table := kubectl(t, "get", "chainerjobs", "-n", ns)
+	header := strings.Fields(strings.SplitN(table, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME PHASE WORKERS AGE" {
+		t.Errorf("kubectl get chainerjobs header = %v, want NAME PHASE WORKERS AGE\n%s", header, table)
+	}
+	if !strings.Contains(table, "viewed") || !strings.Contains(table, "0/2") {
+		t.Errorf("kubectl get chainerjobs does not show the job's workers:\n%s", table)
+	}
+	for _, resource := range []string{"chj", "troupe"} {
+		if out := kubectl(t, "get", resource, "-n", ns); !strings.Contains(out, "viewed") {
+			t.Errorf("kubectl get %s does not list the job:\n%s", resource, out)
+		}
+	}
+	wide := kubectl(t, "get", "chainerjobs", "-n", ns, "-o", "wide")
+	if !strings.Contains(wide, "BACKEND") || !strings.Contains(wide, "STARTED") {
+		t.Errorf("kubectl get -o wide lacks the wide columns:\n%s", wide)
+	}
+}
