@@ -87,4 +87,4 @@ func (w *ChainerJobWrapper) TTL(seconds int32) *ChainerJobWrapper {
 }
 
 // Obj returns the built ChainerJob.
-func (w *ChainerJobWrapper) Obj() *troupev1.ChainerJob { return w.ChainerJob.DeepCopy() }
+func (w *ChainerJobWrapper) Obj() *troupev1.ChainerJob { return w.DeepCopy() }

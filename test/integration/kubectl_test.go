@@ -1,27 +1,49 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
-// kubectl runs the real kubectl against the test API server and returns its output.
+// kubectl runs the real kubectl against the test API server and returns its output. Right
+// after the suite starts, kubectl's discovery may not list the CRDs yet, so a failing call is
+// retried until the wait timeout.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	k := testEnv.ControlPlane.KubeCtl()
+	var out string
+	eventually(t, "kubectl "+strings.Join(args, " "), func(context.Context) (bool, error) {
+		var err error
+		out, err = runKubectl(args...)
+		return err == nil, err
+	})
+	return out
+}
+
+func runKubectl(args ...string) (string, error) {
+	admin, err := testEnv.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("add kubectl user: %w", err)
+	}
+	k, err := admin.Kubectl()
+	if err != nil {
+		return "", fmt.Errorf("kubectl: %w", err)
+	}
 	stdout, stderr, err := k.Run(args...)
 	out, _ := io.ReadAll(stdout)
 	if err != nil {
 		errOut, _ := io.ReadAll(stderr)
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut)
+		return "", fmt.Errorf("%w: %s", err, errOut)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // What a user sees with kubectl: descriptions, printer columns, short name and category.

@@ -71,11 +71,14 @@ func run(m *testing.M) int {
 	defer func() { _ = testEnv.Stop() }()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := startOperator(ctx, cfg); err != nil {
+	stopped, err := startOperator(ctx, cfg)
+	if err != nil {
+		cancel()
 		fmt.Fprintln(os.Stderr, "start operator:", err)
 		return 1
 	}
+	// Stop the operator before the API server, so it does not log a dying server's errors.
+	defer func() { cancel(); <-stopped }()
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
@@ -84,11 +87,12 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startOperator runs the operator's manager in-process, configured as cmd/troupe-operator does.
-func startOperator(ctx context.Context, cfg *rest.Config) error {
+// startOperator runs the operator's manager in-process, configured as cmd/troupe-operator
+// does, and returns once its caches are in sync. The channel closes when the manager stopped.
+func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, error) {
 	cacheOpts, err := engine.CacheOptions()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
@@ -96,17 +100,22 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := controllers.SetupChainerJob(mgr); err != nil {
-		return err
+		return nil, err
 	}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		if err := mgr.Start(ctx); err != nil {
-			panic(err)
+			fmt.Fprintln(os.Stderr, "operator stopped:", err)
 		}
 	}()
-	return nil
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("operator caches did not sync")
+	}
+	return stopped, nil
 }
 
 // logLevel keeps the operator's log to errors, so `go test` output stays readable;
@@ -137,7 +146,7 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 		ok, err := cond(ctx)
 		if err != nil {
 			last = err
-			return false, nil
+			return false, nil //nolint:nilerr // keep polling; the last error explains a timeout
 		}
 		return ok, nil
 	})
