@@ -104,7 +104,20 @@ func TestStatusFollowsChildren(t *testing.T) {
 		t.Errorf("status: workers %q startTime %v; want 2/2 and a start time", got.Status.Workers, got.Status.StartTime)
 	}
 
-	// Pods are watched (through the operator's trimmed cache) and counted by set.
+	// Pods are watched (through the operator's trimmed cache) and counted by set, selected by
+	// job UID: an impostor with the job's name label but another UID is not counted.
+	impostorLabels := with(sts.Spec.Template.Labels, troupev1.LabelJobUID, "another-job")
+	impostor := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "impostor", Namespace: ns, Labels: impostorLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "chainer", Image: "chainer:test"}}},
+	}
+	if err := k8s.Create(context.Background(), impostor); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, impostor, func() {
+		impostor.Status.Phase = corev1.PodRunning
+		impostor.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "chainer", Image: "chainer:test", RestartCount: 5}}
+	})
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "mn-workerset-ws0-0", Namespace: ns, Labels: sts.Spec.Template.Labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "chainer", Image: "chainer:test"}}},
@@ -117,10 +130,12 @@ func TestStatusFollowsChildren(t *testing.T) {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "chainer", Image: "chainer:test", RestartCount: 3}}
 	})
 	got = waitForJob(t, ns, "mn", "the worker pod counted", func(j *troupev1.ChainerJob) bool {
-		return j.Status.Pods.Running == 1
+		rs := j.Status.ReplicaStatuses
+		return len(rs) == 2 && rs[1].Restarts >= 3
 	})
-	if rs := got.Status.ReplicaStatuses; len(rs) != 2 || rs[1].Name != "ws0" || rs[1].Restarts != 3 || rs[1].Active != 1 {
-		t.Errorf("replica statuses = %+v, want ws0 with 1 active pod and 3 restarts", rs)
+	if rs := got.Status.ReplicaStatuses; rs[1].Name != "ws0" || rs[1].Restarts != 3 || rs[1].Active != 1 || got.Status.Pods.Running != 1 {
+		t.Errorf("replica statuses = %+v, pods %+v; want ws0 with its 1 running pod and 3 restarts, the impostor not counted",
+			rs, got.Status.Pods)
 	}
 }
 
