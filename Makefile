@@ -50,6 +50,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 	@git diff --exit-code -- apis deploy || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- apis deploy); \
 	  test -z "$$untracked" || { echo "generated files not committed: $$untracked"; exit 1; }
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	go vet ./...
 	$(MAKE) lint
 
