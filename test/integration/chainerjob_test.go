@@ -145,7 +145,7 @@ func TestMasterSucceeded(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testutil.MakeChainerJob("mn", ns).WorkerSet("ws0", 2).Obj())
 	waitFor(t, &appsv1.StatefulSet{}, ns, "mn-workerset-ws0")
-	finishMaster(t, ns, "mn-master", batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods")
+	finishMaster(t, ns, "mn", batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods")
 
 	got := waitForJob(t, ns, "mn", "Succeeded", func(j *troupev1.ChainerJob) bool {
 		return j.Status.Phase == troupev1.JobSucceeded
@@ -164,11 +164,11 @@ func TestMasterSucceeded(t *testing.T) {
 // A failed master fails the job with the master Job's reason.
 func TestMasterFailed(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testutil.MakeChainerJob("mn", ns).WorkerSet("ws0", 1).BackoffLimit(1).Obj())
-	waitFor(t, &appsv1.StatefulSet{}, ns, "mn-workerset-ws0")
-	finishMaster(t, ns, "mn-master", batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+	create(t, testutil.MakeChainerJob("failing", ns).WorkerSet("ws0", 1).BackoffLimit(1).Obj())
+	waitFor(t, &appsv1.StatefulSet{}, ns, "failing-workerset-ws0")
+	finishMaster(t, ns, "failing", batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 
-	got := waitForJob(t, ns, "mn", "Failed", func(j *troupev1.ChainerJob) bool {
+	got := waitForJob(t, ns, "failing", "Failed", func(j *troupev1.ChainerJob) bool {
 		return j.Status.Phase == troupev1.JobFailed
 	})
 	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionFailed)
@@ -181,10 +181,10 @@ func TestMasterFailed(t *testing.T) {
 	}
 	eventually(t, "workers scaled to zero", func(ctx context.Context) (bool, error) {
 		sts := &appsv1.StatefulSet{}
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mn-workerset-ws0"}, sts)
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "failing-workerset-ws0"}, sts)
 		return err == nil && *sts.Spec.Replicas == 0, err
 	})
-	expectEvent(t, ns, "mn", troupev1.EventFailed)
+	expectEvent(t, ns, "failing", troupev1.EventFailed)
 }
 
 // Deleted children come back; a child changed by hand is put back to its desired shape.
@@ -369,10 +369,11 @@ func setStatus(t *testing.T, obj client.Object, mutate func()) {
 	}
 }
 
-// finishMaster writes the terminal status the Job controller would write.
-func finishMaster(t *testing.T, ns, name string, outcome batchv1.JobConditionType, reason, msg string) {
+// finishMaster writes the terminal status the Job controller would write on a ChainerJob's
+// master Job.
+func finishMaster(t *testing.T, ns, chainerJob string, outcome batchv1.JobConditionType, reason, msg string) {
 	t.Helper()
-	job := waitFor(t, &batchv1.Job{}, ns, name)
+	job := waitFor(t, &batchv1.Job{}, ns, chainerJob+"-master")
 	now := metav1.Now()
 	interim := batchv1.JobSuccessCriteriaMet
 	if outcome == batchv1.JobFailed {

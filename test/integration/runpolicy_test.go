@@ -50,7 +50,7 @@ func TestCleanPodPolicyNone(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testutil.MakeChainerJob("mn", ns).WorkerSet("ws0", 2).CleanPodPolicy(troupev1.CleanPodPolicyNone).Obj())
 	waitFor(t, &appsv1.StatefulSet{}, ns, "mn-workerset-ws0")
-	finishMaster(t, ns, "mn-master", batchv1.JobComplete, "CompletionsReached", "done")
+	finishMaster(t, ns, "mn", batchv1.JobComplete, "CompletionsReached", "done")
 	waitForJob(t, ns, "mn", "Succeeded", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
 	sts := &appsv1.StatefulSet{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mn-workerset-ws0"}, sts); err != nil {
@@ -65,7 +65,7 @@ func TestCleanPodPolicyNone(t *testing.T) {
 func TestTTLAfterFinished(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testutil.MakeChainerJob("mn", ns).TTL(1).Obj())
-	finishMaster(t, ns, "mn-master", batchv1.JobComplete, "CompletionsReached", "done")
+	finishMaster(t, ns, "mn", batchv1.JobComplete, "CompletionsReached", "done")
 	eventually(t, "the job deleted after its TTL", func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mn"}, &troupev1.ChainerJob{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
@@ -77,7 +77,7 @@ func TestTTLAfterFinished(t *testing.T) {
 func TestFinishedJobIsNotRestarted(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testutil.MakeChainerJob("mn", ns).WorkerSet("ws0", 1).Obj())
-	finishMaster(t, ns, "mn-master", batchv1.JobComplete, "CompletionsReached", "done")
+	finishMaster(t, ns, "mn", batchv1.JobComplete, "CompletionsReached", "done")
 	waitForJob(t, ns, "mn", "Succeeded", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
 	master := waitFor(t, &batchv1.Job{}, ns, "mn-master")
 	if err := k8s.Delete(context.Background(), master, client.PropagationPolicy("Background")); err != nil {
