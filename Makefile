@@ -10,6 +10,8 @@ CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # envtest wants kube-apiserver and etcd side by side in one directory.
 ENVTEST_ASSETS := $(TROUPE_CACHE)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
+# kube-apiserver, kube-controller-manager, kube-scheduler and a kubectl of the same version.
+KUBE_BIN := $(TROUPE_CACHE)/kube-$(KUBE_VERSION)/bin
 
 GO_TEST_FLAGS ?=
 
@@ -31,7 +33,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
-	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:dir=deploy/crds
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=deploy/crds
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./cmd/... output:rbac:dir=deploy/rbac
 
 .PHONY: fmt
@@ -57,7 +59,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-integration ## Run every test suite (what CI runs).
+test: test-unit test-integration test-e2e ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -67,13 +69,31 @@ test-unit: ## Unit tests of builders, status functions and adapters.
 test-integration: envtest-assets ## Integration tests on a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/...
 
+.PHONY: test-e2e
+test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.
+	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
+
+.PHONY: cluster-assets
+cluster-assets: ## Build (once, cached) every binary of the local simulated cluster.
+	hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+
+##@ Demo
+
+.PHONY: demo
+demo: ## Start a local simulated cluster, run the operator and the ChainerMN example to Succeeded.
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop the demo's operator and cluster.
+	hack/demo-down.sh
+
 .PHONY: envtest-assets
 envtest-assets: ## Build (once, cached) kube-apiserver and etcd for envtest.
-	hack/controlplane/build.sh etcd kube-apiserver
+	hack/controlplane/build.sh etcd kube-apiserver kubectl
 	mkdir -p $(ENVTEST_ASSETS)
-	ln -sf $(TROUPE_CACHE)/kube-$(KUBE_VERSION)/bin/kube-apiserver $(ENVTEST_ASSETS)/kube-apiserver
+	ln -sf $(KUBE_BIN)/kube-apiserver $(ENVTEST_ASSETS)/kube-apiserver
 	ln -sf $(TROUPE_CACHE)/etcd-$(ETCD_VERSION)/bin/etcd $(ENVTEST_ASSETS)/etcd
-	ln -sf $$(command -v kubectl) $(ENVTEST_ASSETS)/kubectl
+	ln -sf $(KUBE_BIN)/kubectl $(ENVTEST_ASSETS)/kubectl
 
 ##@ Tools (pinned in hack/versions.mk, built once into $(TOOLS_DIR))
 

@@ -100,7 +100,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
 			}
 			k := keyOf(want)
-			r.recorder.Eventf(job, want, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
+			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
 			continue
 		}
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {

@@ -85,6 +85,24 @@ func TestChainerMNExampleChildren(t *testing.T) {
 	}
 }
 
+// The labels and annotations users put on their pod templates reach the pods: the CRD keeps
+// the templates' metadata instead of pruning it.
+func TestTemplateMetadataIsKept(t *testing.T) {
+	ns := newNamespace(t)
+	job := testutil.MakeChainerJob("meta", ns).WorkerSet("ws0", 1).Obj()
+	job.Spec.Master.Template.Labels = map[string]string{"team": "vision"}
+	job.Spec.WorkerSets[0].Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	create(t, job)
+	master := waitFor(t, &batchv1.Job{}, ns, "meta-master")
+	if master.Spec.Template.Labels["team"] != "vision" {
+		t.Errorf("master pod labels = %v, want the user's team=vision", master.Spec.Template.Labels)
+	}
+	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "meta-workerset-ws0")
+	if sts.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
+		t.Errorf("worker pod annotations = %v, want the user's", sts.Spec.Template.Annotations)
+	}
+}
+
 // Workers becoming ready and the master running show in the status.
 func TestStatusFollowsChildren(t *testing.T) {
 	ns := newNamespace(t)

@@ -29,8 +29,9 @@ func TestSuspendAndResume(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mn"}, job); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(job.DeepCopy())
 	job.Spec.RunPolicy.Suspend = ptr.To(false)
-	if err := k8s.Update(context.Background(), job); err != nil {
+	if err := k8s.Patch(context.Background(), job, patch); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "master resumed and workers scaled up", func(ctx context.Context) (bool, error) {
@@ -93,8 +94,9 @@ func TestFinishedJobIsNotRestarted(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mn"}, job); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(job.DeepCopy())
 	job.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](3600)
-	if err := k8s.Update(context.Background(), job); err != nil {
+	if err := k8s.Patch(context.Background(), job, patch); err != nil {
 		t.Fatal(err)
 	}
 	got := waitForJob(t, ns, "mn", "the update observed", func(j *troupev1.ChainerJob) bool {

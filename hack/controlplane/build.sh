@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
+# outside the checkout keyed by version, so every clone on this machine reuses them.
+#   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+#   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
+#   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
+# Versions come from hack/versions.mk (environment variables override it). Each binary is built
+# from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
+# hack/controlplane/update-modules.sh rewrites those after a version bump.
+set -euo pipefail
+# shellcheck source=hack/controlplane/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+# Build exactly what the committed go.mod/go.sum say, whatever the caller's Go settings, and
+# never look for a go.work above the tool module. Static binaries (as Kubernetes releases are)
+# don't depend on the host's C toolchain.
+export GOFLAGS="-mod=readonly -trimpath" GOWORK=off CGO_ENABLED=0
+
+# The half-written binary of a build that fails or is interrupted goes away with the script.
+partial=
+trap 'rm -f "$partial"' EXIT
+
+# module_version DIR MODULE: the version of MODULE that DIR's go.mod requires.
+module_version() {
+  (cd "$1" && go list -m -f '{{.Version}}' "$2")
+}
+
+# build NAME DEST_DIR MODULE_DIR PACKAGE [go build flags...]
+build() {
+  local name=$1 dest=$2 moddir=$3 pkg=$4
+  shift 4
+  [[ -x $dest/$name ]] && return 0
+  mkdir -p "$dest"
+  # One builder per binary: a second caller waits here, then finds the binary and returns.
+  exec {lock}>"$dest/.$name.lock"
+  flock "$lock"
+  if [[ ! -x $dest/$name ]]; then
+    log "building $name ($pkg) into $dest"
+    local start=$SECONDS
+    # Build under a temporary name and rename: an interrupted build never leaves a binary that
+    # looks finished.
+    partial=$(mktemp "$dest/.$name.XXXXXX")
+    (cd "$moddir" && go build "$@" -o "$partial" "$pkg")
+    chmod 0755 "$partial"
+    mv -f "$partial" "$dest/$name"
+    partial=
+    log "built $name in $((SECONDS - start))s"
+  fi
+  exec {lock}>&-
+}
+
+# check_pin DIR MODULE WANT VAR: the tool module must pin the version versions.mk asks for, or
+# the cache (keyed by that version) would hold a binary of another version.
+check_pin() {
+  local have
+  have=$(module_version "$1" "$2")
+  if [[ $have != "$3" ]]; then
+    log "$1/go.mod has $2 $have but $4=$3; run hack/controlplane/update-modules.sh"
+    exit 1
+  fi
+}
+
+build_kube() {
+  local dir=$TOOLS_MODULES/kube minor
+  [[ -x $KUBE_BIN/$1 ]] && return 0
+  check_pin "$dir" k8s.io/kubernetes "$KUBE_VERSION" KUBE_VERSION
+  # Stamp the version, or the server reports v0.0.0-master and version checks in clients fail.
+  minor=${KUBE_VERSION#v*.}
+  minor=${minor%%.*}
+  local v=k8s.io/component-base/version
+  build "$1" "$KUBE_BIN" "$dir" "k8s.io/kubernetes/cmd/$1" -ldflags "-s -w \
+    -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=${KUBE_VERSION%%.*} -X $v.gitMinor=$minor \
+    -X $v.gitTreeState=clean"
+}
+
+[[ $# -gt 0 ]] || { sed -n '2,7s/^# //p' "$0" >&2; exit 2; }
+for c in "$@"; do
+  case $c in
+    # kubectl too: a client of the server's own version, on machines that have none.
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) build_kube "$c" ;;
+    etcd)
+      [[ -x $ETCD_BIN/etcd ]] && continue
+      check_pin "$TOOLS_MODULES/etcd" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ETCD_VERSION
+      # The root package of go.etcd.io/etcd/server/v3 is etcd's main package.
+      build etcd "$ETCD_BIN" "$TOOLS_MODULES/etcd" go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+      ;;
+    kwok | kwokctl)
+      [[ -x $KWOK_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/kwok" sigs.k8s.io/kwok "$KWOK_VERSION" KWOK_VERSION
+      build "$c" "$KWOK_BIN" "$TOOLS_MODULES/kwok" "sigs.k8s.io/kwok/cmd/$c" -ldflags "-s -w"
+      ;;
+    *) log "unknown component $c"; exit 2 ;;
+  esac
+done

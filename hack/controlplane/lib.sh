@@ -1,0 +1,27 @@
+# Sourced by the scripts in hack/controlplane: repository paths and pinned versions.
+# shellcheck shell=bash disable=SC2034 # the variables are for the scripts that source this
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TOOLS_MODULES=$REPO_ROOT/test/tools
+
+# hack/versions.mk is the only place versions are written down. Let make evaluate it (so
+# `?=` keeps any value already in the environment, and $(HOME) expands), and print every
+# variable it assigns as NAME=value for the shell.
+load_versions() {
+  local mk=$REPO_ROOT/hack/versions.mk names
+  names=$(sed -n 's/^\([A-Z][A-Z0-9_]*\)[[:space:]]*?=.*/\1/p' "$mk" | tr '\n' ' ')
+  eval "$(make --no-print-directory -s -f "$mk" -f - print-versions <<EOF
+print-versions: ; @\$(foreach v,$names,echo "export \$(v)='\$(\$(v))'";)
+EOF
+)"
+}
+load_versions
+
+# Fail early with the variable's name rather than half way through a build.
+: "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}" "${TROUPE_CACHE:?}"
+
+KUBE_BIN=$TROUPE_CACHE/kube-$KUBE_VERSION/bin
+ETCD_BIN=$TROUPE_CACHE/etcd-$ETCD_VERSION/bin
+KWOK_BIN=$TROUPE_CACHE/kwok-$KWOK_VERSION/bin
+
+log() { echo "[controlplane] $*" >&2; }

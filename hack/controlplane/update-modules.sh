@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
+# Run it after changing KUBE_VERSION, KUBE_STAGING_VERSION, ETCD_VERSION or KWOK_VERSION, then
+# commit test/tools/*/go.mod and go.sum. build.sh only ever builds from those committed files
+# (-mod=readonly), so a build is reproducible and never edits them.
+set -euo pipefail
+# shellcheck source=hack/controlplane/lib.sh
+source "$(dirname "$0")/lib.sh"
+export GOWORK=off GOFLAGS=-mod=mod
+
+# new_module DIR MODULE: start DIR over with an empty go.mod, on the same go line as the root.
+new_module() {
+  local dir=$1 goline
+  goline=$(sed -n 's/^go //p' "$REPO_ROOT/go.mod")
+  mkdir -p "$dir"
+  rm -f "$dir/go.mod" "$dir/go.sum"
+  printf 'module %s\n\ngo %s\n' "$2" "$goline" >"$dir/go.mod"
+}
+
+# served_version MODULE: the newest release of MODULE, in KUBE_STAGING_VERSION's minor and no newer
+# than it, that the module proxy serves. Probe patch by patch: the proxy refuses some versions,
+# and its version list both names refused ones and leaves out served ones.
+served_version() {
+  local m=$1 minor=${KUBE_STAGING_VERSION%.*} p=${KUBE_STAGING_VERSION##*.}
+  for ((; p >= 0; p--)); do
+    if go mod download "$m@$minor.$p" >/dev/null 2>&1; then echo "$minor.$p"; return; fi
+  done
+}
+
+# kube: k8s.io/kubernetes is not meant to be a dependency; its go.mod points every k8s.io staging
+# module at ./staging/..., which does not exist in the published module. Replace each one with
+# its published release. A module with no served release is left out: that is fine for the
+# sample-* examples, which nothing imports, and `go mod tidy` below fails loudly otherwise.
+update_kube() {
+  local dir=$TOOLS_MODULES/kube gomod m v
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/kube
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo
+    echo "// k8s.io/kubernetes's staging modules at their published releases (hack/controlplane/update-modules.sh)."
+    echo "replace ("
+    for m in $(sed -n 's#^\t\(k8s\.io/[^ ]*\) => \./staging/.*#\1#p' "$gomod"); do
+      v=$(served_version "$m")
+      if [[ -z $v ]]; then log "skipping $m: no ${KUBE_STAGING_VERSION%.*}.x release is served"; continue; fi
+      [[ $v == "$KUBE_STAGING_VERSION" ]] || log "$m@$KUBE_STAGING_VERSION is not served; using $v"
+      printf '\t%s => %s %s\n' "$m" "$m" "$v"
+    done
+    echo ")"
+  } >>"$dir/go.mod"
+  (cd "$dir" && go get -tool \
+    "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@$KUBE_VERSION" \
+    "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" && go mod tidy)
+}
+
+update_etcd() {
+  local dir=$TOOLS_MODULES/etcd
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/etcd
+  # The root package of go.etcd.io/etcd/server/v3 is etcd's main package.
+  (cd "$dir" && go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy)
+}
+
+update_kwok() {
+  local dir=$TOOLS_MODULES/kwok
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/kwok
+  (cd "$dir" && go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" && go mod tidy)
+}
+
+(($#)) || set -- kube etcd kwok
+for t in "$@"; do
+  case $t in
+    kube | etcd | kwok) "update_$t" ;;
+    *) log "unknown module $t (want kube, etcd or kwok)"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# demo.sh: the newcomer's first command (make demo). Builds the control plane from Go modules
+# (once, cached), starts a local simulated cluster, runs troupe-operator against it and runs
+# the ChainerMN example to Succeeded. The cluster and the operator keep running afterwards;
+# hack/demo-down.sh (make demo-down) stops them. Running it again reuses the cluster and
+# restarts the operator and the example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/controlplane/lib.sh
+
+export CLUSTER_NAME=${CLUSTER_NAME:-troupe-demo}
+DEMO_DIR=$TROUPE_CACHE/demo/$CLUSTER_NAME
+EXAMPLE=examples/chainerjob-mn.yaml
+EXAMPLE_NAME=example-job-mn
+start=$SECONDS
+mkdir -p "$DEMO_DIR"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "building the control plane (cached in $TROUPE_CACHE) and troupe-operator"
+hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+# The kubectl of the cluster's version, whatever kubectl the machine has.
+export PATH=$KUBE_BIN:$PATH
+go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
+
+step "starting the local cluster $CLUSTER_NAME"
+KUBECONFIG=$(hack/controlplane/cluster-up.sh | tail -n 1)
+export KUBECONFIG
+kubectl get nodes -L nvidia.com/gpu.present
+
+step "installing the CRDs"
+kubectl apply --server-side -f deploy/crds/
+
+step "starting troupe-operator (log: $DEMO_DIR/operator.log)"
+hack/demo-down.sh --operator-only
+"$DEMO_DIR/troupe-operator" --metrics-bind-address 127.0.0.1:18080 \
+  --health-probe-bind-address 127.0.0.1:18081 >"$DEMO_DIR/operator.log" 2>&1 &
+echo $! >"$DEMO_DIR/operator.pid"
+for _ in $(seq 100); do
+  curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  sleep 0.2
+done
+curl -fsS http://127.0.0.1:18081/readyz >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
+
+step "running $EXAMPLE"
+kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --wait=true
+kubectl create -f "$EXAMPLE"
+kubectl wait --for=condition=Succeeded --timeout=180s chainerjob/"$EXAMPLE_NAME"
+
+step "kubectl get chainerjobs"
+kubectl get chainerjobs -o wide
+step "kubectl get all -l chainerjob.troupe.dev/name=$EXAMPLE_NAME"
+kubectl get all -l chainerjob.troupe.dev/name="$EXAMPLE_NAME"
+step "hostfile (kubectl get configmap $EXAMPLE_NAME-mpi)"
+kubectl get configmap "$EXAMPLE_NAME-mpi" -o jsonpath='{.data.hostfile}'
+
+printf '\nDemo finished in %ss. The cluster and the operator keep running; stop them with make demo-down.\n' "$((SECONDS - start))"
+echo "KUBECONFIG=$KUBECONFIG"

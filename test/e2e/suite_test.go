@@ -1,0 +1,192 @@
+// Package e2e runs troupe-operator, as the separate process a user runs, against a simulated
+// cluster: a real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet and garbage
+// collector controllers) and kube-scheduler, with kwok faking the nodes and the pods' lifecycle.
+// The cluster comes from hack/controlplane/cluster-up.sh, the same script `make demo` uses.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+var (
+	repoRoot   = filepath.Join("..", "..")
+	kubeconfig string
+	k8s        client.Client
+)
+
+const (
+	pollInterval = 200 * time.Millisecond
+	waitTimeout  = 90 * time.Second
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	cluster := envOr("TROUPE_E2E_CLUSTER", "troupe-e2e")
+	out, err := script("hack/controlplane/cluster-up.sh", "CLUSTER_NAME="+cluster)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster-up: %v\n%s", err, out)
+		return 1
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	kubeconfig = strings.TrimSpace(lines[len(lines)-1])
+	defer func() {
+		if os.Getenv("TROUPE_E2E_KEEP") == "" {
+			if out, err := script("hack/controlplane/cluster-down.sh", "CLUSTER_NAME="+cluster); err != nil {
+				fmt.Fprintf(os.Stderr, "cluster-down: %v\n%s", err, out)
+			}
+		}
+	}()
+
+	if out, err := kubectl("apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
+		fmt.Fprintf(os.Stderr, "install CRDs: %v\n%s", err, out)
+		return 1
+	}
+	stop, err := startOperator()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start operator:", err)
+		return 1
+	}
+	defer stop()
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = troupev1.AddToScheme(scheme)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
+		return 1
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startOperator builds troupe-operator and runs it against the cluster, as `make demo` does,
+// and waits until it reports ready. Its log goes to $TROUPE_E2E_LOG or a temporary file.
+func startOperator() (func(), error) {
+	dir, err := os.MkdirTemp("", "troupe-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "troupe-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build: %w\n%s", err, out)
+	}
+	probe, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := envOr("TROUPE_E2E_LOG", filepath.Join(dir, "operator.log"))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", probe, "--zap-log-level", "2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		fmt.Fprintln(os.Stderr, "operator log:", logPath)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)
+	}
+	return stop, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
+// script runs one of the repository's scripts with extra environment and returns its stdout.
+func script(path string, env ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot, path))
+	cmd.Env = append(os.Environ(), env...)
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	err := cmd.Run()
+	return stdout.String(), err
+}
+
+// kubectl runs the real kubectl against the cluster.
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+			return false, nil //nolint:nilerr // keep polling; the last error explains a timeout
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+	}
+}
