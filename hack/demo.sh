@@ -24,17 +24,23 @@ export PATH=$KUBE_BIN:$PATH
 go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
 
 step "starting the local cluster $CLUSTER_NAME"
-KUBECONFIG=$(hack/controlplane/cluster-up.sh | tail -n 1)
+# kwokctl's own log goes to a file; it is shown only if the cluster does not come up.
+if ! KUBECONFIG=$(hack/controlplane/cluster-up.sh 2>"$DEMO_DIR/cluster-up.log" | tail -n 1) || [[ -z $KUBECONFIG ]]; then
+  cat "$DEMO_DIR/cluster-up.log" >&2
+  exit 1
+fi
 export KUBECONFIG
 kubectl get nodes -L nvidia.com/gpu.present
 
 step "installing the CRDs"
 kubectl apply --server-side -f deploy/crds/
+kubectl wait --for=condition=Established --timeout=60s crd/chainerjobs.troupe.dev
 
 step "starting troupe-operator (log: $DEMO_DIR/operator.log)"
 hack/demo-down.sh --operator-only
-"$DEMO_DIR/troupe-operator" --metrics-bind-address 127.0.0.1:18080 \
-  --health-probe-bind-address 127.0.0.1:18081 >"$DEMO_DIR/operator.log" 2>&1 &
+# In its own session, so it outlives this script and the terminal that ran it.
+setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address 127.0.0.1:18080 \
+  --health-probe-bind-address 127.0.0.1:18081 >"$DEMO_DIR/operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO_DIR/operator.pid"
 for _ in $(seq 100); do
   curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
@@ -43,7 +49,9 @@ done
 curl -fsS http://127.0.0.1:18081/readyz >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
 
 step "running $EXAMPLE"
-kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --wait=true
+# Foreground deletion returns once the previous run's children are gone too, so the new job
+# does not meet them as name conflicts.
+kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --cascade=foreground --wait=true
 kubectl create -f "$EXAMPLE"
 kubectl wait --for=condition=Succeeded --timeout=180s chainerjob/"$EXAMPLE_NAME"
 
