@@ -22,13 +22,15 @@ const defaultBackoffLimit int32 = 6
 
 // ChainerJob adapts ChainerJob to the engine: the master is rank 0 of the MPI world and each
 // worker set is a StatefulSet named <job>-workerset-<set>.
-type ChainerJob struct{}
+type ChainerJob struct {
+	Options
+}
 
 var _ engine.Adapter = ChainerJob{}
 
 // SetupChainerJob registers the ChainerJob reconciler with the manager.
-func SetupChainerJob(mgr ctrl.Manager) error {
-	r, err := engine.NewReconciler(mgr, ChainerJob{})
+func SetupChainerJob(mgr ctrl.Manager, opts Options) error {
+	r, err := engine.NewReconciler(mgr, ChainerJob{Options: opts})
 	if err != nil {
 		return err
 	}
@@ -42,7 +44,7 @@ func (ChainerJob) NewObject() engine.Object { return &troupev1.ChainerJob{} }
 func (ChainerJob) NameLabel() string { return ChainerJobNameLabel }
 
 // Describe turns a ChainerJob into the engine's Spec.
-func (ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
+func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	job, ok := obj.(*troupev1.ChainerJob)
 	if !ok {
 		return fmt.Errorf("expected a ChainerJob, got %T", obj)
@@ -51,6 +53,7 @@ func (ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	if err := requireMainContainer("spec.master.template", &spec.Master.Template, troupev1.ChainerMainContainer); err != nil {
 		return err
 	}
+	s.MainContainer = troupev1.ChainerMainContainer
 	s.RunPolicy = spec.RunPolicy
 	s.SchedulingPolicy = spec.SchedulingPolicy
 	s.Master = engine.Master{
@@ -69,7 +72,14 @@ func (ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		}
 		return nil
 	}
-	s.Backend = mpi.Backend{}
+	backend, err := mpiBackend(spec.MPILaunch, troupev1.MPITransportKubeExec, a.AgentImage)
+	if err != nil {
+		return err
+	}
+	s.Backend = backend
+	if backend.AgentImage != "" {
+		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&spec.Master.Template)
+	}
 	for i := range spec.WorkerSets {
 		ws := &spec.WorkerSets[i]
 		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", ws.Name), &ws.Template, troupev1.ChainerMainContainer); err != nil {

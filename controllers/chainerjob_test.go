@@ -75,7 +75,30 @@ func TestChainerJobDescribe(t *testing.T) {
 				j.Spec.Backend = troupev1.ChainerBackendNone
 				j.Spec.WorkerSets = nil
 			},
-			want: func(s *engine.Spec) { s.WorkerSets = nil; s.Backend = nil },
+			want: func(s *engine.Spec) { s.WorkerSets = nil; s.Backend = nil; s.Master.PodFailurePolicy = nil },
+		},
+		"the SSH transport with its port and sshd": {
+			mutate: func(j *troupev1.ChainerJob) {
+				j.Spec.Transport = troupev1.MPITransportSSH
+				j.Spec.SSH = &troupev1.SSHConfig{SSHDPath: "/opt/sshd", Port: ptr.To[int32](2022)}
+				j.Spec.WaitForWorkersTimeoutSeconds = ptr.To[int32](60)
+			},
+			want: func(s *engine.Spec) {
+				s.Backend = mpi.Backend{Transport: mpi.SSH{Port: 2022, SSHDPath: "/opt/sshd"}, AgentImage: "agent:1", WaitTimeoutSeconds: 60}
+			},
+		},
+		"a launcher that restarts in place gets no wait failure policy": {
+			mutate: func(j *troupev1.ChainerJob) {
+				j.Spec.Master.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			},
+			want: func(s *engine.Spec) {
+				s.Master.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+				s.Master.PodFailurePolicy = nil
+			},
+		},
+		"an unknown transport is refused": {
+			mutate:  func(j *troupev1.ChainerJob) { j.Spec.Transport = "Telnet" },
+			wantErr: `spec.transport: unsupported value "Telnet"`,
 		},
 		"backend none with workers is refused, not silently dropped": {
 			mutate:  func(j *troupev1.ChainerJob) { j.Spec.Backend = troupev1.ChainerBackendNone },
@@ -95,7 +118,7 @@ func TestChainerJobDescribe(t *testing.T) {
 				tc.mutate(job)
 			}
 			got := &engine.Spec{Name: "mn", Namespace: "ml"}
-			err := ChainerJob{}.Describe(job, got)
+			err := ChainerJob{Options{AgentImage: "agent:1"}}.Describe(job, got)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -106,17 +129,18 @@ func TestChainerJobDescribe(t *testing.T) {
 				t.Fatalf("Describe: %v", err)
 			}
 			want := &engine.Spec{
-				Name: "mn", Namespace: "ml",
+				Name: "mn", Namespace: "ml", MainContainer: "chainer",
 				Master: engine.Master{
 					JobName: "mn-master", Template: job.Spec.Master.Template,
 					BackoffLimit: 6, Slots: 1, IsHost: true,
+					PodFailurePolicy: mpi.WaitFailurePolicy(&job.Spec.Master.Template),
 				},
 				WorkerSets: []engine.WorkerSet{
 					{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 					{Name: "gpu", StatefulSetName: "mn-workerset-gpu", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
 					{Name: "gpu8", StatefulSetName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
 				},
-				Backend: mpi.Backend{},
+				Backend: mpi.Backend{Transport: mpi.KubeExec{}, AgentImage: "agent:1"},
 			}
 			if tc.want != nil {
 				tc.want(want)

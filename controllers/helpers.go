@@ -4,7 +4,41 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
+
+// Options are the operator-wide settings the adapters need.
+type Options struct {
+	// AgentImage is the troupe-agent image of launchers' wait init containers.
+	AgentImage string
+}
+
+// mpiBackend builds the MPI backend of a job from its launch settings; def is the kind's
+// default transport.
+func mpiBackend(l troupev1.MPILaunch, def troupev1.MPITransport, agentImage string) (mpi.Backend, error) {
+	b := mpi.Backend{AgentImage: agentImage, WaitTimeoutSeconds: ptr.Deref(l.WaitForWorkersTimeoutSeconds, 0)}
+	transport := l.Transport
+	if transport == "" {
+		transport = def
+	}
+	switch transport {
+	case troupev1.MPITransportSSH:
+		t := mpi.SSH{}
+		if l.SSH != nil {
+			t.SSHDPath = l.SSH.SSHDPath
+			t.Port = ptr.Deref(l.SSH.Port, 0)
+		}
+		b.Transport = t
+	case troupev1.MPITransportKubeExec:
+		b.Transport = mpi.KubeExec{}
+	default:
+		return b, fmt.Errorf("spec.transport: unsupported value %q: use %q or %q", transport, troupev1.MPITransportSSH, troupev1.MPITransportKubeExec)
+	}
+	return b, nil
+}
 
 // requireMainContainer checks that a template has the kind's main container. The CRD refuses
 // such specs already; this guards objects stored before the rule existed.

@@ -24,10 +24,13 @@ import (
 // kinds lists every kind the operator runs, each registered explicitly.
 var kinds = []struct {
 	name  string
-	setup func(ctrl.Manager) error
+	setup func(ctrl.Manager, controllers.Options) error
 }{
 	{"ChainerJob", controllers.SetupChainerJob},
 }
+
+// defaultAgentImage is the troupe-agent image released with this operator.
+const defaultAgentImage = "ghcr.io/troupe-dev/troupe-agent:v0.1.0"
 
 // Leader election keeps a Lease; its events go through the events API.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -46,12 +49,14 @@ func run() error {
 		leaderElect    bool
 		leaderElectNS  string
 		maxConcurrency int
+		opts           controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one of several replicas reconciles.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Jobs of one kind reconciled in parallel.")
+	flag.StringVar(&opts.AgentImage, "agent-image", defaultAgentImage, "troupe-agent image of MPI launchers' wait init container.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -80,7 +85,7 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	for _, k := range kinds {
-		if err := k.setup(mgr); err != nil {
+		if err := k.setup(mgr, opts); err != nil {
 			return fmt.Errorf("set up %s: %w", k.name, err)
 		}
 	}

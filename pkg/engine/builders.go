@@ -78,6 +78,7 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 			BackoffLimit:          ptr.To(s.Master.BackoffLimit),
 			ActiveDeadlineSeconds: s.Master.ActiveDeadlineSeconds,
 			Suspend:               ptr.To(s.Suspended()),
+			PodFailurePolicy:      s.Master.PodFailurePolicy.DeepCopy(),
 			Template:              tmpl,
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -27,11 +28,15 @@ func CacheOptions() (cache.Options, error) {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:         {Label: ours, Transform: TrimPod},
-			&batchv1.Job{}:        {Label: ours},
-			&appsv1.StatefulSet{}: {Label: ours},
-			&corev1.Service{}:     {Label: ours},
-			&corev1.ConfigMap{}:   {Label: ours},
+			&corev1.Pod{}:            {Label: ours, Transform: TrimPod},
+			&batchv1.Job{}:           {Label: ours},
+			&appsv1.StatefulSet{}:    {Label: ours},
+			&corev1.Service{}:        {Label: ours},
+			&corev1.ConfigMap{}:      {Label: ours},
+			&corev1.Secret{}:         {Label: ours},
+			&corev1.ServiceAccount{}: {Label: ours},
+			&rbacv1.Role{}:           {Label: ours},
+			&rbacv1.RoleBinding{}:    {Label: ours},
 		},
 	}, nil
 }
@@ -63,6 +68,15 @@ func TrimPod(obj any) (any, error) {
 			Conditions: pod.Status.Conditions,
 			Reason:     pod.Status.Reason,
 		},
+	}
+	// Init containers: the terminated state says why a pod failed before its main containers
+	// started (for example a launcher whose wait for its workers timed out).
+	for _, cs := range pod.Status.InitContainerStatuses {
+		kept := corev1.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount}
+		if t := cs.State.Terminated; t != nil {
+			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+		}
+		trimmed.Status.InitContainerStatuses = append(trimmed.Status.InitContainerStatuses, kept)
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, corev1.ContainerStatus{

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,11 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			if finished || len(obs.Conflicts) > 0 {
 				continue
 			}
+			if g, ok := s.Backend.(Generator); ok {
+				if err := g.Generate(s, want); err != nil {
+					return err
+				}
+			}
 			if err := r.client.Create(ctx, want); err != nil {
 				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
 			}
@@ -167,6 +173,20 @@ func restore(cur, want client.Object) bool {
 			c.Data = w.Data
 			changed = true
 		}
+	case *rbacv1.Role:
+		c := cur.(*rbacv1.Role)
+		if !equality.Semantic.DeepEqual(c.Rules, w.Rules) {
+			c.Rules = w.Rules
+			changed = true
+		}
+	case *rbacv1.RoleBinding:
+		c := cur.(*rbacv1.RoleBinding)
+		if !equality.Semantic.DeepEqual(c.Subjects, w.Subjects) {
+			c.Subjects = w.Subjects
+			changed = true
+		}
+		// A Secret's data is generated once (Generator) and never rewritten; a ServiceAccount
+		// has nothing the engine manages beyond its labels.
 	}
 
 	if specChanged {

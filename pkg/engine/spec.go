@@ -6,6 +6,7 @@
 package engine
 
 import (
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,10 @@ type Spec struct {
 	// and pod carries NameLabel: Name.
 	NameLabel string
 
+	// MainContainer names the container of every pod that runs the framework's processes (for
+	// example "chainer"); backends wire their transport into it.
+	MainContainer string
+
 	Master     Master
 	WorkerSets []WorkerSet
 
@@ -52,6 +57,8 @@ type Master struct {
 	ActiveDeadlineSeconds *int64
 	// Slots is the number of processes the master runs itself.
 	Slots int32
+	// PodFailurePolicy of the master Job, for failures a retry cannot fix; nil has none.
+	PodFailurePolicy *batchv1.PodFailurePolicy
 	// IsHost says the master takes part in the computation (it is the first host of the
 	// hostfile) rather than only launching it.
 	IsHost bool
@@ -78,6 +85,13 @@ type Backend interface {
 	// DecoratePod adds the backend's volumes, mounts and environment to a pod template of the
 	// master (ws == nil) or of worker set ws.
 	DecoratePod(s *Spec, ws *WorkerSet, tmpl *corev1.PodTemplateSpec)
+}
+
+// Generator is implemented by backends with children whose data is generated once, such as key
+// pairs: the engine calls Generate on each child just before creating it, and afterwards never
+// rewrites that child's data. Generate ignores children that are not its own.
+type Generator interface {
+	Generate(s *Spec, obj client.Object) error
 }
 
 // CleanPodPolicy returns the effective clean-pod policy (default Running).

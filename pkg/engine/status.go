@@ -94,11 +94,11 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		// last word.
 		set(initializedCondition(obs))
 	}
-	set(workersReadyCondition(s, st.ReplicaStatuses, finished, released))
+	set(workersReadyCondition(s, obs, st.ReplicaStatuses, finished, released))
 	set(runningCondition(st.Phase))
 	set(replicaFailureCondition(st.ReplicaStatuses))
 	set(suspendedCondition(s, finished))
-	if c, ok := terminalCondition(obs.MasterJob, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
+	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 
@@ -278,7 +278,7 @@ func initializedCondition(obs *Observed) metav1.Condition {
 	return newCondition(t, true, troupev1.ReasonChildrenCreated, "every child object exists")
 }
 
-func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, released bool) metav1.Condition {
+func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, finished, released bool) metav1.Condition {
 	const t = troupev1.ConditionWorkersReady
 	switch {
 	case len(s.WorkerSets) == 0:
@@ -295,9 +295,45 @@ func workersReadyCondition(s *Spec, rs []troupev1.ReplicaStatus, finished, relea
 		}
 	}
 	if len(waiting) > 0 {
-		return newCondition(t, false, troupev1.ReasonWorkersNotReady, "waiting for workers: "+strings.Join(waiting, ", "))
+		msg := "waiting for workers: " + strings.Join(waiting, ", ")
+		if missing := missingHosts(s, obs); len(missing) > 0 {
+			msg += "; hosts not ready: " + abbreviate(missing, maxNamesInMessage)
+		}
+		return newCondition(t, false, troupev1.ReasonWorkersNotReady, msg)
 	}
 	return newCondition(t, true, troupev1.ReasonWorkersReady, "every worker pod is ready")
+}
+
+// maxNamesInMessage bounds the host names a condition message lists, so a large job's status
+// stays readable and small.
+const maxNamesInMessage = 10
+
+// missingHosts lists the host names of worker pods that are not ready (or do not exist yet),
+// in hostfile order: the hosts a launcher is still waiting for.
+func missingHosts(s *Spec, obs *Observed) []string {
+	ready := map[string]bool{}
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.DeletionTimestamp.IsZero() && podReady(p) {
+			ready[p.Name] = true
+		}
+	}
+	var missing []string
+	for i := range s.WorkerSets {
+		for _, h := range s.WorkerSets[i].WorkerHostnames() {
+			if !ready[h] {
+				missing = append(missing, s.HostName(h))
+			}
+		}
+	}
+	return missing
+}
+
+func abbreviate(names []string, limit int) string {
+	if len(names) <= limit {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
 }
 
 func runningCondition(p troupev1.JobPhase) metav1.Condition {
@@ -339,7 +375,7 @@ func suspendedCondition(s *Spec, finished bool) metav1.Condition {
 // terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
 // reason and message of a failure are the master Job's (BackoffLimitExceeded,
 // DeadlineExceeded, ...), so the user sees why without looking at the Job.
-func terminalCondition(master *batchv1.Job, p troupev1.JobPhase) (metav1.Condition, bool) {
+func terminalCondition(master *batchv1.Job, pods []corev1.Pod, p troupev1.JobPhase) (metav1.Condition, bool) {
 	jc := terminalJobCondition(master)
 	switch p {
 	case troupev1.JobSucceeded:
@@ -350,9 +386,29 @@ func terminalCondition(master *batchv1.Job, p troupev1.JobPhase) (metav1.Conditi
 			reason = jc.Reason
 			msg = fmt.Sprintf("the master failed: %s", jc.Message)
 		}
+		if why := masterInitFailure(pods); why != "" {
+			msg += "; " + why
+		}
 		return newCondition(troupev1.ConditionFailed, true, reason, msg), true
 	}
 	return metav1.Condition{}, false
+}
+
+// masterInitFailure is the termination message of a master pod's init container that failed,
+// for example a launcher whose wait for its workers timed out and names the hosts missing.
+func masterInitFailure(pods []corev1.Pod) string {
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
+			continue
+		}
+		for _, cs := range p.Status.InitContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Message != "" {
+				return fmt.Sprintf("init container %s: %s", cs.Name, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	return ""
 }
 
 func completionTime(master *batchv1.Job, now metav1.Time) *metav1.Time {
@@ -371,4 +427,13 @@ func newCondition(t string, ok bool, reason, msg string) metav1.Condition {
 		status = metav1.ConditionTrue
 	}
 	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

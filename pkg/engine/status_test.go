@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,17 @@ func (o *observed) pod(role, set string, phase corev1.PodPhase, restarts int32) 
 	}
 	o.Pods = append(o.Pods, p)
 	return o
+}
+
+func namedPod(name string, ready bool) corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{troupev1.LabelRole: troupev1.RoleWorker}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	}
 }
 
 func (o *observed) obj() *Observed { return &o.Observed }
@@ -285,12 +297,29 @@ func TestComputeStatus(t *testing.T) {
 
 func TestComputeStatusMessages(t *testing.T) {
 	s := testSpec()
-	got := ComputeStatus(s, observe().master(nil).workers("cpu", 1).workers("gpu", 1).obj(), &troupev1.JobStatus{}, 1, now)
-	if c := meta.FindStatusCondition(got.Conditions, "WorkersReady"); c == nil || c.Message != "waiting for workers: cpu: 1/2 ready" {
-		t.Errorf("WorkersReady = %+v, want the set still missing a worker", c)
+	o := observe().master(nil).workers("cpu", 1).workers("gpu", 1).obj()
+	o.Pods = []corev1.Pod{
+		namedPod("train-workerset-cpu-0", true), namedPod("train-workerset-cpu-1", false), namedPod("train-workerset-gpu-0", true),
+	}
+	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	if c := meta.FindStatusCondition(got.Conditions, "WorkersReady"); c == nil ||
+		c.Message != "waiting for workers: cpu: 1/2 ready; hosts not ready: train-workerset-cpu-1.train.ml.svc" {
+		t.Errorf("WorkersReady = %+v, want the set still missing a worker and its host name", c)
 	}
 
-	o := observe().master(finishedJob(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")).obj()
+	o = observe().master(finishedJob(batchv1.JobFailed, "PodFailurePolicy", "Container troupe-wait for pod ml/train-master-x failed with exit code 3 matching FailJob rule at index 0")).obj()
+	launcher := namedPod("train-master-x", false)
+	launcher.Labels[troupev1.LabelRole] = troupev1.RoleMaster
+	launcher.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "troupe-wait", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Message: "hosts still unreachable after 5m0s: a.train.ml.svc\n"}}}}
+	o.Pods = []corev1.Pod{launcher}
+	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil || c.Reason != "PodFailurePolicy" ||
+		!strings.HasSuffix(c.Message, "; init container troupe-wait: hosts still unreachable after 5m0s: a.train.ml.svc") {
+		t.Errorf("Failed = %+v, want the wait's message naming the missing host", c)
+	}
+
+	o = observe().master(finishedJob(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")).obj()
 	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil ||
 		c.Message != "the master failed: Job was active longer than specified deadline" {

@@ -38,6 +38,9 @@ var (
 )
 
 const (
+	// testAgentImage is the troupe-agent image the operator under test puts in launchers.
+	testAgentImage = "troupe-agent:test"
+
 	pollInterval = 100 * time.Millisecond
 	waitTimeout  = 30 * time.Second
 )
@@ -102,7 +105,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.SetupChainerJob(mgr); err != nil {
+	if err := controllers.SetupChainerJob(mgr, controllers.Options{AgentImage: testAgentImage}); err != nil {
 		return nil, err
 	}
 	stopped := make(chan struct{})

@@ -90,6 +90,10 @@ type ChainerJobSpec struct {
 	// +optional
 	Backend ChainerBackend `json:"backend,omitempty"`
 
+	// MPILaunch sets the transport (default KubeExec), SSH options and the launcher's wait for
+	// its workers; it applies when backend is mpi.
+	MPILaunch `json:",inline"`
+
 	// master is the pod that runs the training entry point (mpiexec) as a batch Job.
 	Master ChainerMaster `json:"master"`
 

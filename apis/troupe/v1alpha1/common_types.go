@@ -202,3 +202,50 @@ type JobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
+
+// MPITransport is how an MPI launcher starts its processes on the other hosts of the job.
+// +kubebuilder:validation:Enum=SSH;KubeExec
+type MPITransport string
+
+const (
+	// MPITransportSSH starts remote processes over SSH: every worker runs sshd with a key pair
+	// and host key the operator generates for the job alone.
+	MPITransportSSH MPITransport = "SSH"
+	// MPITransportKubeExec starts remote processes through the API server's pods/exec with the
+	// job's own ServiceAccount, which may exec only into the job's pods. No sshd runs.
+	MPITransportKubeExec MPITransport = "KubeExec"
+)
+
+// SSHConfig configures the SSH transport.
+type SSHConfig struct {
+	// sshdPath is the sshd binary in the worker image. Workers whose main container sets no
+	// command run it with the job's configuration. Default /usr/sbin/sshd.
+	// +optional
+	SSHDPath string `json:"sshdPath,omitempty"`
+
+	// port is the port every worker's sshd listens on. It is above 1024 by default so that
+	// sshd can run as a non-root user. Default 2222.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+}
+
+// MPILaunch says how an MPI launcher reaches the job's workers. Every MPI kind embeds it.
+type MPILaunch struct {
+	// transport is how the launcher starts processes on the workers: SSH or KubeExec. The
+	// default depends on the kind (ChainerJob: KubeExec; MPIJob and HorovodJob: SSH).
+	// +optional
+	Transport MPITransport `json:"transport,omitempty"`
+
+	// ssh configures the SSH transport; it is ignored by KubeExec.
+	// +optional
+	SSH *SSHConfig `json:"ssh,omitempty"`
+
+	// waitForWorkersTimeoutSeconds bounds how long the launcher waits, before it starts, for
+	// every host of its hostfile to resolve and accept it. When the time runs out the job
+	// fails with a message naming the hosts still missing. Default 300.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	WaitForWorkersTimeoutSeconds *int32 `json:"waitForWorkersTimeoutSeconds,omitempty"`
+}

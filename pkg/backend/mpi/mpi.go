@@ -5,11 +5,11 @@
 package mpi
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -26,24 +26,42 @@ const (
 	HostfilePath = ConfigMountPath + "/" + HostfileKey
 	// EnvHostfile is set in every container to HostfilePath, for launch scripts of any MPI.
 	EnvHostfile = "TROUPE_HOSTFILE"
-	// envOpenMPIHostfile makes Open MPI's mpirun use the hostfile without a --hostfile flag.
-	envOpenMPIHostfile = "OMPI_MCA_orte_default_hostfile"
 
 	configVolumeName = "troupe-mpi-config"
 	configMapSuffix  = "-mpi"
 )
 
 // Transport lets the launcher start processes on the other hosts (SSH keys, kubectl exec). It
-// adds its own children and pod wiring beside the hostfile's.
+// adds its own children and pod wiring beside the hostfile's, and names the rsh-compatible
+// agent the MPI launcher runs to start a remote process.
 type Transport interface {
+	// ConfigFiles are files (name to content) the transport adds to the job's MPI ConfigMap.
+	ConfigFiles(s *engine.Spec) map[string]string
+	// Objects are the transport's own children (credentials, RBAC).
 	Objects(s *engine.Spec) []client.Object
 	DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodTemplateSpec)
+	// Agent is the path, inside the pods, of the command the launcher starts remote
+	// processes with.
+	Agent() string
 }
 
-// Backend is the MPI backend. The zero value writes and mounts the hostfile and adds no
-// transport.
+// Backend is the MPI backend. The zero value writes and mounts an Open MPI 4 hostfile and adds
+// no transport.
 type Backend struct {
+	Dialect   Dialect
 	Transport Transport
+	// AgentImage is the troupe-agent image of the launcher's wait init container; empty adds
+	// no wait.
+	AgentImage string
+	// WaitTimeoutSeconds bounds the launcher's wait for its workers; 0 is the default.
+	WaitTimeoutSeconds int32
+}
+
+func (b Backend) dialect() Dialect {
+	if b.Dialect.HostLine == nil {
+		return openMPI4
+	}
+	return b.Dialect
 }
 
 var _ engine.Backend = Backend{}
@@ -51,28 +69,52 @@ var _ engine.Backend = Backend{}
 // ConfigMapName is the name of the job's MPI ConfigMap.
 func ConfigMapName(s *engine.Spec) string { return s.Name + configMapSuffix }
 
-// Hostfile lists every host of the job, one line each with its slots: the master first when
-// it computes too (it is rank 0), then each worker set's pods in ordinal order.
-func Hostfile(s *engine.Spec) string {
-	var b strings.Builder
+// Hosts lists every host of the job with its slots: the master first when it computes too (it
+// is rank 0), then each worker set's pods in ordinal order.
+func Hosts(s *engine.Spec) []Host {
+	var hosts []Host
 	if s.Master.IsHost {
-		fmt.Fprintf(&b, "%s slots=%d\n", s.HostName(s.MasterHostname()), s.Master.Slots)
+		hosts = append(hosts, Host{Name: s.HostName(s.MasterHostname()), Slots: s.Master.Slots})
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
-		for _, host := range ws.WorkerHostnames() {
-			fmt.Fprintf(&b, "%s slots=%d\n", s.HostName(host), ws.Slots)
+		for _, h := range ws.WorkerHostnames() {
+			hosts = append(hosts, Host{Name: s.HostName(h), Slots: ws.Slots})
 		}
+	}
+	return hosts
+}
+
+// Host is one line of a hostfile.
+type Host struct {
+	Name  string
+	Slots int32
+}
+
+// Hostfile writes hosts in the dialect's format, one per line.
+func (d Dialect) Hostfile(hosts []Host) string {
+	var b strings.Builder
+	for _, h := range hosts {
+		b.WriteString(d.HostLine(h.Name, h.Slots))
+		b.WriteByte('\n')
 	}
 	return b.String()
 }
+
+// Hostfile is the job's hostfile in the backend's dialect.
+func (b Backend) Hostfile(s *engine.Spec) string { return b.dialect().Hostfile(Hosts(s)) }
 
 // Objects returns the hostfile ConfigMap and the transport's objects.
 func (b Backend) Objects(s *engine.Spec) []client.Object {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(s)},
-		Data:       map[string]string{HostfileKey: Hostfile(s)},
+		Data:       map[string]string{HostfileKey: b.Hostfile(s)},
+	}
+	if b.Transport != nil {
+		for k, v := range b.Transport.ConfigFiles(s) {
+			cm.Data[k] = v
+		}
 	}
 	objs := []client.Object{cm}
 	if b.Transport != nil {
@@ -88,11 +130,19 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 		Name: configVolumeName,
 		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(s)},
+			// Readable by any user the pod runs as; the transport's agent script is executable.
+			DefaultMode: ptr.To[int32](0o555),
 		}},
 	})
-	env := []corev1.EnvVar{
-		{Name: EnvHostfile, Value: HostfilePath},
-		{Name: envOpenMPIHostfile, Value: HostfilePath},
+	agent := ""
+	if b.Transport != nil {
+		agent = b.Transport.Agent()
+	}
+	env := []corev1.EnvVar{{Name: EnvHostfile, Value: HostfilePath}}
+	for _, e := range b.dialect().Env(HostfilePath, agent) {
+		if e.Value != "" { // no transport: leave the launcher's own agent setting alone
+			env = append(env, e)
+		}
 	}
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
@@ -104,6 +154,17 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 	if b.Transport != nil {
 		b.Transport.DecoratePod(s, ws, tmpl)
 	}
+	if ws == nil && b.AgentImage != "" {
+		b.decorateLauncher(s, tmpl)
+	}
+}
+
+// Generate fills the data a transport generates once, when its child is created.
+func (b Backend) Generate(s *engine.Spec, obj client.Object) error {
+	if g, ok := b.Transport.(engine.Generator); ok {
+		return g.Generate(s, obj)
+	}
+	return nil
 }
 
 // Slots returns the MPI slots of a pod: the override when set, else the nvidia.com/gpu limit of

@@ -66,7 +66,7 @@ func TestHostfile(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(s)
 			}
-			if diff := cmp.Diff(tc.want, Hostfile(s)); diff != "" {
+			if diff := cmp.Diff(tc.want, Backend{}.Hostfile(s)); diff != "" {
 				t.Errorf("Hostfile (-want +got):\n%s", diff)
 			}
 		})
@@ -78,7 +78,7 @@ func TestObjects(t *testing.T) {
 	want := []client.Object{&corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "mn-mpi"},
-		Data:       map[string]string{"hostfile": Hostfile(s)},
+		Data:       map[string]string{"hostfile": Backend{}.Hostfile(s)},
 	}}
 	if diff := cmp.Diff(want, Backend{}.Objects(s)); diff != "" {
 		t.Errorf("Objects (-want +got):\n%s", diff)
@@ -92,12 +92,14 @@ func TestDecoratePod(t *testing.T) {
 	env := []corev1.EnvVar{
 		{Name: "TROUPE_HOSTFILE", Value: "/etc/troupe/mpi/hostfile"},
 		{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/troupe/mpi/hostfile"},
+		{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
 	}
 	want := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		Volumes: []corev1.Volume{{
 			Name: "troupe-mpi-config",
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "mn-mpi"},
+				DefaultMode:          ptr.To[int32](0o555),
 			}},
 		}},
 		Containers: []corev1.Container{
@@ -107,30 +109,6 @@ func TestDecoratePod(t *testing.T) {
 	}}
 	if diff := cmp.Diff(want, tmpl); diff != "" {
 		t.Errorf("DecoratePod (-want +got):\n%s", diff)
-	}
-}
-
-// recordingTransport proves the transport seam: its objects and pod wiring are added.
-type recordingTransport struct{}
-
-func (recordingTransport) Objects(s *engine.Spec) []client.Object {
-	return []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name + "-keys"}}}
-}
-
-func (recordingTransport) DecoratePod(_ *engine.Spec, _ *engine.WorkerSet, tmpl *corev1.PodTemplateSpec) {
-	tmpl.Annotations = map[string]string{"transport": "yes"}
-}
-
-func TestTransportSeam(t *testing.T) {
-	b := Backend{Transport: recordingTransport{}}
-	objs := b.Objects(spec())
-	if len(objs) != 2 || objs[1].GetName() != "mn-keys" {
-		t.Errorf("Objects = %v, want the hostfile ConfigMap then the transport's Secret", objs)
-	}
-	tmpl := template("chainer")
-	b.DecoratePod(spec(), nil, &tmpl)
-	if tmpl.Annotations["transport"] != "yes" {
-		t.Errorf("the transport did not decorate the pod")
 	}
 }
 

@@ -1,0 +1,176 @@
+package mpi
+
+import (
+	"crypto/rand"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+const (
+	// DefaultSSHPort is above 1024 so that sshd can listen as a non-root user.
+	DefaultSSHPort int32 = 2222
+	// DefaultSSHDPath is where Debian and most images install sshd.
+	DefaultSSHDPath = "/usr/sbin/sshd"
+	// SSHMountPath is where the job's SSH Secret is mounted in every container.
+	SSHMountPath = "/etc/troupe/ssh"
+
+	// Files the SSH transport adds to the job's MPI ConfigMap.
+	SSHDConfigKey      = "sshd_config"
+	SSHClientConfigKey = "ssh_config"
+	SSHAgentKey        = "rsh-ssh"
+
+	// EnvSSHDConfig points at the job's sshd_config, for worker images that start sshd from a
+	// script of their own.
+	EnvSSHDConfig = "TROUPE_SSHD_CONFIG"
+
+	sshVolumeName = "troupe-ssh"
+	sshSecretSfx  = "-ssh"
+	// The Secret's files are root-owned. Root may read them at 0400; a non-root user reads
+	// them through its fsGroup at 0440. OpenSSH refuses a private key only when it is owned by
+	// the user and readable by others, so both modes pass its checks.
+	sshModeRoot    int32 = 0o400
+	sshModeNonRoot int32 = 0o440
+)
+
+// SSH is the SSH transport: workers run sshd with a host key and an authorized key generated
+// for the job alone; the launcher connects with the job's client key and a known_hosts pinning
+// the host key.
+type SSH struct {
+	Port     int32
+	SSHDPath string
+}
+
+var (
+	_ Transport        = SSH{}
+	_ engine.Generator = Backend{}
+)
+
+func (t SSH) port() int32 {
+	if t.Port == 0 {
+		return DefaultSSHPort
+	}
+	return t.Port
+}
+
+func (t SSH) sshdPath() string {
+	if t.SSHDPath == "" {
+		return DefaultSSHDPath
+	}
+	return t.SSHDPath
+}
+
+// SSHSecretName is the name of the job's SSH Secret.
+func SSHSecretName(s *engine.Spec) string { return s.Name + sshSecretSfx }
+
+// HostDomain is the DNS domain of the job's hosts: its headless Service's.
+func HostDomain(s *engine.Spec) string {
+	return s.ServiceName() + "." + s.Namespace + ".svc"
+}
+
+// Agent is the rsh-compatible script MPI launchers start remote processes with.
+func (t SSH) Agent() string { return ConfigMountPath + "/" + SSHAgentKey }
+
+// ConfigFiles are the sshd and ssh client configurations and the agent script.
+func (t SSH) ConfigFiles(*engine.Spec) map[string]string {
+	return map[string]string{
+		SSHDConfigKey:      SSHDConfig(t.port(), SSHMountPath),
+		SSHClientConfigKey: SSHClientConfig(t.port(), SSHMountPath, SSHMountPath+"/"+SSHKnownHosts),
+		SSHAgentKey:        SSHAgentScript(ConfigMountPath + "/" + SSHClientConfigKey),
+	}
+}
+
+// Objects is the job's SSH Secret, without its data: the keys are generated once, when the
+// Secret is created (Generate), and never rewritten.
+func (t SSH) Objects(s *engine.Spec) []client.Object {
+	return []client.Object{&corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: SSHSecretName(s)},
+		Type:       corev1.SecretTypeOpaque,
+	}}
+}
+
+// Generate fills the job's SSH Secret with fresh keys just before it is created.
+func (t SSH) Generate(s *engine.Spec, obj client.Object) error {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok || secret.Name != SSHSecretName(s) {
+		return nil
+	}
+	data, err := NewSSHKeyMaterial(rand.Reader, HostDomain(s))
+	if err != nil {
+		return fmt.Errorf("generate SSH keys: %w", err)
+	}
+	secret.Data = data
+	return nil
+}
+
+// DecoratePod mounts the job's SSH Secret into every container. On workers it also runs sshd
+// in the main container when the template gives it no command, and makes the pod Ready only
+// once sshd accepts connections.
+func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodTemplateSpec) {
+	mode, fsGroup := sshFileAccess(&tmpl.Spec, s.MainContainer)
+	if fsGroup != nil && (tmpl.Spec.SecurityContext == nil || tmpl.Spec.SecurityContext.FSGroup == nil) {
+		if tmpl.Spec.SecurityContext == nil {
+			tmpl.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		}
+		tmpl.Spec.SecurityContext.FSGroup = fsGroup
+	}
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
+		Name: sshVolumeName,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: SSHSecretName(s), DefaultMode: ptr.To(mode),
+		}},
+	})
+	for i := range tmpl.Spec.Containers {
+		c := &tmpl.Spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: sshVolumeName, MountPath: SSHMountPath, ReadOnly: true})
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvSSHDConfig, Value: ConfigMountPath + "/" + SSHDConfigKey})
+		if ws == nil || c.Name != s.MainContainer {
+			continue
+		}
+		if len(c.Command) == 0 && len(c.Args) == 0 {
+			c.Command = []string{t.sshdPath(), "-D", "-e", "-f", ConfigMountPath + "/" + SSHDConfigKey}
+		}
+		if c.ReadinessProbe == nil {
+			c.ReadinessProbe = &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(t.port())}},
+				PeriodSeconds: 2, FailureThreshold: 1,
+			}
+		}
+	}
+}
+
+// sshFileAccess returns the mode of the SSH Secret's files and, for a main container that runs
+// as a non-root user in a pod without an fsGroup, the fsGroup that lets that user read them.
+func sshFileAccess(pod *corev1.PodSpec, mainContainer string) (int32, *int64) {
+	var user, group *int64
+	if sc := pod.SecurityContext; sc != nil {
+		user, group = sc.RunAsUser, sc.RunAsGroup
+	}
+	for i := range pod.Containers {
+		if c := &pod.Containers[i]; c.Name == mainContainer && c.SecurityContext != nil {
+			if c.SecurityContext.RunAsUser != nil {
+				user = c.SecurityContext.RunAsUser
+			}
+			if c.SecurityContext.RunAsGroup != nil {
+				group = c.SecurityContext.RunAsGroup
+			}
+		}
+	}
+	if user == nil || *user == 0 {
+		return sshModeRoot, nil
+	}
+	if pod.SecurityContext != nil && pod.SecurityContext.FSGroup != nil {
+		return sshModeNonRoot, nil
+	}
+	if group != nil {
+		return sshModeNonRoot, group
+	}
+	return sshModeNonRoot, user
+}
