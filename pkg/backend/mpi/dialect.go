@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,4 +62,39 @@ func env(kv ...string) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: kv[i], Value: kv[i+1]})
 	}
 	return out
+}
+
+// ParseHostfile reads a hostfile of any dialect: "host slots=N" (Open MPI) or "host:N"
+// (Hydra), one host per line; blank lines and # comments are skipped, and a host without a
+// count has one slot.
+func ParseHostfile(text string) ([]Host, error) {
+	var hosts []Host
+	for i, line := range strings.Split(text, "\n") {
+		if j := strings.IndexByte(line, '#'); j >= 0 {
+			line = line[:j]
+		}
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		h := Host{Name: fields[0], Slots: 1}
+		count := ""
+		if name, n, ok := strings.Cut(fields[0], ":"); ok {
+			h.Name, count = name, n
+		}
+		for _, f := range fields[1:] {
+			if n, ok := strings.CutPrefix(f, "slots="); ok {
+				count = n
+			}
+		}
+		if count != "" {
+			n, err := strconv.ParseInt(count, 10, 32)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("hostfile line %d: bad slot count %q", i+1, count)
+			}
+			h.Slots = int32(n)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
 }

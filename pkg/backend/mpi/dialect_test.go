@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,5 +67,29 @@ func TestDialectFor(t *testing.T) {
 	want := `unknown MPI implementation "LAM": use one of OpenMPI, OpenMPI5, IntelMPI, MPICH`
 	if err == nil || err.Error() != want {
 		t.Errorf("DialectFor(LAM) error = %v, want %q", err, want)
+	}
+}
+
+// Every dialect's hostfile reads back as the hosts it was written from.
+func TestParseHostfileRoundTrip(t *testing.T) {
+	hosts := []Host{{Name: "a.j.ns.svc", Slots: 1}, {Name: "b.j.ns.svc", Slots: 4}}
+	for _, impl := range Implementations() {
+		d, err := DialectFor(Implementation(impl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseHostfile(d.Hostfile(hosts) + "\n# comment\n")
+		if err != nil {
+			t.Fatalf("%s: %v", impl, err)
+		}
+		if !reflect.DeepEqual(got, hosts) {
+			t.Errorf("%s: parsed %v, want %v", impl, got, hosts)
+		}
+	}
+	if got, err := ParseHostfile("solo\n"); err != nil || !reflect.DeepEqual(got, []Host{{Name: "solo", Slots: 1}}) {
+		t.Errorf("a bare host = %v, %v; want one slot", got, err)
+	}
+	if _, err := ParseHostfile("a slots=zero\n"); err == nil {
+		t.Errorf("a bad slot count was accepted")
 	}
 }

@@ -1,0 +1,45 @@
+// Command troupe-agent is the in-pod helper of troupe's MPI launchers:
+//
+//	troupe-agent wait ...      the launcher's init container: install the agent for the
+//	                           launcher, then wait (bounded) until every host of the hostfile
+//	                           resolves and accepts the job's transport;
+//	troupe-rsh [opts] host cmd the KubeExec rsh agent MPI launchers call to start a remote
+//	                           process: it runs cmd in the host's pod through the API server's
+//	                           pods/exec with the job's own ServiceAccount (also "troupe-agent rsh").
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// rshName is the name troupe-agent answers to as an rsh agent; the wait installs it as a link.
+const rshName = "troupe-rsh"
+
+func main() {
+	os.Exit(run(os.Args))
+}
+
+func run(args []string) int {
+	if filepath.Base(args[0]) == rshName {
+		return rsh(args[1:])
+	}
+	if len(args) < 2 {
+		usage()
+		return 2
+	}
+	switch args[1] {
+	case "wait":
+		return wait(args[2:])
+	case "rsh":
+		return rsh(args[2:])
+	default:
+		usage()
+		return 2
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: troupe-agent wait [flags] | troupe-agent rsh [options] host command... (also as %s)\n", rshName)
+}

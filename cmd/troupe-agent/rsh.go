@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+// rshOptionsWithValue are the rsh/ssh options launchers may pass that take a value; the agent
+// accepts and ignores them (the pod's container and the API server decide the rest).
+var rshOptionsWithValue = map[string]bool{"-l": true, "-p": true, "-o": true, "-i": true, "-F": true, "-E": true}
+
+// parseRsh splits "[options] host command..." as rsh and ssh read it.
+func parseRsh(args []string) (host string, command string, err error) {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if rshOptionsWithValue[args[i]] {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		return "", "", errors.New("no host given")
+	}
+	host = args[i]
+	if i+1 >= len(args) {
+		return "", "", fmt.Errorf("no command given for host %s: interactive logins are not supported", host)
+	}
+	return host, strings.Join(args[i+1:], " "), nil
+}
+
+// rsh runs a command in the host's pod, as "rsh host command" would on the host: through a
+// shell, with the caller's stdin, stdout and stderr, exiting with the command's exit code.
+func rsh(args []string) int {
+	host, command, err := parseRsh(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", rshName, err)
+		return 255
+	}
+	code, err := execInPod(context.Background(), host, []string{"/bin/sh", "-c", command}, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", rshName, host, err)
+	}
+	return code
+}
+
+// execInPod runs argv in the main container of the host's pod and returns its exit code; an
+// error that is not the command's own exit status gives 255, as ssh does.
+func execInPod(ctx context.Context, host string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	namespace, pod, err := podOf(host)
+	if err != nil {
+		return 255, err
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return 255, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 255, err
+	}
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: os.Getenv(mpi.EnvExecContainer),
+			Command:   argv,
+			Stdin:     stdin != nil,
+			Stdout:    true,
+			Stderr:    true,
+		}, scheme.ParameterCodec)
+	// WebSockets first, as kubectl does; SPDY for API servers that do not offer them.
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		return 255, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return 255, err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return 255, err
+	}
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	var exitErr utilexec.CodeExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &exitErr):
+		return exitErr.Code, nil
+	default:
+		return 255, err
+	}
+}
