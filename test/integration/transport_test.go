@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,13 +47,23 @@ func TestSSHSecretsArePerJob(t *testing.T) {
 		t.Errorf("known_hosts of a does not pin a's domain: %q", sa.Data[mpi.SSHKnownHosts])
 	}
 
-	// A scale change rewrites the ConfigMap but leaves the keys as they were.
+	// A scale change rewrites the ConfigMap but leaves the keys and the running workers' pod
+	// template as they were (a changed template would restart every worker).
+	before := waitFor(t, &appsv1.StatefulSet{}, ns, "a-workerset-ws0")
 	scale(t, ns, "a", 3)
 	eventually(t, "hostfile with 3 workers", func(ctx context.Context) (bool, error) {
 		var cm corev1.ConfigMap
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-mpi"}, &cm)
 		return err == nil && strings.Count(cm.Data[mpi.HostfileKey], "\n") == 4, err
 	})
+	after := &appsv1.StatefulSet{}
+	eventually(t, "a-workerset-ws0 scaled to 3", func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-workerset-ws0"}, after)
+		return err == nil && *after.Spec.Replicas == 3, err
+	})
+	if !equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
+		t.Errorf("the scale-up changed the workers' pod template, which restarts every worker")
+	}
 	again := waitFor(t, &corev1.Secret{}, ns, "a-ssh")
 	if !bytes.Equal(again.Data[mpi.SSHClientKey], sa.Data[mpi.SSHClientKey]) || again.ResourceVersion != sa.ResourceVersion {
 		t.Errorf("the job's keys were rewritten by a reconcile")
