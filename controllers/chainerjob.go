@@ -16,10 +16,6 @@ import (
 // ChainerJobNameLabel names the ChainerJob on every child and pod.
 const ChainerJobNameLabel = "chainerjob.troupe.dev/name"
 
-// defaultBackoffLimit is the master's retries when neither the master nor the run policy sets
-// them: the batch Job default.
-const defaultBackoffLimit int32 = 6
-
 // ChainerJob adapts ChainerJob to the engine: the master is rank 0 of the MPI world and each
 // worker set is a StatefulSet named <job>-workerset-<set>.
 type ChainerJob struct {
@@ -54,16 +50,11 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		return err
 	}
 	s.MainContainer = troupev1.ChainerMainContainer
-	s.RunPolicy = spec.RunPolicy
+	s.RunPolicy = sharedRunPolicy(spec.RunPolicy)
 	s.SchedulingPolicy = spec.SchedulingPolicy
-	s.Master = engine.Master{
-		JobName:               job.Name + "-master",
-		Template:              spec.Master.Template,
-		BackoffLimit:          firstSet(defaultBackoffLimit, spec.Master.BackoffLimit, spec.RunPolicy.BackoffLimit),
-		ActiveDeadlineSeconds: firstNonNil(spec.Master.ActiveDeadlineSeconds, spec.RunPolicy.ActiveDeadlineSeconds),
-		Slots:                 mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig)),
-		IsHost:                true,
-	}
+	s.Master = masterOf(job.Name+"-master", spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds, spec.RunPolicy)
+	s.Master.Slots = mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig))
+	s.Master.IsHost = true
 
 	if spec.Backend == troupev1.ChainerBackendNone {
 		if len(spec.WorkerSets) > 0 {

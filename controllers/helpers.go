@@ -8,12 +8,40 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
 // Options are the operator-wide settings the adapters need.
 type Options struct {
 	// AgentImage is the troupe-agent image of launchers' wait init containers.
 	AgentImage string
+}
+
+// defaultBackoffLimit is the master's retries when neither the master nor the run policy sets
+// them: the batch Job default.
+const defaultBackoffLimit int32 = 6
+
+// masterOf describes a kind's master (launcher) Job: its own limits win over the run policy's.
+func masterOf(jobName string, tmpl corev1.PodTemplateSpec, backoffLimit *int32, deadline *int64, rp troupev1.RunPolicy) engine.Master {
+	return engine.Master{
+		JobName:               jobName,
+		Template:              tmpl,
+		BackoffLimit:          firstSet(defaultBackoffLimit, backoffLimit, rp.BackoffLimit),
+		ActiveDeadlineSeconds: firstNonNil(deadline, rp.ActiveDeadlineSeconds),
+	}
+}
+
+// sharedRunPolicy maps the T9k spelling cleanUpWorkers onto cleanPodPolicy (the CRD refuses
+// the two when they disagree; cleanPodPolicy wins for objects stored before that rule).
+func sharedRunPolicy(rp troupev1.RunPolicy) troupev1.RunPolicy {
+	if rp.CleanPodPolicy == nil && rp.CleanUpWorkers != nil {
+		p := troupev1.CleanPodPolicyNone
+		if *rp.CleanUpWorkers {
+			p = troupev1.CleanPodPolicyRunning
+		}
+		rp.CleanPodPolicy = &p
+	}
+	return rp
 }
 
 // mpiBackend builds the MPI backend of a job from its launch settings; def is the kind's

@@ -27,6 +27,7 @@ var kinds = []struct {
 	setup func(ctrl.Manager, controllers.Options) error
 }{
 	{"ChainerJob", controllers.SetupChainerJob},
+	{"MPIJob", controllers.SetupMPIJob},
 }
 
 // defaultAgentImage is the troupe-agent image released with this operator.

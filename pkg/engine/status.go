@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -83,6 +84,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
+	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
 	st.Phase = phase(s, obs, prev)
 
 	set := func(c metav1.Condition) {
@@ -256,6 +258,20 @@ func podPhaseCounts(pods []corev1.Pod) troupev1.PodPhaseCounts {
 }
 
 // workersColumn is "ready/desired" over every worker set, desired being what the spec asks.
+// workerScale is what the scale subresource reads: the worker pods that exist, and the
+// selector of the job's worker pods.
+func workerScale(s *Spec, obs *Observed) (int32, string) {
+	var n int32
+	for _, sts := range obs.StatefulSets {
+		n += sts.Status.Replicas
+	}
+	sel := labels.SelectorFromSet(labels.Set{
+		troupev1.LabelJobUID: string(s.Owner.UID),
+		troupev1.LabelRole:   troupev1.RoleWorker,
+	})
+	return n, sel.String()
+}
+
 func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
 	var ready int32
 	for _, r := range rs[1:] {

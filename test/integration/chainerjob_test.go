@@ -412,7 +412,7 @@ func finishMaster(t *testing.T, ns, chainerJob string, outcome batchv1.JobCondit
 	})
 }
 
-func checkOwnedAndLabelled(t *testing.T, obj client.Object, job *troupev1.ChainerJob, labels map[string]string) {
+func checkOwnedAndLabelled(t *testing.T, obj client.Object, job metav1.Object, labels map[string]string) {
 	t.Helper()
 	if !metav1.IsControlledBy(obj, job) {
 		t.Errorf("%s %s is not controlled by the job: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), obj.GetOwnerReferences())

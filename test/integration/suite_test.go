@@ -105,7 +105,11 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.SetupChainerJob(mgr, controllers.Options{AgentImage: testAgentImage}); err != nil {
+	opts := controllers.Options{AgentImage: testAgentImage}
+	if err := controllers.SetupChainerJob(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := controllers.SetupMPIJob(mgr, opts); err != nil {
 		return nil, err
 	}
 	stopped := make(chan struct{})

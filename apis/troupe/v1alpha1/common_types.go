@@ -19,6 +19,7 @@ const (
 )
 
 // RunPolicy is the lifecycle policy every troupe kind shares.
+// +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicy) || !has(self.cleanUpWorkers) || self.cleanUpWorkers == (self.cleanPodPolicy != 'None')",message="cleanUpWorkers and cleanPodPolicy disagree: cleanUpWorkers true means a cleanPodPolicy other than None, false means None"
 type RunPolicy struct {
 	// cleanPodPolicy says what happens to the job's pods when its master ends: Running (the
 	// default) scales the worker sets to zero, All also deletes the master's pods, None keeps
@@ -48,6 +49,12 @@ type RunPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// cleanUpWorkers is the T9k MPIJob spelling of the clean-pod policy: true is Running
+	// (release the workers when the launcher ends), false is None. Set cleanPodPolicy or
+	// cleanUpWorkers, not two that disagree.
+	// +optional
+	CleanUpWorkers *bool `json:"cleanUpWorkers,omitempty"`
 }
 
 // GangProvider names the scheduler integration that admits a job's pods all together.
@@ -189,6 +196,15 @@ type JobStatus struct {
 	// workers reads "ready/desired" over all worker sets, for kubectl's WORKERS column.
 	// +optional
 	Workers string `json:"workers,omitempty"`
+
+	// workerReplicas is the number of worker pods that exist, over all worker sets; with
+	// workerSelector it backs the scale subresource of kinds with one worker set.
+	// +optional
+	WorkerReplicas int32 `json:"workerReplicas,omitempty"`
+
+	// workerSelector selects the job's worker pods (label selector syntax).
+	// +optional
+	WorkerSelector string `json:"workerSelector,omitempty"`
 
 	// startTime is when the operator first started the job's children.
 	// +optional

@@ -18,6 +18,7 @@ var GroupVersion = schema.GroupVersion{Group: "troupe.dev", Version: "v1alpha1"}
 func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ChainerJob{}, &ChainerJobList{},
+		&MPIJob{}, &MPIJobList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

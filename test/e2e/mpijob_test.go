@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+const exampleMPIJob = "../../examples/mpijob.yaml"
+
+func loadMPIJob(t *testing.T, ns string) *troupev1.MPIJob {
+	t.Helper()
+	b, err := os.ReadFile(exampleMPIJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &troupev1.MPIJob{}
+	if err := yaml.UnmarshalStrict(b, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Namespace = ns
+	return job
+}
+
+// waitForExampleMPIJob waits until the example MPIJob in ns satisfies pred.
+func waitForExampleMPIJob(t *testing.T, ns, what string, pred func(*troupev1.MPIJob) bool) {
+	t.Helper()
+	job := &troupev1.MPIJob{}
+	eventually(t, "MPIJob mpi-example "+what, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mpi-example"}, job)
+		return err == nil && pred(job), err
+	})
+}
+
+// The T9k example, as written, runs to Succeeded with the real Job and StatefulSet
+// controllers; `kubectl scale` on a running job changes the StatefulSet and the hostfile.
+func TestMPIJobT9kExample(t *testing.T) {
+	ns := newNamespace(t)
+	job := loadMPIJob(t, ns)
+	job.Spec.Worker.Replicas = ptrInt32(2)
+	// The generated launcher copies the worker template's metadata; this simulated run time
+	// (a kwok stage reads it on Job pods only) leaves room to scale the job while it runs.
+	job.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "15s"}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatalf("create the T9k example: %v", err)
+	}
+	waitForExampleMPIJob(t, ns, "Running with 2 ready workers", func(j *troupev1.MPIJob) bool {
+		return j.Status.Phase == troupev1.JobRunning && j.Status.Workers == "2/2"
+	})
+
+	if out, err := kubectl("scale", "-n", ns, "mpijob/mpi-example", "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	eventually(t, "3 workers and their hostfile", func(ctx context.Context) (bool, error) {
+		var sts appsv1.StatefulSet
+		var cm corev1.ConfigMap
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mpi-example-worker"}, &sts); err != nil {
+			return false, err
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mpi-example-mpi"}, &cm); err != nil {
+			return false, err
+		}
+		return sts.Status.ReadyReplicas == 3 && strings.Count(cm.Data[mpi.HostfileKey], "\n") == 3, nil
+	})
+
+	waitForExampleMPIJob(t, ns, "Succeeded", func(j *troupev1.MPIJob) bool {
+		return j.Status.Phase == troupev1.JobSucceeded
+	})
+}
+
+func ptrInt32(v int32) *int32 { return &v }
