@@ -59,7 +59,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test suite (what CI runs).
+test: test-unit test-integration test-dataplane test-e2e ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -68,6 +68,11 @@ test-unit: ## Unit tests of builders, status functions and adapters.
 .PHONY: test-integration
 test-integration: envtest-assets ## Integration tests on a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/...
+
+.PHONY: test-dataplane
+test-dataplane: ## Real sshd and mpirun (Open MPI, MPICH) over the operator's SSH files, in network namespaces (root).
+	hack/dataplane-deps.sh
+	go test $(GO_TEST_FLAGS) -count=1 -v -timeout 15m ./test/dataplane/...
 
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.

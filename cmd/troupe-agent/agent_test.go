@@ -82,7 +82,7 @@ func TestWaitForHostsUntilReachable(t *testing.T) {
 		}
 		return nil
 	}
-	missing, err := waitForHosts(context.Background(), []string{"a", "b"}, check, time.Millisecond, io.Discard)
+	missing, err := waitForHosts(context.Background(), []string{"a", "b"}, 2, check, time.Millisecond, io.Discard)
 	if len(missing) != 0 || err != nil {
 		t.Fatalf("missing %v, err %v; want every host reached", missing, err)
 	}
@@ -90,10 +90,22 @@ func TestWaitForHostsUntilReachable(t *testing.T) {
 		t.Errorf("checks = %v: a reachable host was checked again, or b not until it came up", calls)
 	}
 
+	// An elastic launcher starts with its minimum: b is never needed.
+	onlyA := func(_ context.Context, h string) error {
+		if h == "a" {
+			return nil
+		}
+		return errors.New("connection refused")
+	}
+	missing, err = waitForHosts(context.Background(), []string{"a", "b"}, 1, onlyA, time.Millisecond, io.Discard)
+	if diff := cmp.Diff([]string{"b"}, missing); diff != "" || err != nil {
+		t.Errorf("with need 1: missing %v, err %v; want done with b still missing", missing, err)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	never := func(context.Context, string) error { return errors.New("connection refused") }
-	missing, err = waitForHosts(ctx, []string{"a", "b"}, never, time.Millisecond, io.Discard)
+	missing, err = waitForHosts(ctx, []string{"a", "b"}, 2, never, time.Millisecond, io.Discard)
 	if diff := cmp.Diff([]string{"a", "b"}, missing); diff != "" || err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("on timeout: missing %v, err %v; want both hosts and the last error", missing, err)
 	}

@@ -28,6 +28,7 @@ type waitConfig struct {
 	port       int
 	installTo  string
 	probeEvery time.Duration
+	minHosts   int
 }
 
 // wait installs the agent for the launcher, then waits until every other host of the
@@ -43,6 +44,7 @@ func wait(args []string) int {
 	fs.IntVar(&cfg.port, "port", int(mpi.DefaultSSHPort), "sshd port of the hosts (SSH transport).")
 	fs.StringVar(&cfg.installTo, "install-to", "", "Directory to install troupe-agent and its troupe-rsh link into first.")
 	fs.DurationVar(&cfg.probeEvery, "interval", 2*time.Second, "Time between two rounds of checks.")
+	fs.IntVar(&cfg.minHosts, "min-hosts", 0, "Succeed once this many of the other hosts are reachable (elastic jobs); 0 waits for all.")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,9 +66,13 @@ func wait(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	missing, lastErr := waitForHosts(ctx, hosts, check, cfg.probeEvery, os.Stderr)
-	if len(missing) == 0 {
-		fmt.Fprintf(os.Stderr, "troupe-agent wait: all %d hosts reachable over %s\n", len(hosts), cfg.transport)
+	need := len(hosts)
+	if cfg.minHosts > 0 && cfg.minHosts < need {
+		need = cfg.minHosts
+	}
+	missing, lastErr := waitForHosts(ctx, hosts, need, check, cfg.probeEvery, os.Stderr)
+	if len(hosts)-len(missing) >= need {
+		fmt.Fprintf(os.Stderr, "troupe-agent wait: %d of %d hosts reachable over %s\n", len(hosts)-len(missing), len(hosts), cfg.transport)
 		return 0
 	}
 	msg := fmt.Sprintf("%d of %d hosts still unreachable over %s after %s: %s (last error: %v)",
@@ -180,10 +186,10 @@ func sshBanner(ctx context.Context, addr string) error {
 	return nil
 }
 
-// waitForHosts checks the hosts not reachable yet in rounds until none is left or ctx ends;
-// it returns the hosts still missing and the last error seen. Progress goes to log when the
-// set of missing hosts changes.
-func waitForHosts(ctx context.Context, hosts []string, check checkFunc, interval time.Duration, log io.Writer) ([]string, error) {
+// waitForHosts checks the hosts not reachable yet in rounds until at least need of them are
+// reachable or ctx ends; it returns the hosts still missing and the last error seen. Progress
+// goes to log when the set of missing hosts changes.
+func waitForHosts(ctx context.Context, hosts []string, need int, check checkFunc, interval time.Duration, log io.Writer) ([]string, error) {
 	missing := slices.Clone(hosts)
 	var lastErr error
 	reported := -1
@@ -196,8 +202,8 @@ func waitForHosts(ctx context.Context, hosts []string, check checkFunc, interval
 			}
 		}
 		missing = still
-		if len(missing) == 0 {
-			return nil, nil
+		if len(hosts)-len(missing) >= need {
+			return missing, nil
 		}
 		if len(missing) != reported {
 			_, _ = fmt.Fprintf(log, "troupe-agent wait: waiting for %d of %d hosts: %s\n", len(missing), len(hosts), strings.Join(missing, ", "))

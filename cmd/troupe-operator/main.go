@@ -28,6 +28,7 @@ var kinds = []struct {
 }{
 	{"ChainerJob", controllers.SetupChainerJob},
 	{"MPIJob", controllers.SetupMPIJob},
+	{"HorovodJob", controllers.SetupHorovodJob},
 }
 
 // defaultAgentImage is the troupe-agent image released with this operator.

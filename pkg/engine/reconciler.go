@@ -132,6 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	spec.ReadyWorkers = ReadyWorkers(spec, obs)
 	prev := job.JobStatus().DeepCopy()
 	finished := Finished(prev, obs.MasterJob)
 

@@ -44,6 +44,11 @@ type Spec struct {
 	// Backend wires the processes together (hostfile, credentials). Nil runs the master alone
 	// with no wiring.
 	Backend Backend
+
+	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
+	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
+	// the children, for backends that publish the live membership (elastic discovery).
+	ReadyWorkers map[string][]string
 }
 
 // Master is the job's master (launcher): one pod run to completion by a batch Job.

@@ -320,6 +320,28 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 	return newCondition(t, true, troupev1.ReasonWorkersReady, "every worker pod is ready")
 }
 
+// ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
+// order (the value of Spec.ReadyWorkers).
+func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
+	ready := map[string]bool{}
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.DeletionTimestamp.IsZero() && podReady(p) {
+			ready[p.Name] = true
+		}
+	}
+	out := map[string][]string{}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		for _, h := range ws.WorkerHostnames() {
+			if ready[h] {
+				out[ws.Name] = append(out[ws.Name], h)
+			}
+		}
+	}
+	return out
+}
+
 // maxNamesInMessage bounds the host names a condition message lists, so a large job's status
 // stays readable and small.
 const maxNamesInMessage = 10
@@ -328,10 +350,9 @@ const maxNamesInMessage = 10
 // in hostfile order: the hosts a launcher is still waiting for.
 func missingHosts(s *Spec, obs *Observed) []string {
 	ready := map[string]bool{}
-	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.DeletionTimestamp.IsZero() && podReady(p) {
-			ready[p.Name] = true
+	for _, hosts := range ReadyWorkers(s, obs) {
+		for _, h := range hosts {
+			ready[h] = true
 		}
 	}
 	var missing []string

@@ -78,3 +78,43 @@ func TestMPIJobT9kExample(t *testing.T) {
 }
 
 func ptrInt32(v int32) *int32 { return &v }
+
+// Horovod jobs, plain and elastic, run to Succeeded on the simulated cluster; every troupe
+// kind shows in `kubectl get troupe`.
+func TestHorovodJobsSucceed(t *testing.T) {
+	ns := newNamespace(t)
+	for _, file := range []string{"horovodjob.yaml", "horovodjob-elastic.yaml"} {
+		b, err := os.ReadFile("../../examples/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := &troupev1.HorovodJob{}
+		if err := yaml.UnmarshalStrict(b, job); err != nil {
+			t.Fatal(err)
+		}
+		job.Namespace = ns
+		if err := k8s.Create(context.Background(), job); err != nil {
+			t.Fatalf("create %s: %v", file, err)
+		}
+	}
+	mpiJob := loadMPIJob(t, ns)
+	if err := k8s.Create(context.Background(), mpiJob); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"horovod-mnist", "horovod-elastic"} {
+		eventually(t, "HorovodJob "+name+" Succeeded", func(ctx context.Context) (bool, error) {
+			job := &troupev1.HorovodJob{}
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
+			return err == nil && job.Status.Phase == troupev1.JobSucceeded, err
+		})
+	}
+	out, err := kubectl("get", "troupe", "-n", ns)
+	if err != nil {
+		t.Fatalf("kubectl get troupe: %v: %s", err, out)
+	}
+	for _, want := range []string{"horovodjob.troupe.dev/horovod-mnist", "horovodjob.troupe.dev/horovod-elastic", "mpijob.troupe.dev/mpi-example"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get troupe lacks %s:\n%s", want, out)
+		}
+	}
+}

@@ -154,7 +154,14 @@ func script(path string, env ...string) (string, error) {
 
 // kubectl runs the real kubectl against the cluster.
 func kubectl(args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	// A fresh discovery cache for every call: kubectl does not refresh a cached discovery for
+	// categories (`kubectl get troupe`), and the CRDs are installed after the first call.
+	cache, err := os.MkdirTemp("", "troupe-e2e-kubectl-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(cache) }()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cache}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

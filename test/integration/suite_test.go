@@ -112,6 +112,9 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 	if err := controllers.SetupMPIJob(mgr, opts); err != nil {
 		return nil, err
 	}
+	if err := controllers.SetupHorovodJob(mgr, opts); err != nil {
+		return nil, err
+	}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

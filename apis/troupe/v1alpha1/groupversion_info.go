@@ -19,6 +19,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ChainerJob{}, &ChainerJobList{},
 		&MPIJob{}, &MPIJobList{},
+		&HorovodJob{}, &HorovodJobList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -19,8 +19,7 @@ const (
 // +kubebuilder:validation:Enum=OpenMPI;OpenMPI5;IntelMPI;MPICH
 type MPIImplementation string
 
-// MPIWorker is the worker pods of an MPIJob, run as the StatefulSet <job>-worker.
-// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="template.spec.containers must contain a container named \"mpi-worker\""
+// MPIWorker is the worker pods of an MPIJob or HorovodJob, run as the StatefulSet <job>-worker.
 type MPIWorker struct {
 	// replicas is the number of worker pods. Default 1.
 	// +kubebuilder:validation:Minimum=0
@@ -28,12 +27,13 @@ type MPIWorker struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// template is the worker pod. It must contain a container named "mpi-worker". With the
-	// SSH transport its command is replaced by sshd: the processes are started by the launcher.
+	// template is the worker pod. It must contain the kind's main container ("mpi-worker" for
+	// an MPIJob, "horovod" for a HorovodJob). With the SSH transport that container's command
+	// is replaced by sshd: the processes are started by the launcher.
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// slots is the number of MPI processes per worker pod. Default: the nvidia.com/gpu limit
-	// of the "mpi-worker" container, else 1.
+	// of the main container, else 1.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Slots *int32 `json:"slots,omitempty"`
@@ -68,7 +68,14 @@ type MPILauncher struct {
 }
 
 // MPIJobSpec is the desired state of an MPIJob.
+// +kubebuilder:validation:XValidation:rule="self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must contain a container named \"mpi-worker\""
 type MPIJobSpec struct {
+	MPIProgramSpec `json:",inline"`
+}
+
+// MPIProgramSpec is what MPIJob and HorovodJob share: a launcher running an MPI program on a
+// set of worker pods.
+type MPIProgramSpec struct {
 	// worker is the worker pods.
 	Worker MPIWorker `json:"worker"`
 

@@ -30,6 +30,10 @@ type Dialect struct {
 	HostLine func(host string, slots int32) string
 	// Env is the environment that makes the launcher use hostfile and agent without flags.
 	Env func(hostfile, agent string) []corev1.EnvVar
+	// HostnameBased launchers (Hydra) know their own host only by its hostname, not by
+	// resolving names: the launcher's own hostfile line must be its bare hostname, and the
+	// remote proxies connect back to that bare name, so it must resolve in the workers too.
+	HostnameBased bool
 }
 
 var dialects = map[Implementation]Dialect{

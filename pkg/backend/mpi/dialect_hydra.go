@@ -14,6 +14,7 @@ var mpich = Dialect{
 	Implementation: MPICH,
 	Launcher:       "mpiexec",
 	HostLine:       hydraHostLine,
+	HostnameBased:  true,
 	Env: func(hostfile, agent string) []corev1.EnvVar {
 		return env(
 			"HYDRA_HOST_FILE", hostfile,
@@ -28,6 +29,7 @@ var intelMPI = Dialect{
 	Implementation: IntelMPI,
 	Launcher:       "mpiexec.hydra",
 	HostLine:       hydraHostLine,
+	HostnameBased:  true,
 	Env: func(hostfile, agent string) []corev1.EnvVar {
 		return env(
 			"I_MPI_HYDRA_HOST_FILE", hostfile,

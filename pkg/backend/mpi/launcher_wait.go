@@ -55,7 +55,10 @@ func (b Backend) decorateLauncher(s *engine.Spec, tmpl *corev1.PodTemplateSpec) 
 		"--install-to=" + AgentBinDir,
 	}
 	if ssh, ok := b.Transport.(SSH); ok {
-		args = append(args, "--port="+strconv.Itoa(int(ssh.port())))
+		args = append(args, "--port="+strconv.Itoa(int(ssh.SSHPort())))
+	}
+	if b.WaitMinHosts > 0 {
+		args = append(args, "--min-hosts="+strconv.Itoa(int(b.WaitMinHosts)))
 	}
 	env := []corev1.EnvVar{{Name: EnvExecContainer, Value: s.MainContainer}}
 	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{

@@ -52,7 +52,8 @@ var (
 	_ engine.Generator = Backend{}
 )
 
-func (t SSH) port() int32 {
+// SSHPort is the port the workers' sshd listens on.
+func (t SSH) SSHPort() int32 {
 	if t.Port == 0 {
 		return DefaultSSHPort
 	}
@@ -80,8 +81,8 @@ func (t SSH) Agent() string { return ConfigMountPath + "/" + SSHAgentKey }
 // ConfigFiles are the sshd and ssh client configurations and the agent script.
 func (t SSH) ConfigFiles(*engine.Spec) map[string]string {
 	return map[string]string{
-		SSHDConfigKey:      SSHDConfig(t.port(), SSHMountPath),
-		SSHClientConfigKey: SSHClientConfig(t.port(), SSHMountPath, SSHMountPath+"/"+SSHKnownHosts),
+		SSHDConfigKey:      SSHDConfig(t.SSHPort(), SSHMountPath),
+		SSHClientConfigKey: SSHClientConfig(t.SSHPort(), SSHMountPath, SSHMountPath+"/"+SSHKnownHosts),
 		SSHAgentKey:        SSHAgentScript(ConfigMountPath + "/" + SSHClientConfigKey),
 	}
 }
@@ -139,8 +140,8 @@ func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodT
 		}
 		if c.ReadinessProbe == nil {
 			c.ReadinessProbe = &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(t.port())}},
-				PeriodSeconds: 2, FailureThreshold: 1,
+				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(t.SSHPort())}},
+				PeriodSeconds: 5, FailureThreshold: 1,
 			}
 		}
 	}

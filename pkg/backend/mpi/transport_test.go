@@ -42,7 +42,7 @@ func TestSSHWorkerPod(t *testing.T) {
 	if diff := cmp.Diff([]string{"/usr/sbin/sshd", "-D", "-e", "-f", "/etc/troupe/mpi/sshd_config"}, main.Command); diff != "" {
 		t.Errorf("worker command (-want +got):\n%s", diff)
 	}
-	wantProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2022)}}, PeriodSeconds: 2, FailureThreshold: 1}
+	wantProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2022)}}, PeriodSeconds: 5, FailureThreshold: 1}
 	if diff := cmp.Diff(wantProbe, main.ReadinessProbe); diff != "" {
 		t.Errorf("readiness probe (-want +got):\n%s", diff)
 	}
@@ -235,5 +235,48 @@ func TestWaitFailurePolicy(t *testing.T) {
 	onFailure.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	if WaitFailurePolicy(&onFailure) != nil {
 		t.Errorf("a policy for restartPolicy OnFailure would be refused by the Job API")
+	}
+}
+
+// Hydra finds its own host by hostname only: the master's line is its bare hostname, and a
+// Service of that name makes the name resolve for the proxies that connect back to it.
+func TestHydraLauncherIdentity(t *testing.T) {
+	s := chainerSpec()
+	s.Owner.UID = "u1"
+	s.NameLabel = "chainerjob.troupe.dev/name"
+	d, err := DialectFor(MPICH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Backend{Dialect: d, Transport: SSH{}}
+	want := "mn-master:1\nmn-workerset-ws0-0.mn.ml.svc:1\nmn-workerset-ws0-1.mn.ml.svc:1\nmn-workerset-gpu-0.mn.ml.svc:4\n"
+	if got := b.Hostfile(s); got != want {
+		t.Errorf("MPICH hostfile:\n%s\nwant:\n%s", got, want)
+	}
+	svc, ok := b.Objects(s)[1].(*corev1.Service)
+	if !ok {
+		t.Fatalf("objects = %v, want the launcher Service after the ConfigMap", b.Objects(s))
+	}
+	wantSvc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "mn-master"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 map[string]string{"troupe.dev/job-uid": "u1", "troupe.dev/role": "master"},
+			PublishNotReadyAddresses: true,
+		},
+	}
+	if diff := cmp.Diff(wantSvc, svc); diff != "" {
+		t.Errorf("launcher Service (-want +got):\n%s", diff)
+	}
+
+	openMPI := Backend{Transport: SSH{}}
+	if got := openMPI.Hostfile(s); !strings.HasPrefix(got, "mn-master.mn.ml.svc slots=1\n") {
+		t.Errorf("Open MPI resolves names; its master line = %q, want the DNS name", got)
+	}
+	for _, o := range openMPI.Objects(s) {
+		if _, isSvc := o.(*corev1.Service); isSvc {
+			t.Errorf("Open MPI got a launcher Service it does not need")
+		}
 	}
 }

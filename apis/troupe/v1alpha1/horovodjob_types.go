@@ -1,0 +1,68 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HorovodMainContainer is the container of a HorovodJob worker pod: it runs sshd (SSH
+// transport) or the processes the launcher starts in it, and its nvidia.com/gpu limit gives
+// the default slots.
+const HorovodMainContainer = "horovod"
+
+// HorovodElastic makes a HorovodJob elastic: the launcher runs elastic Horovod (horovodrun
+// with a host discovery script), and workers may come and go between the bounds without the
+// launcher restarting.
+type HorovodElastic struct {
+	// minReplicas is the fewest worker pods training continues with.
+	// +kubebuilder:validation:Minimum=1
+	MinReplicas int32 `json:"minReplicas"`
+
+	// maxReplicas is the most worker pods training grows to.
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+}
+
+// HorovodJobSpec is the desired state of a HorovodJob: MPIJob's shape with Horovod's defaults.
+// +kubebuilder:validation:XValidation:rule="self.worker.template.spec.containers.exists(c, c.name == 'horovod')",message="worker.template.spec.containers must contain a container named \"horovod\""
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || self.elastic.minReplicas <= self.elastic.maxReplicas",message="elastic.minReplicas must not exceed elastic.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.worker.replicas) || (self.worker.replicas >= self.elastic.minReplicas && self.worker.replicas <= self.elastic.maxReplicas)",message="worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas"
+type HorovodJobSpec struct {
+	MPIProgramSpec `json:",inline"`
+
+	// elastic runs elastic Horovod between minReplicas and maxReplicas worker pods. The
+	// launcher discovers the workers through /etc/troupe/mpi/discover_hosts.sh, which lists
+	// only the ready ones and follows them as they come and go.
+	// +optional
+	Elastic *HorovodElastic `json:"elastic,omitempty"`
+}
+
+// HorovodJob runs a Horovod training: a launcher (a batch Job running mpirun, or horovodrun when
+// elastic) and a set of worker pods (a StatefulSet), with what horovodrun adds by default.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.worker.replicas,statuspath=.status.workerReplicas,selectorpath=.status.workerSelector
+// +kubebuilder:resource:shortName=hvdj,categories=troupe
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="Ready worker pods / desired"
+// +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HorovodJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   HorovodJobSpec `json:"spec,omitempty"`
+	Status JobStatus      `json:"status,omitempty"`
+}
+
+// HorovodJobList is a list of HorovodJobs.
+// +kubebuilder:object:root=true
+type HorovodJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HorovodJob `json:"items"`
+}
+
+// JobStatus lets the shared engine read and write the status every troupe kind shares.
+func (j *HorovodJob) JobStatus() *JobStatus { return &j.Status }

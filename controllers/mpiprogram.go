@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// mpiWorkerSet is the name of the one worker set of an MPIJob or HorovodJob (label
+// troupe.dev/worker-set).
+const mpiWorkerSet = "worker"
+
+// mpiProgram describes the launcher and workers every MPIProgramSpec kind (MPIJob, HorovodJob)
+// shares: a launcher Job <job>-launcher that only launches (it is not a host of the hostfile),
+// one worker StatefulSet <job>-worker whose main container is mainContainer, the MPI backend
+// of the spec's dialect and transport (default SSH). launch builds the command of a launcher
+// the operator generates, from the dialect, the backend and the worker set; the kinds differ
+// there.
+func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer, agentImage string, s *engine.Spec,
+	launch func(mpi.Dialect, mpi.Backend, *engine.WorkerSet) []string) error {
+	if err := requireMainContainer("spec.worker.template", &p.Worker.Template, mainContainer); err != nil {
+		return err
+	}
+	dialect, err := mpi.DialectFor(mpi.Implementation(p.MPIImplementation))
+	if err != nil {
+		return fmt.Errorf("spec.mpiImplementation: %w", err)
+	}
+	if len(p.MCA) > 0 && !isOpenMPI(dialect) {
+		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
+	}
+	backend, err := mpiBackend(p.MPILaunch, troupev1.MPITransportSSH, agentImage)
+	if err != nil {
+		return err
+	}
+	backend.Dialect = dialect
+
+	worker := *p.Worker.Template.DeepCopy()
+	if _, isSSH := backend.Transport.(mpi.SSH); isSSH {
+		// The processes come from the launcher; the worker container only has to accept it.
+		for i := range worker.Spec.Containers {
+			if c := &worker.Spec.Containers[i]; c.Name == mainContainer {
+				c.Command, c.Args = nil, nil
+			}
+		}
+	}
+	s.WorkerSets = []engine.WorkerSet{{
+		Name:            mpiWorkerSet,
+		StatefulSetName: job.GetName() + "-worker",
+		Replicas:        ptr.Deref(p.Worker.Replicas, 1),
+		Slots:           mpi.Slots(&worker, mainContainer, p.Worker.Slots),
+		Template:        worker,
+	}}
+
+	launcher := ptr.Deref(p.Launcher, troupev1.MPILauncher{})
+	var tmpl corev1.PodTemplateSpec
+	if launcher.Template != nil {
+		tmpl = *launcher.Template.DeepCopy()
+	} else {
+		tmpl = generatedLauncher(&p.Worker.Template, mainContainer, launch(dialect, backend, &s.WorkerSets[0]))
+	}
+	s.MainContainer = mainContainer
+	s.RunPolicy = sharedRunPolicy(p.RunPolicy)
+	s.SchedulingPolicy = p.SchedulingPolicy
+	s.Master = masterOf(job.GetName()+"-launcher", tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds, p.RunPolicy)
+	s.Backend = backend
+	if backend.AgentImage != "" {
+		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
+	}
+	return nil
+}
+
+func isOpenMPI(d mpi.Dialect) bool {
+	return d.Implementation == mpi.OpenMPI || d.Implementation == mpi.OpenMPI5
+}
+
+// generatedLauncher builds the launcher pod from the worker's: the worker image, working
+// directory and environment, without its GPUs (the launcher only launches), running command.
+func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string, command []string) corev1.PodTemplateSpec {
+	tmpl := *workerTmpl.DeepCopy()
+	var worker corev1.Container
+	for _, c := range tmpl.Spec.Containers {
+		if c.Name == mainContainer {
+			worker = c
+		}
+	}
+	tmpl.Spec.Containers = []corev1.Container{{
+		Name:            troupev1.MPILauncherContainer,
+		Image:           worker.Image,
+		ImagePullPolicy: worker.ImagePullPolicy,
+		WorkingDir:      worker.WorkingDir,
+		Env:             worker.Env,
+		EnvFrom:         worker.EnvFrom,
+		VolumeMounts:    worker.VolumeMounts,
+		SecurityContext: worker.SecurityContext,
+		Command:         command,
+	}}
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	return tmpl
+}
+
+// mpirunCommand is a generated launcher's command line: the dialect's launcher, Open MPI's
+// --prefix from mpiHome, each MCA parameter (sorted, so the command is stable), extraMPIArgs,
+// then cmd. The hostfile and the remote agent come from the environment.
+func mpirunCommand(p *troupev1.MPIProgramSpec, d mpi.Dialect) []string {
+	cmd := []string{d.Launcher}
+	if p.MPIHome != "" && isOpenMPI(d) {
+		cmd = append(cmd, "--prefix", p.MPIHome)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.MCA)) {
+		cmd = append(cmd, "--mca", k, p.MCA[k])
+	}
+	cmd = append(cmd, p.Worker.ExtraMPIArgs...)
+	return append(cmd, p.Worker.Cmd...)
+}

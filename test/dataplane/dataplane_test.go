@@ -1,0 +1,234 @@
+// Package dataplane proves that the SSH wiring the operator generates runs real MPI: the
+// ConfigMap, Secret, StatefulSet and Job the operator's builders produce are laid out on this
+// machine as the kubelet would lay them out, every pod gets a network namespace of its own,
+// the workers run the sshd command line of their template as a non-root user, and the master
+// runs Open MPI's or MPICH's launcher with its template's environment. An allreduce program
+// must then place as many ranks on each host as the hostfile gives it slots, and add up right.
+//
+// It needs root (network and mount namespaces) and Debian's MPI and OpenSSH packages
+// (hack/dataplane-deps.sh); without them it fails rather than skips.
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+const (
+	sshdReadyTimeout = 15 * time.Second
+	launchTimeout    = 30 * time.Second
+)
+
+// implementation is one MPI implementation as Debian installs it.
+type implementation struct {
+	impl     mpi.Implementation
+	mpicc    string
+	launcher string
+}
+
+var implementations = []implementation{
+	{impl: mpi.OpenMPI, mpicc: "/usr/bin/mpicc.openmpi", launcher: "/usr/bin/mpirun.openmpi"},
+	{impl: mpi.MPICH, mpicc: "/usr/bin/mpicc.mpich", launcher: "/usr/bin/mpiexec.hydra"},
+}
+
+func TestMPIOverOperatorSSH(t *testing.T) {
+	checkPrerequisites(t)
+	u := ensureTestUser(t)
+	ensureMountPoints(t, mpi.ConfigMountPath, mpi.SSHMountPath)
+	c := newCluster(t, 3) // the master and two workers
+
+	// Created after newCluster, which removes a crashed run's directories of the same prefix.
+	work, err := os.MkdirTemp("", prefix+"-")
+	must(t, err)
+	must(t, os.Chmod(work, 0o755)) // the program must be readable by the test user
+	t.Cleanup(func() { _ = os.RemoveAll(work) })
+
+	layouts := []struct{ masterSlots, workerSlots int32 }{{1, 2}, {2, 2}}
+	for _, impl := range implementations {
+		program := filepath.Join(work, "allreduce-"+strings.ToLower(string(impl.impl)))
+		if out, err := exec.Command(impl.mpicc, "-O1", "-o", program, "testdata/allreduce.c").CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", impl.mpicc, err, out)
+		}
+		for _, l := range layouts {
+			name := fmt.Sprintf("%s/%d+2x%d", impl.impl, l.masterSlots, l.workerSlots)
+			t.Run(name, func(t *testing.T) {
+				job := buildJob(t, impl.impl, u, []string{impl.launcher, program}, l.masterSlots, l.workerSlots)
+				runJob(t, c, u, job, work)
+			})
+		}
+	}
+}
+
+// runJob runs the job's pods on the cluster's hosts (the master on the first, each worker on
+// one of the others) and checks the launcher's output against the hostfile.
+func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, work string) {
+	master, workers := j.pods(t)
+	pods := append([]pod{master}, workers...)
+	if len(pods) > len(c.hosts) {
+		t.Fatalf("%d pods for %d hosts", len(pods), len(c.hosts))
+	}
+	hostfile := j.hostfile(t)
+	if len(hostfile) != len(pods) {
+		t.Fatalf("the hostfile lists %d hosts, the job has %d pods:\n%s", len(hostfile), len(pods), j.configMap.Data[mpi.HostfileKey])
+	}
+	// Host i of the hostfile must name pod i (the master first: it is rank 0) by its DNS name;
+	// the master's own line may also use its hostname, since only the master reads it.
+	for i, e := range hostfile {
+		if e.name != pods[i].dnsName && (i > 0 || e.name != pods[i].hostname) {
+			t.Fatalf("hostfile line %d names %q, want pod %s's DNS name %q", i+1, e.name, pods[i].hostname, pods[i].dnsName)
+		}
+	}
+	c.setDNS(t, pods)
+
+	volumes, err := os.MkdirTemp(work, "volumes-")
+	must(t, err)
+	for i, p := range workers {
+		h := c.hosts[1+i]
+		probe := p.container.ReadinessProbe
+		if probe == nil || probe.TCPSocket == nil {
+			t.Fatalf("worker %s has no TCP readiness probe", p.hostname)
+		}
+		proc := h.start(t, podContainer(t, j, p, u, volumes))
+		h.waitListening(t, proc, int32(probe.TCPSocket.Port.IntValue()), sshdReadyTimeout)
+		checkProcessUser(t, proc, u.uid)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s (%s) output:\n%s", p.hostname, strings.Join(proc.argv, " "), proc.out)
+			}
+		})
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
+	defer cancel()
+	mc := podContainer(t, j, master, u, volumes)
+	start := time.Now()
+	out, err := c.hosts[0].command(ctx, mc).CombinedOutput()
+	t.Logf("%s on %s (%.1fs):\n%s", strings.Join(mc.argv, " "), master.hostname, time.Since(start).Seconds(), out)
+	// The master runs no sshd (the operator starts it on workers only), so a launcher that
+	// treats the master's own hostfile line as a remote host fails; say so plainly.
+	if strings.Contains(string(out), "connect to host "+hostfile[0].name+" ") {
+		t.Errorf("the launcher ran its agent to start processes on its own host %s (the master runs no sshd): it does not recognise the hostfile's line %q as the local host",
+			master.hostname, hostfile[0].name)
+	}
+	if err != nil {
+		t.Fatalf("launcher failed: %v (context: %v)", err, ctx.Err())
+	}
+	checkRanks(t, hostfile, u.uid, string(out))
+}
+
+// podContainer is the main container of pod p: its command line, environment, user and
+// volumes exactly as the operator's pod template gives them.
+func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes string) container {
+	t.Helper()
+	argv := append(append([]string{}, p.container.Command...), p.container.Args...)
+	if len(argv) == 0 {
+		t.Fatalf("pod %s: the main container has no command", p.hostname)
+	}
+	uid, gid, groups := credentials(t, p)
+	if uid != u.uid {
+		t.Fatalf("pod %s runs as uid %d, want the test user's %d", p.hostname, uid, u.uid)
+	}
+	return container{
+		hostname: p.hostname,
+		mounts:   j.materialise(t, volumes, p),
+		uid:      uid, gid: gid, groups: groups,
+		env:  containerEnv(t, p, u),
+		argv: argv,
+	}
+}
+
+var rankLine = regexp.MustCompile(`(?m)^rank (\d+) of (\d+) on (\S+) uid (\d+) sum (-?\d+)$`)
+
+// checkRanks checks the program's output: one line per rank 0..N-1 where N is the hostfile's
+// total of slots, as many ranks on each host as its slots, every rank run by the pods' user,
+// and the allreduce's N*(N+1)/2 on every rank.
+func checkRanks(t *testing.T, hostfile []hostfileEntry, uid int64, out string) {
+	t.Helper()
+	wantPerHost, total := map[string]int{}, 0
+	for _, e := range hostfile {
+		short, _, _ := strings.Cut(e.name, ".") // the pod's hostname, which MPI reports
+		wantPerHost[short] = e.slots
+		total += e.slots
+	}
+	gotPerHost, seen := map[string]int{}, map[int]bool{}
+	wantSum := total * (total + 1) / 2
+	for _, m := range rankLine.FindAllStringSubmatch(out, -1) {
+		rank, _ := strconv.Atoi(m[1])
+		size, _ := strconv.Atoi(m[2])
+		sum, _ := strconv.Atoi(m[5])
+		if m[4] != strconv.FormatInt(uid, 10) {
+			t.Errorf("rank %d runs as uid %s, want the pods' runAsUser %d", rank, m[4], uid)
+		}
+		if size != total {
+			t.Errorf("rank %d reports %d ranks, want %d (the hostfile's slots)", rank, size, total)
+		}
+		if sum != wantSum {
+			t.Errorf("rank %d: allreduce gave %d, want %d", rank, sum, wantSum)
+		}
+		if seen[rank] {
+			t.Errorf("rank %d reported twice", rank)
+		}
+		seen[rank] = true
+		gotPerHost[m[3]]++
+	}
+	if len(seen) != total {
+		t.Errorf("%d ranks reported, want %d", len(seen), total)
+	}
+	if diff := cmp.Diff(wantPerHost, gotPerHost); diff != "" {
+		t.Errorf("ranks per host differ from the hostfile's slots (-hostfile +ran):\n%s", diff)
+	}
+}
+
+// checkProcessUser checks that a started container process (after its namespaces and mounts
+// are set up, the same process runs the container's command) runs as uid: sshd serves the
+// job as the pods' non-root user.
+func checkProcessUser(t *testing.T, p *process, uid int64) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	must(t, err)
+	want := fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
+	if !strings.Contains(string(status), want) {
+		t.Fatalf("%s does not run as uid %d only:\n%s", strings.Join(p.argv, " "), uid, status)
+	}
+}
+
+// checkPrerequisites fails the test, rather than skipping it, when it cannot run here.
+func checkPrerequisites(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the data-plane test needs root (network and mount namespaces, a test user); run it as root: make test-dataplane")
+	}
+	var missing []string
+	for _, tool := range []string{"ip", "unshare", "setpriv", "mount", "hostname", "useradd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	for _, f := range []string{mpi.DefaultSSHDPath, "/usr/bin/ssh"} {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	for _, impl := range implementations {
+		for _, f := range []string{impl.mpicc, impl.launcher} {
+			if _, err := os.Stat(f); err != nil {
+				missing = append(missing, f)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the data-plane test needs %s: install them with hack/dataplane-deps.sh (make test-dataplane does)", strings.Join(missing, ", "))
+	}
+}

@@ -1,0 +1,342 @@
+package dataplane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// operatorJob is one job's children exactly as the operator builds them, with the SSH
+// Secret's data generated as the operator generates it when it creates the Secret.
+type operatorJob struct {
+	spec      *engine.Spec
+	services  []*corev1.Service
+	configMap *corev1.ConfigMap
+	secret    *corev1.Secret
+	workers   *appsv1.StatefulSet
+	master    *batchv1.Job
+}
+
+// buildJob describes a ChainerJob with the SSH transport through the operator's own adapter
+// and builders: a master with masterSlots and one worker set of two pods with workerSlots
+// each, every pod running as user u. The master's "chainer" container runs masterCommand;
+// the workers' has no command, so the transport makes it run sshd.
+func buildJob(t *testing.T, impl mpi.Implementation, u testUser, masterCommand []string, masterSlots, workerSlots int32) *operatorJob {
+	t.Helper()
+	template := func(command []string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(u.uid), RunAsGroup: ptr.To(u.gid)},
+			Containers: []corev1.Container{{
+				Name: troupev1.ChainerMainContainer, Image: "troupe/dataplane-test", Command: command,
+			}},
+		}}
+	}
+	job := &troupev1.ChainerJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "dp", Namespace: "default", UID: "uid-1"},
+		Spec: troupev1.ChainerJobSpec{
+			MPILaunch: troupev1.MPILaunch{
+				Transport: troupev1.MPITransportSSH,
+				SSH:       &troupev1.SSHConfig{Port: ptr.To[int32](2222)},
+			},
+			Master: troupev1.ChainerMaster{
+				Template:  template(masterCommand),
+				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(masterSlots)},
+			},
+			WorkerSets: []troupev1.ChainerWorkerSet{{
+				Name:      "ws0",
+				Replicas:  ptr.To[int32](2),
+				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(workerSlots)},
+				Template:  template(nil),
+			}},
+		},
+	}
+	s := &engine.Spec{
+		Name:      job.Name,
+		Namespace: job.Namespace,
+		Owner:     *metav1.NewControllerRef(job, troupev1.GroupVersion.WithKind("ChainerJob")),
+		NameLabel: controllers.ChainerJobNameLabel,
+	}
+	// No AgentImage: the master gets no wait init container; the test waits for the workers'
+	// sshd itself, as the readiness probe would.
+	if err := (controllers.ChainerJob{}).Describe(job, s); err != nil {
+		t.Fatalf("describe the ChainerJob: %v", err)
+	}
+	// ChainerJob has no implementation field; other MPI kinds choose the dialect like this.
+	b, ok := s.Backend.(mpi.Backend)
+	if !ok {
+		t.Fatalf("the ChainerJob's backend is %T, want mpi.Backend", s.Backend)
+	}
+	d, err := mpi.DialectFor(impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Dialect = d
+	s.Backend = b
+
+	j := &operatorJob{spec: s}
+	for _, obj := range engine.Children(s, false) {
+		switch o := obj.(type) {
+		case *corev1.Service:
+			j.services = append(j.services, o)
+		case *corev1.ConfigMap:
+			j.configMap = o
+		case *corev1.Secret:
+			j.secret = o
+		case *appsv1.StatefulSet:
+			j.workers = o
+		case *batchv1.Job:
+			j.master = o
+		}
+	}
+	if j.configMap == nil || j.secret == nil || j.workers == nil || j.master == nil {
+		t.Fatalf("the operator's children lack a ConfigMap, Secret, StatefulSet or Job: %+v", j)
+	}
+	gen, ok := s.Backend.(engine.Generator)
+	if !ok {
+		t.Fatalf("backend %T generates no data", s.Backend)
+	}
+	if err := gen.Generate(s, j.secret); err != nil {
+		t.Fatalf("generate the SSH Secret: %v", err)
+	}
+	return j
+}
+
+// hostfileEntry is one line of the job's hostfile.
+type hostfileEntry struct {
+	name  string
+	slots int
+}
+
+// hostfile parses the ConfigMap's hostfile, in either dialect ("host slots=N", "host:N").
+func (j *operatorJob) hostfile(t *testing.T) []hostfileEntry {
+	t.Helper()
+	var out []hostfileEntry
+	for _, line := range strings.Split(strings.TrimSpace(j.configMap.Data[mpi.HostfileKey]), "\n") {
+		name, slots, ok := strings.Cut(line, " slots=")
+		if !ok {
+			name, slots, ok = strings.Cut(line, ":")
+		}
+		n, err := strconv.Atoi(slots)
+		if !ok || err != nil {
+			t.Fatalf("hostfile line %q: want \"host slots=N\" or \"host:N\"", line)
+		}
+		out = append(out, hostfileEntry{name: name, slots: n})
+	}
+	return out
+}
+
+// pod is one pod of the job as the kubelet would run its main container.
+type pod struct {
+	// hostname is the pod's hostname; dnsName the name the headless Service gives it.
+	hostname, dnsName string
+	// serviceNames are the names of the other headless Services of the job that select the
+	// pod: cluster DNS resolves them (and, through the pod's search path, their bare names) to
+	// the pod's address.
+	serviceNames []string
+	spec         corev1.PodSpec
+	container    corev1.Container
+}
+
+// pods lists the job's pods as Kubernetes runs them: the master Job's pod with the hostname
+// and subdomain of its template, the StatefulSet's pods <name>-<ordinal> with its serviceName
+// as subdomain. Each gets the DNS name cluster DNS gives a pod: <hostname>.<subdomain>.<ns>.svc
+// when a headless Service named like the subdomain selects it, else none.
+func (j *operatorJob) pods(t *testing.T) (master pod, workers []pod) {
+	t.Helper()
+	newPod := func(hostname, subdomain string, tmpl corev1.PodTemplateSpec) pod {
+		p := pod{hostname: hostname, spec: tmpl.Spec}
+		for _, c := range tmpl.Spec.Containers {
+			if c.Name == j.spec.MainContainer {
+				p.container = c
+			}
+		}
+		if p.container.Name == "" {
+			t.Fatalf("pod %s has no container %q", hostname, j.spec.MainContainer)
+		}
+		for _, svc := range j.services {
+			selected := len(svc.Spec.Selector) > 0
+			for k, v := range svc.Spec.Selector {
+				selected = selected && tmpl.Labels[k] == v
+			}
+			switch {
+			case svc.Name == subdomain && svc.Spec.ClusterIP == corev1.ClusterIPNone && selected:
+				p.dnsName = hostname + "." + subdomain + "." + svc.Namespace + ".svc"
+			case svc.Spec.ClusterIP == corev1.ClusterIPNone && selected:
+				p.serviceNames = append(p.serviceNames, svc.Name+"."+svc.Namespace+".svc", svc.Name)
+			}
+		}
+		if p.dnsName == "" {
+			t.Fatalf("pod %s (subdomain %q) gets no DNS name: no headless Service %q of the job selects it", hostname, subdomain, subdomain)
+		}
+		return p
+	}
+	mt := j.master.Spec.Template
+	master = newPod(mt.Spec.Hostname, mt.Spec.Subdomain, mt)
+	for i := range ptr.Deref(j.workers.Spec.Replicas, 1) {
+		workers = append(workers, newPod(fmt.Sprintf("%s-%d", j.workers.Name, i), j.workers.Spec.ServiceName, j.workers.Spec.Template))
+	}
+	return master, workers
+}
+
+// bindMount is one volume mount of a container: the kubelet's volume directory src mounted at
+// dst.
+type bindMount struct {
+	src, dst string
+	readOnly bool
+}
+
+// materialise writes the pod's ConfigMap and Secret volumes under dir the way the kubelet does
+// and returns the main container's mounts of them. Like the kubelet's atomic writer, each
+// volume is a directory holding a timestamped directory with the files (mode: the volume's
+// defaultMode), a "..data" link to it and one link per key; with an fsGroup, the kubelet then
+// gives every file that group and adds read permission for it (SetVolumeOwnership, read-only
+// volumes), and makes directories setgid. Everything is owned by root.
+func (j *operatorJob) materialise(t *testing.T, dir string, p pod) []bindMount {
+	t.Helper()
+	volumes := map[string]string{}
+	for _, v := range p.spec.Volumes {
+		var data map[string][]byte
+		var mode *int32
+		switch {
+		case v.ConfigMap != nil:
+			if v.ConfigMap.Name != j.configMap.Name || len(v.ConfigMap.Items) > 0 {
+				t.Fatalf("volume %s: ConfigMap %s with items %v: the test knows only %s, whole", v.Name, v.ConfigMap.Name, v.ConfigMap.Items, j.configMap.Name)
+			}
+			data = map[string][]byte{}
+			for k, s := range j.configMap.Data {
+				data[k] = []byte(s)
+			}
+			mode = v.ConfigMap.DefaultMode
+		case v.Secret != nil:
+			if v.Secret.SecretName != j.secret.Name || len(v.Secret.Items) > 0 {
+				t.Fatalf("volume %s: Secret %s with items %v: the test knows only %s, whole", v.Name, v.Secret.SecretName, v.Secret.Items, j.secret.Name)
+			}
+			data = j.secret.Data
+			mode = v.Secret.DefaultMode
+		default:
+			t.Fatalf("volume %s: only ConfigMap and Secret volumes are emulated", v.Name)
+		}
+		vdir := filepath.Join(dir, p.hostname, v.Name)
+		writeVolume(t, vdir, data, os.FileMode(ptr.Deref(mode, corev1.ConfigMapVolumeSourceDefaultMode)))
+		if sc := p.spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+			setVolumeOwnership(t, vdir, int(*sc.FSGroup))
+		}
+		volumes[v.Name] = vdir
+	}
+	var mounts []bindMount
+	for _, m := range p.container.VolumeMounts {
+		src, ok := volumes[m.Name]
+		if !ok || m.SubPath != "" {
+			t.Fatalf("container %s mounts %s (subPath %q): not a whole emulated volume", p.container.Name, m.Name, m.SubPath)
+		}
+		mounts = append(mounts, bindMount{src: src, dst: m.MountPath, readOnly: m.ReadOnly})
+	}
+	return mounts
+}
+
+// writeVolume lays out a volume like the kubelet's atomic writer: the volume directory (an
+// emptyDir, mode 0777), a timestamped directory (0755) with the files, "..data" pointing at it,
+// and each key a link to "..data/<key>".
+func writeVolume(t *testing.T, vdir string, data map[string][]byte, mode os.FileMode) {
+	t.Helper()
+	ts := time.Now().UTC().Format("..2006_01_02_15_04_05.000000000")
+	must(t, os.MkdirAll(filepath.Join(vdir, ts), 0o755))
+	must(t, os.Chmod(vdir, 0o777))
+	must(t, os.Chmod(filepath.Join(vdir, ts), 0o755))
+	for k, v := range data {
+		f := filepath.Join(vdir, ts, k)
+		must(t, os.WriteFile(f, v, mode))
+		must(t, os.Chmod(f, mode))
+		must(t, os.Symlink(filepath.Join("..data", k), filepath.Join(vdir, k)))
+	}
+	must(t, os.Symlink(ts, filepath.Join(vdir, "..data")))
+}
+
+// setVolumeOwnership is the kubelet's SetVolumeOwnership for a read-only volume: group fsGroup
+// on everything, group and owner read on files, and setgid plus search on directories.
+func setVolumeOwnership(t *testing.T, vdir string, fsGroup int) {
+	t.Helper()
+	must(t, filepath.Walk(vdir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(path, -1, fsGroup); err != nil {
+			return err
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			return nil
+		}
+		mask := os.FileMode(0o440)
+		if info.IsDir() {
+			mask |= os.ModeSetgid | 0o110
+		}
+		return os.Chmod(path, info.Mode()|mask)
+	}))
+}
+
+// containerEnv is the main container's environment as the runtime gives it: the variables of
+// the pod template plus what every container gets from the runtime and the image (PATH of a
+// Debian image, HOME of the user, HOSTNAME of the pod).
+func containerEnv(t *testing.T, p pod, u testUser) []string {
+	t.Helper()
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOSTNAME=" + p.hostname,
+		"HOME=" + u.home,
+	}
+	for _, e := range p.container.Env {
+		if e.ValueFrom != nil {
+			t.Fatalf("container %s: env %s comes from %v; the test emulates plain values only", p.container.Name, e.Name, e.ValueFrom)
+		}
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return env
+}
+
+// credentials are the user, group and supplementary groups of the main container's processes,
+// from the pod's and the container's security contexts as the kubelet applies them.
+func credentials(t *testing.T, p pod) (uid, gid int64, groups []int64) {
+	t.Helper()
+	var user, group *int64
+	if sc := p.spec.SecurityContext; sc != nil {
+		user, group = sc.RunAsUser, sc.RunAsGroup
+		if sc.FSGroup != nil {
+			groups = append(groups, *sc.FSGroup)
+		}
+		groups = append(groups, sc.SupplementalGroups...)
+	}
+	if sc := p.container.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			user = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			group = sc.RunAsGroup
+		}
+	}
+	if user == nil || group == nil || *user == 0 {
+		t.Fatalf("pod %s: want a non-root runAsUser and a runAsGroup, got %v, %v", p.hostname, user, group)
+	}
+	return *user, *group, groups
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
