@@ -26,11 +26,7 @@ var _ engine.Adapter = ChainerJob{}
 
 // SetupChainerJob registers the ChainerJob reconciler with the manager.
 func SetupChainerJob(mgr ctrl.Manager, opts Options) error {
-	r, err := engine.NewReconciler(mgr, ChainerJob{Options: opts})
-	if err != nil {
-		return err
-	}
-	return r.SetupWithManager(mgr)
+	return setup(mgr, ChainerJob{Options: opts})
 }
 
 // NewObject returns an empty ChainerJob.

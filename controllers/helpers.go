@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -15,6 +16,15 @@ import (
 type Options struct {
 	// AgentImage is the troupe-agent image of launchers' wait init containers.
 	AgentImage string
+}
+
+// setup registers the engine's reconciler for an adapter's kind with the manager.
+func setup(mgr ctrl.Manager, a engine.Adapter) error {
+	r, err := engine.NewReconciler(mgr, a)
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr)
 }
 
 // defaultBackoffLimit is the master's retries when neither the master nor the run policy sets

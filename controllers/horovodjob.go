@@ -38,11 +38,7 @@ var _ engine.Adapter = HorovodJob{}
 
 // SetupHorovodJob registers the HorovodJob reconciler with the manager.
 func SetupHorovodJob(mgr ctrl.Manager, opts Options) error {
-	r, err := engine.NewReconciler(mgr, HorovodJob{Options: opts})
-	if err != nil {
-		return err
-	}
-	return r.SetupWithManager(mgr)
+	return setup(mgr, HorovodJob{Options: opts})
 }
 
 // NewObject returns an empty HorovodJob.

@@ -11,20 +11,12 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 func horovodExample(t *testing.T, file string) *troupev1.HorovodJob {
 	t.Helper()
-	b, err := os.ReadFile("../examples/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.HorovodJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Namespace = "ml"
-	return job
+	return testutil.Load[*troupev1.HorovodJob](t, "../examples/"+file, "ml")
 }
 
 func describeHorovod(t *testing.T, job *troupev1.HorovodJob) (*engine.Spec, error) {

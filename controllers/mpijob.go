@@ -23,11 +23,7 @@ var _ engine.Adapter = MPIJob{}
 
 // SetupMPIJob registers the MPIJob reconciler with the manager.
 func SetupMPIJob(mgr ctrl.Manager, opts Options) error {
-	r, err := engine.NewReconciler(mgr, MPIJob{Options: opts})
-	if err != nil {
-		return err
-	}
-	return r.SetupWithManager(mgr)
+	return setup(mgr, MPIJob{Options: opts})
 }
 
 // NewObject returns an empty MPIJob.

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -9,25 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // t9kExample is examples/mpijob.yaml: the T9k tutorial job with only apiVersion changed.
 func t9kExample(t *testing.T) *troupev1.MPIJob {
 	t.Helper()
-	b, err := os.ReadFile("../examples/mpijob.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.MPIJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatalf("examples/mpijob.yaml does not fit the MPIJob type: %v", err)
-	}
-	job.Namespace, job.UID = "ml", "u1"
+	job := testutil.Load[*troupev1.MPIJob](t, "../examples/mpijob.yaml", "ml")
+	job.UID = "u1"
 	return job
 }
 

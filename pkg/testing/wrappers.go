@@ -34,6 +34,31 @@ func MakeChainerJob(name, ns string) *ChainerJobWrapper {
 	}}
 }
 
+// Load reads a manifest (for example one of examples/) strictly into obj: a field the type does
+// not know is an error, so an example cannot drift from the API. A non-empty ns replaces the
+// manifest's namespace.
+func Load[T interface {
+	*E
+	SetNamespace(string)
+}, E any](t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, path, ns string) T {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	obj := T(new(E))
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("%s does not fit %T: %v", path, obj, err)
+	}
+	if ns != "" {
+		obj.SetNamespace(ns)
+	}
+	return obj
+}
+
 // LoadChainerJob reads a ChainerJob manifest (for example one of examples/) into a wrapper.
 func LoadChainerJob(path, ns string) (*ChainerJobWrapper, error) {
 	data, err := os.ReadFile(path)

@@ -2,33 +2,23 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 const exampleMPIJob = "../../examples/mpijob.yaml"
 
 func loadMPIJob(t *testing.T, ns string) *troupev1.MPIJob {
 	t.Helper()
-	b, err := os.ReadFile(exampleMPIJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.MPIJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Namespace = ns
-	return job
+	return testutil.Load[*troupev1.MPIJob](t, exampleMPIJob, ns)
 }
 
 // waitForExampleMPIJob waits until the example MPIJob in ns satisfies pred.
@@ -84,15 +74,7 @@ func ptrInt32(v int32) *int32 { return &v }
 func TestHorovodJobsSucceed(t *testing.T) {
 	ns := newNamespace(t)
 	for _, file := range []string{"horovodjob.yaml", "horovodjob-elastic.yaml"} {
-		b, err := os.ReadFile("../../examples/" + file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job := &troupev1.HorovodJob{}
-		if err := yaml.UnmarshalStrict(b, job); err != nil {
-			t.Fatal(err)
-		}
-		job.Namespace = ns
+		job := testutil.Load[*troupev1.HorovodJob](t, "../../examples/"+file, ns)
 		if err := k8s.Create(context.Background(), job); err != nil {
 			t.Fatalf("create %s: %v", file, err)
 		}

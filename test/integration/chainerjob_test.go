@@ -370,12 +370,17 @@ func waitFor[T client.Object](t *testing.T, obj T, ns, name string) T {
 
 func waitForJob(t *testing.T, ns, name, what string, pred func(*troupev1.ChainerJob) bool) *troupev1.ChainerJob {
 	t.Helper()
-	job := &troupev1.ChainerJob{}
-	eventually(t, "ChainerJob "+what, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
-		return err == nil && pred(job), err
+	return waitUntil(t, &troupev1.ChainerJob{}, ns, name, what, pred)
+}
+
+// waitUntil waits until the named object exists and satisfies pred, and returns it.
+func waitUntil[T client.Object](t *testing.T, obj T, ns, name, what string, pred func(T) bool) T {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%T %s %s", obj, name, what), func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		return err == nil && pred(obj), err
 	})
-	return job
+	return obj
 }
 
 // setStatus plays a kube-controller-manager controller: it writes a child's status.

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -12,24 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 func loadHorovodJob(t *testing.T, file, ns string) *troupev1.HorovodJob {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.HorovodJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Namespace = ns
+	job := testutil.Load[*troupev1.HorovodJob](t, "../../examples/"+file, ns)
 	if err := k8s.Create(context.Background(), job); err != nil {
 		t.Fatalf("create %s: %v", file, err)
 	}
@@ -122,19 +113,10 @@ func TestHorovodElasticDiscovery(t *testing.T) {
 
 // The CRD refuses elastic bounds that exclude the worker count.
 func TestHorovodElasticBoundsAreValidated(t *testing.T) {
-	ns := newNamespace(t)
-	b, err := os.ReadFile("../../examples/horovodjob-elastic.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.HorovodJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Namespace = ns
+	job := testutil.Load[*troupev1.HorovodJob](t, "../../examples/horovodjob-elastic.yaml", newNamespace(t))
 	five := int32(5)
 	job.Spec.Worker.Replicas = &five
-	err = k8s.Create(context.Background(), job)
+	err := k8s.Create(context.Background(), job)
 	if err == nil || !strings.Contains(err.Error(), "worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas") {
 		t.Errorf("create with 5 replicas for 2..4: %v, want the bounds error", err)
 	}

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -26,16 +24,7 @@ const exampleMPIJob = "../../examples/mpijob.yaml"
 
 func loadMPIJob(t *testing.T, path, ns string) *troupev1.MPIJob {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &troupev1.MPIJob{}
-	if err := yaml.UnmarshalStrict(b, job); err != nil {
-		t.Fatal(err)
-	}
-	job.Namespace = ns
-	return job
+	return testutil.Load[*troupev1.MPIJob](t, path, ns)
 }
 
 // The T9k example, as written, gets a launcher Job with the generated mpirun line, a worker
@@ -160,10 +149,5 @@ func TestChainerJobAndMPIJobShareAName(t *testing.T) {
 
 func waitForMPIJob(t *testing.T, ns, name, what string, pred func(*troupev1.MPIJob) bool) *troupev1.MPIJob {
 	t.Helper()
-	job := &troupev1.MPIJob{}
-	eventually(t, "MPIJob "+what, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
-		return err == nil && pred(job), err
-	})
-	return job
+	return waitUntil(t, &troupev1.MPIJob{}, ns, name, what, pred)
 }
