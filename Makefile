@@ -35,6 +35,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=deploy/crds
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./cmd/... output:rbac:dir=deploy/rbac
+	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:dir=deploy/webhook
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -66,8 +67,8 @@ test-unit: ## Unit tests of builders, status functions and adapters.
 	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./cmd/...
 
 .PHONY: test-integration
-test-integration: envtest-assets ## Integration tests on a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/...
+test-integration: envtest-assets ## Integration and admission-webhook tests on a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/... ./test/admission/...
 
 .PHONY: test-dataplane
 test-dataplane: ## Real sshd and mpirun (Open MPI, MPICH) over the operator's SSH files, in network namespaces (root).

@@ -38,9 +38,13 @@ kubectl wait --for=condition=Established --timeout=60s crd/chainerjobs.troupe.de
 
 step "starting troupe-operator (log: $DEMO_DIR/operator.log)"
 hack/demo-down.sh --operator-only
+# Its admission webhooks are served on this machine; the cluster reaches them by URL.
+hack/webhooks-local.sh 19443
 # In its own session, so it outlives this script and the terminal that ran it.
 setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address 127.0.0.1:18080 \
-  --health-probe-bind-address 127.0.0.1:18081 >"$DEMO_DIR/operator.log" 2>&1 </dev/null &
+  --health-probe-bind-address 127.0.0.1:18081 \
+  --webhook-bind-address 127.0.0.1:19443 --webhook-dns-name localhost \
+  --webhook-cert-dir "$DEMO_DIR/certs" --webhook-write-certs >"$DEMO_DIR/operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO_DIR/operator.pid"
 for _ in $(seq 100); do
   curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
@@ -61,6 +65,12 @@ step "kubectl get all -l chainerjob.troupe.dev/name=$EXAMPLE_NAME"
 kubectl get all -l chainerjob.troupe.dev/name="$EXAMPLE_NAME"
 step "hostfile (kubectl get configmap $EXAMPLE_NAME-mpi)"
 kubectl get configmap "$EXAMPLE_NAME-mpi" -o jsonpath='{.data.hostfile}'
+
+step "a bad spec is refused at admission (test/testdata/admission/bad/chainer-gpu-fraction.yaml)"
+if kubectl create -f test/testdata/admission/bad/chainer-gpu-fraction.yaml --dry-run=server 2>&1; then
+  echo "the bad spec was admitted: are the webhooks running?" >&2
+  exit 1
+fi
 
 printf '\nDemo finished in %ss. The cluster and the operator keep running; stop them with make demo-down.\n' "$((SECONDS - start))"
 echo "KUBECONFIG=$KUBECONFIG"

@@ -52,6 +52,7 @@ func run() error {
 		leaderElectNS  string
 		maxConcurrency int
 		opts           controllers.Options
+		hooks          webhookFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
@@ -59,6 +60,7 @@ func run() error {
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Jobs of one kind reconciled in parallel.")
 	flag.StringVar(&opts.AgentImage, "agent-image", defaultAgentImage, "troupe-agent image of MPI launchers' wait init container.")
+	hooks.bindFlags(flag.CommandLine)
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,7 +75,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	webhookServer, err := hooks.server()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		WebhookServer:           webhookServer,
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
@@ -90,6 +97,9 @@ func run() error {
 		if err := k.setup(mgr, opts); err != nil {
 			return fmt.Errorf("set up %s: %w", k.name, err)
 		}
+	}
+	if err := hooks.setup(mgr); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)

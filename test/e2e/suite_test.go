@@ -101,13 +101,26 @@ func startOperator() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	// The admission webhooks, served by the operator on this machine, as `make demo` does.
+	hooks, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, hookPort, _ := net.SplitHostPort(hooks)
+	setup := exec.Command(filepath.Join(repoRoot, "hack", "webhooks-local.sh"), hookPort)
+	setup.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := setup.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("webhook configuration: %w\n%s", err, out)
+	}
 	logPath := envOr("TROUPE_E2E_LOG", filepath.Join(dir, "operator.log"))
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", probe, "--zap-log-level", "2")
+		"--health-probe-bind-address", probe, "--zap-log-level", "2",
+		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
+		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ type MPIConfig struct {
 // ChainerMaster is the ChainerJob's master: a batch Job of one pod that runs mpiexec and is
 // itself the first MPI host (rank 0).
 // +kubebuilder:validation:XValidation:rule="self.template.spec.containers.exists(c, c.name == 'chainer')",message="template.spec.containers must contain a container named \"chainer\""
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",message="template.spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
 type ChainerMaster struct {
 	// template is the master pod. It must contain a container named "chainer".
 	Template corev1.PodTemplateSpec `json:"template"`
@@ -60,6 +61,7 @@ type ChainerMaster struct {
 // ChainerWorkerSet is one group of identical worker pods, run as a StatefulSet named
 // <job>-workerset-<name>. Worker sets of one job may differ in image, resources and slots
 // (heterogeneous workers).
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
 type ChainerWorkerSet struct {
 	// name identifies the set within the job; it is part of the StatefulSet's and the pods'
 	// host names, so it must be a DNS label.
@@ -68,8 +70,9 @@ type ChainerWorkerSet struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// replicas is the number of worker pods in this set. Default 1.
-	// +kubebuilder:validation:Minimum=0
+	// replicas is the number of worker pods in this set. Default 1. Suspend the job to stop
+	// its workers.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -85,8 +88,9 @@ type ChainerWorkerSet struct {
 // ChainerJobSpec is the desired state of a ChainerJob.
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
-	// workers with an MPI hostfile; none runs the master alone.
+	// workers with an MPI hostfile; none runs the master alone. It cannot change.
 	// +kubebuilder:default=mpi
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
 	// +optional
 	Backend ChainerBackend `json:"backend,omitempty"`
 
@@ -116,6 +120,10 @@ type ChainerJobSpec struct {
 
 // ChainerJob runs a Chainer or ChainerMN training: one master pod (a batch Job) and zero or
 // more heterogeneous worker sets (StatefulSets) wired together by MPI.
+// The name bound keeps derived names within DNS label limits: the master Job <name>-master
+// (63), and with worker sets the StatefulSets <name>-workerset-<set> (52, for the pods'
+// controller-revision-hash label).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= (has(self.spec.workerSets) && self.spec.workerSets.size() > 0 ? 40 : 56)",message="metadata.name: must be no more than 40 characters (56 without worker sets) so that derived StatefulSet, Job and pod host names fit"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=chj,categories=troupe

@@ -73,7 +73,9 @@ const (
 
 // SchedulingPolicy says how a job's pods are admitted by the scheduler.
 type SchedulingPolicy struct {
-	// gang selects the gang-scheduling provider. Unset takes the operator's default.
+	// gang selects the gang-scheduling provider. Unset takes the operator's default. It
+	// cannot change.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
 	// +optional
 	Gang *GangProvider `json:"gang,omitempty"`
 
@@ -236,6 +238,7 @@ const (
 type SSHConfig struct {
 	// sshdPath is the sshd binary in the worker image. Workers whose main container sets no
 	// command run it with the job's configuration. Default /usr/sbin/sshd.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
 	// +optional
 	SSHDPath string `json:"sshdPath,omitempty"`
 
@@ -251,6 +254,7 @@ type SSHConfig struct {
 type MPILaunch struct {
 	// transport is how the launcher starts processes on the workers: SSH or KubeExec. The
 	// default depends on the kind (ChainerJob: KubeExec; MPIJob and HorovodJob: SSH).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
 	// +optional
 	Transport MPITransport `json:"transport,omitempty"`
 

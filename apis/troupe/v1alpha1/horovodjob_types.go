@@ -38,6 +38,7 @@ type HorovodJobSpec struct {
 
 // HorovodJob runs a Horovod training: a launcher (a batch Job running mpirun, or horovodrun when
 // elastic) and a set of worker pods (a StatefulSet), with what horovodrun adds by default.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",message="metadata.name: must be no more than 45 characters so that the StatefulSet <name>-worker fits in 52"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.worker.replicas,statuspath=.status.workerReplicas,selectorpath=.status.workerSelector

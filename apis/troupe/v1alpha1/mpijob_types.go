@@ -20,9 +20,10 @@ const (
 type MPIImplementation string
 
 // MPIWorker is the worker pods of an MPIJob or HorovodJob, run as the StatefulSet <job>-worker.
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
 type MPIWorker struct {
-	// replicas is the number of worker pods. Default 1.
-	// +kubebuilder:validation:Minimum=0
+	// replicas is the number of worker pods. Default 1. Suspend the job to stop its workers.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -48,6 +49,7 @@ type MPIWorker struct {
 }
 
 // MPILauncher is the launcher of an MPIJob: a batch Job of one pod that runs mpirun.
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",message="template.spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
 type MPILauncher struct {
 	// template is the launcher pod; its command runs mpirun and finds the hostfile and the
 	// transport through the environment. Unset: the operator builds the launcher from the
@@ -84,11 +86,13 @@ type MPIProgramSpec struct {
 	Launcher *MPILauncher `json:"launcher,omitempty"`
 
 	// mca are Open MPI MCA parameters, given to the generated mpirun as --mca key value.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9]*(_[a-z0-9]+)*$'))",message="keys must be Open MPI parameter names such as btl or btl_tcp_if_include"
 	// +optional
 	MCA map[string]string `json:"mca,omitempty"`
 
 	// mpiImplementation is the MPI of the images: OpenMPI (the default), OpenMPI5, IntelMPI or
 	// MPICH. It sets the hostfile format and the environment the launcher reads.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
 	// +optional
 	MPIImplementation MPIImplementation `json:"mpiImplementation,omitempty"`
 
@@ -97,6 +101,7 @@ type MPIProgramSpec struct {
 
 	// mpiHome is where MPI is installed in the images; the generated mpirun uses it as its
 	// --prefix (Open MPI), so remote daemons are found without PATH set up for ssh sessions.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
 	// +optional
 	MPIHome string `json:"mpiHome,omitempty"`
 
@@ -110,7 +115,9 @@ type MPIProgramSpec struct {
 }
 
 // MPIJob runs an MPI program: a launcher (a batch Job running mpirun) and a set of worker pods
-// (a StatefulSet) it starts the processes on.
+// (a StatefulSet) it starts the processes on. The name bound keeps the StatefulSet
+// <name>-worker within 52 characters (its pods' controller-revision-hash label).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",message="metadata.name: must be no more than 45 characters so that the StatefulSet <name>-worker fits in 52"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.worker.replicas,statuspath=.status.workerReplicas,selectorpath=.status.workerSelector

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// certFileWriter does for an operator running outside a pod what the kubelet does for a mounted
+// Secret: it keeps the webhook certificate files in dir equal to the Secret the certificate
+// rotator writes, so the rotator sees its certificate mounted and the webhook server (which
+// watches its files) serves the current one.
+type certFileWriter struct {
+	reader client.Reader
+	key    types.NamespacedName
+	dir    string
+}
+
+// certSyncPeriod is how often the Secret is read; the kubelet syncs mounted Secrets about
+// every minute, the rotator renews long before expiry, and a first certificate should be
+// served within seconds.
+const certSyncPeriod = 2 * time.Second
+
+// Start copies the certificate until ctx ends.
+func (w *certFileWriter) Start(ctx context.Context) error {
+	if err := os.MkdirAll(w.dir, 0o700); err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("cert-files")
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		var s corev1.Secret
+		if err := w.reader.Get(ctx, w.key, &s); err != nil {
+			log.V(1).Info("reading the certificate Secret", "error", err.Error())
+			return
+		}
+		for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if err := writeIfChanged(filepath.Join(w.dir, name), s.Data[name]); err != nil {
+				log.Error(err, "writing the webhook certificate", "file", name)
+			}
+		}
+	}, certSyncPeriod)
+	return nil
+}
+
+// writeIfChanged replaces path with data atomically, unless data is empty or already there.
+func writeIfChanged(path string, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

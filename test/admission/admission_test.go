@@ -1,0 +1,136 @@
+package admission
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
+	"github.com/troupe-dev/troupe/webhooks"
+)
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "adm-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// Every spec of the corpus is refused, with an error that names the field and the reason.
+func TestBadSpecsAreRefused(t *testing.T) {
+	cases, err := testutil.LoadAdmissionCases(filepath.Join("..", "testdata", "admission", "bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 40 {
+		t.Fatalf("the corpus has %d specs, want at least 40", len(cases))
+	}
+	ns := newNamespace(t)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			obj := c.Object.DeepCopy()
+			obj.SetNamespace(ns)
+			err := k8s.Create(context.Background(), obj)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), obj)
+				t.Fatalf("admitted %s (%s)", c.Name, c.Why)
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("refused with %v, want an Invalid status", err)
+			}
+			if !strings.Contains(err.Error(), c.Expect) {
+				t.Errorf("error does not name %q:\n%v", c.Expect, err)
+			}
+		})
+	}
+}
+
+// Every example is admitted, and comes back with the defaults the operator would assume,
+// which a second defaulting leaves as they are.
+func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
+	ns := newNamespace(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stored client.Object
+			switch {
+			case strings.Contains(string(data), "kind: ChainerJob"):
+				job := testutil.Load[*troupev1.ChainerJob](t, f, ns)
+				create(t, job)
+				again := job.DeepCopy()
+				webhooks.DefaultChainerJob(again, webhooks.Options{DefaultGang: defaultGang})
+				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
+					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
+				}
+				if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.WorkerSets[0].MPIConfig.Slots == nil {
+					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
+				}
+				stored = job
+			case strings.Contains(string(data), "kind: MPIJob"):
+				job := testutil.Load[*troupev1.MPIJob](t, f, ns)
+				create(t, job)
+				again := job.DeepCopy()
+				webhooks.DefaultMPIJob(again, webhooks.Options{DefaultGang: defaultGang})
+				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
+					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
+				}
+				if job.Spec.Transport != troupev1.MPITransportSSH || job.Spec.MPIImplementation != "OpenMPI" || ptr.Deref(job.Spec.SSH.Port, 0) != 2222 {
+					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
+				}
+				stored = job
+			case strings.Contains(string(data), "kind: HorovodJob"):
+				job := testutil.Load[*troupev1.HorovodJob](t, f, ns)
+				create(t, job)
+				again := job.DeepCopy()
+				webhooks.DefaultHorovodJob(again, webhooks.Options{DefaultGang: defaultGang})
+				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
+					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
+				}
+				stored = job
+			default:
+				t.Fatalf("unknown kind in %s", f)
+			}
+			if ptr.Deref(gangOf(stored), "") != defaultGang {
+				t.Errorf("gang = %v, want the operator's default %s", gangOf(stored), defaultGang)
+			}
+		})
+	}
+}
+
+func gangOf(o client.Object) *troupev1.GangProvider {
+	switch j := o.(type) {
+	case *troupev1.ChainerJob:
+		return j.Spec.SchedulingPolicy.Gang
+	case *troupev1.MPIJob:
+		return j.Spec.SchedulingPolicy.Gang
+	case *troupev1.HorovodJob:
+		return j.Spec.SchedulingPolicy.Gang
+	}
+	return nil
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+}

@@ -1,0 +1,183 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+// +kubebuilder:webhook:path=/mutate-troupe-dev-v1alpha1-chainerjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=chainerjobs,verbs=create;update,versions=v1alpha1,name=mchainerjob.troupe.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-chainerjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=chainerjobs,verbs=create;update,versions=v1alpha1,name=vchainerjob.troupe.dev,admissionReviewVersions=v1
+
+// ChainerJob defaults and validates ChainerJobs.
+type ChainerJob struct{ Options }
+
+var (
+	_ admission.Defaulter[*troupev1.ChainerJob] = ChainerJob{}
+	_ admission.Validator[*troupev1.ChainerJob] = ChainerJob{}
+)
+
+var chainerBackends = []troupev1.ChainerBackend{troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone}
+
+// Default fills what the user left out with what the operator would assume.
+func (w ChainerJob) Default(_ context.Context, job *troupev1.ChainerJob) error {
+	DefaultChainerJob(job, w.Options)
+	return nil
+}
+
+// DefaultChainerJob fills a ChainerJob's defaults; it is idempotent.
+func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
+	s := &job.Spec
+	if s.Backend == "" {
+		s.Backend = troupev1.ChainerBackendMPI
+	}
+	defaultPolicies(&s.RunPolicy, &s.SchedulingPolicy, o)
+	if s.Master.BackoffLimit == nil {
+		s.Master.BackoffLimit = ptr.To(ptr.Deref(s.RunPolicy.BackoffLimit, 6))
+	}
+	if s.Master.ActiveDeadlineSeconds == nil && s.RunPolicy.ActiveDeadlineSeconds != nil {
+		s.Master.ActiveDeadlineSeconds = ptr.To(*s.RunPolicy.ActiveDeadlineSeconds)
+	}
+	if s.Backend != troupev1.ChainerBackendMPI {
+		return
+	}
+	defaultLaunch(&s.MPILaunch, troupev1.MPITransportKubeExec)
+	s.Master.MPIConfig = defaultSlots(s.Master.MPIConfig, mpi.Slots(&s.Master.Template, troupev1.ChainerMainContainer, nil))
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		if ws.Replicas == nil {
+			ws.Replicas = ptr.To[int32](1)
+		}
+		ws.MPIConfig = defaultSlots(ws.MPIConfig, mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, nil))
+	}
+}
+
+func defaultSlots(c *troupev1.MPIConfig, fromTemplate int32) *troupev1.MPIConfig {
+	if c == nil {
+		c = &troupev1.MPIConfig{}
+	}
+	if c.Slots == nil {
+		c.Slots = ptr.To(fromTemplate)
+	}
+	return c
+}
+
+// ValidateCreate refuses a ChainerJob that could not run as written.
+func (ChainerJob) ValidateCreate(_ context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
+	return nil, invalid("ChainerJob", job.Name, ValidateChainerJob(job))
+}
+
+// ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
+func (ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
+		errs = ValidateChainerJob(job)
+	}
+	errs = append(errs, validateChainerJobUpdate(old, job)...)
+	return nil, invalid("ChainerJob", job.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (ChainerJob) ValidateDelete(context.Context, *troupev1.ChainerJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateChainerJob returns every problem of a ChainerJob's spec.
+func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
+	s := &job.Spec
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+
+	var mostReplicas, totalPods int32 = 0, 1
+	for _, ws := range s.WorkerSets {
+		r := ptr.Deref(ws.Replicas, 1)
+		mostReplicas = max(mostReplicas, r)
+		totalPods += r
+	}
+	derived := []derivedName{{what: `master Job "<name>-master"`, extra: len("-master"), max: maxLabelLength}}
+	if len(s.WorkerSets) > 0 {
+		derived = append(derived, statefulSetNames("-workerset-x", mostReplicas)...)
+	}
+	errs = append(errs, validateJobName(job.Name, derived)...)
+
+	if s.Backend != "" && !oneOf(chainerBackends, s.Backend) {
+		errs = append(errs, field.NotSupported(spec.Child("backend"), s.Backend, chainerBackends))
+	}
+	master := spec.Child("master")
+	errs = append(errs, validateTemplate(master.Child("template"), &s.Master.Template, launcherPod, troupev1.ChainerMainContainer)...)
+	if s.Master.MPIConfig != nil {
+		errs = append(errs, validateSlots(master.Child("mpiConfig", "slots"), s.Master.MPIConfig.Slots)...)
+	}
+	if v := s.Master.BackoffLimit; v != nil && *v < 0 {
+		errs = append(errs, field.Invalid(master.Child("backoffLimit"), *v, "must be 0 or more"))
+	}
+	if v := s.Master.ActiveDeadlineSeconds; v != nil && *v < 1 {
+		errs = append(errs, field.Invalid(master.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
+	}
+
+	switch {
+	case s.Backend == troupev1.ChainerBackendNone && len(s.WorkerSets) > 0:
+		errs = append(errs, field.Forbidden(spec.Child("workerSets"),
+			fmt.Sprintf("backend %q runs the master alone: remove the worker sets or use backend %q", troupev1.ChainerBackendNone, troupev1.ChainerBackendMPI)))
+	case s.Backend != troupev1.ChainerBackendNone && len(s.WorkerSets) == 0:
+		errs = append(errs, field.Required(spec.Child("workerSets"),
+			fmt.Sprintf("backend %q needs at least one worker set; use backend %q to run the master alone", troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone)))
+	}
+	names := sets.New[string]()
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		p := spec.Child("workerSets").Index(i)
+		replicas := ptr.Deref(ws.Replicas, 1)
+		if len(validateJobName(job.Name, derived)) == 0 {
+			errs = append(errs, validateSetName(p.Child("name"), job.Name, ws.Name, replicas)...)
+		}
+		if names.Has(ws.Name) {
+			errs = append(errs, field.Duplicate(p.Child("name"), ws.Name))
+		}
+		names.Insert(ws.Name)
+		if replicas < 1 {
+			errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
+		}
+		if ws.MPIConfig != nil {
+			errs = append(errs, validateSlots(p.Child("mpiConfig", "slots"), ws.MPIConfig.Slots)...)
+		}
+		errs = append(errs, validateTemplate(p.Child("template"), &ws.Template, workerPod, troupev1.ChainerMainContainer)...)
+	}
+	errs = append(errs, validateLaunch(spec, &s.MPILaunch)...)
+	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
+	return errs
+}
+
+// validateChainerJobUpdate refuses changes to what is fixed once a ChainerJob exists: the
+// templates (but see validateTemplateUpdate), the worker sets' names and number, the backend,
+// the transport and the gang provider. Replicas, suspend and the TTL may change.
+func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
+	spec := field.NewPath("spec")
+	o, n := &old.Spec, &job.Spec
+	suspended := ptr.Deref(o.RunPolicy.Suspend, false) && ptr.Deref(n.RunPolicy.Suspend, false)
+	var errs field.ErrorList
+	errs = append(errs, immutable(spec.Child("backend"), o.Backend, n.Backend)...)
+	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)
+	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
+	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
+	errs = append(errs, validateTemplateUpdate(spec.Child("master", "template"), &o.Master.Template, &n.Master.Template, suspended)...)
+	if len(o.WorkerSets) != len(n.WorkerSets) {
+		return append(errs, field.Forbidden(spec.Child("workerSets"),
+			fmt.Sprintf("worker sets cannot be added or removed once the job exists (it has %d); change their replicas instead", len(o.WorkerSets))))
+	}
+	for i := range n.WorkerSets {
+		p := spec.Child("workerSets").Index(i)
+		errs = append(errs, immutable(p.Child("name"), o.WorkerSets[i].Name, n.WorkerSets[i].Name)...)
+		errs = append(errs, validateTemplateUpdate(p.Child("template"), &o.WorkerSets[i].Template, &n.WorkerSets[i].Template, suspended)...)
+	}
+	return errs
+}

@@ -1,0 +1,168 @@
+// Package webhooks holds troupe's admission webhooks: one file per kind with its defaulter and
+// validator, and the rules the kinds share. Validators return every problem at once, each with
+// its field path, as a field.ErrorList turned into an Invalid status.
+package webhooks
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+// Options are the operator-wide settings defaulting reads.
+type Options struct {
+	// DefaultGang is the gang provider of jobs that name none.
+	DefaultGang troupev1.GangProvider
+}
+
+// invalid turns errs into the API's Invalid status for the kind, or nil.
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: troupev1.GroupVersion.Group, Kind: kind}, name, errs)
+}
+
+var (
+	cleanPodPolicies = []troupev1.CleanPodPolicy{troupev1.CleanPodPolicyRunning, troupev1.CleanPodPolicyAll, troupev1.CleanPodPolicyNone}
+	gangProviders    = []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling, troupev1.GangNone}
+	transports       = []troupev1.MPITransport{troupev1.MPITransportSSH, troupev1.MPITransportKubeExec}
+	// mcaName is an Open MPI MCA parameter name: framework_component_param, lower case.
+	mcaName = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$|^[a-z][a-z0-9]*$`)
+)
+
+func oneOf[T ~string](allowed []T, v T) bool {
+	for _, a := range allowed {
+		if a == v {
+			return true
+		}
+	}
+	return false
+}
+
+// validateRunPolicy checks the shared run policy.
+func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
+	var errs field.ErrorList
+	if c := rp.CleanPodPolicy; c != nil && !oneOf(cleanPodPolicies, *c) {
+		errs = append(errs, field.NotSupported(p.Child("cleanPodPolicy"), *c, cleanPodPolicies))
+	}
+	if rp.CleanPodPolicy != nil && rp.CleanUpWorkers != nil && *rp.CleanUpWorkers != (*rp.CleanPodPolicy != troupev1.CleanPodPolicyNone) {
+		errs = append(errs, field.Invalid(p.Child("cleanUpWorkers"), *rp.CleanUpWorkers,
+			fmt.Sprintf("disagrees with cleanPodPolicy %q: true means a policy other than None, false means None", *rp.CleanPodPolicy)))
+	}
+	if v := rp.TTLSecondsAfterFinished; v != nil && *v < 0 {
+		errs = append(errs, field.Invalid(p.Child("ttlSecondsAfterFinished"), *v, "must be 0 or more"))
+	}
+	if v := rp.BackoffLimit; v != nil && *v < 0 {
+		errs = append(errs, field.Invalid(p.Child("backoffLimit"), *v, "must be 0 or more"))
+	}
+	if v := rp.ActiveDeadlineSeconds; v != nil && *v < 1 {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
+	}
+	return errs
+}
+
+// validateSchedulingPolicy checks the shared scheduling policy of a job of totalPods pods.
+func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, totalPods int32) field.ErrorList {
+	var errs field.ErrorList
+	if g := sp.Gang; g != nil && !oneOf(gangProviders, *g) {
+		errs = append(errs, field.NotSupported(p.Child("gang"), *g, gangProviders))
+	}
+	if m := sp.MinAvailable; m != nil && (*m < 1 || *m > totalPods) {
+		errs = append(errs, field.Invalid(p.Child("minAvailable"), *m,
+			fmt.Sprintf("must be between 1 and the job's %d pods (the master and every worker)", totalPods)))
+	}
+	if v := sp.ScheduleTimeoutSeconds; v != nil && *v < 1 {
+		errs = append(errs, field.Invalid(p.Child("scheduleTimeoutSeconds"), *v, "must be 1 or more"))
+	}
+	return errs
+}
+
+// validateLaunch checks the transport, SSH options and the launcher's wait.
+func validateLaunch(p *field.Path, l *troupev1.MPILaunch) field.ErrorList {
+	var errs field.ErrorList
+	if l.Transport != "" && !oneOf(transports, l.Transport) {
+		errs = append(errs, field.NotSupported(p.Child("transport"), l.Transport, transports))
+	}
+	if s := l.SSH; s != nil {
+		if s.SSHDPath != "" && !path.IsAbs(s.SSHDPath) {
+			errs = append(errs, field.Invalid(p.Child("ssh", "sshdPath"), s.SSHDPath, "must be an absolute path"))
+		}
+		if v := s.Port; v != nil && (*v < 1 || *v > 65535) {
+			errs = append(errs, field.Invalid(p.Child("ssh", "port"), *v, "must be between 1 and 65535"))
+		}
+	}
+	if v := l.WaitForWorkersTimeoutSeconds; v != nil && *v < 1 {
+		errs = append(errs, field.Invalid(p.Child("waitForWorkersTimeoutSeconds"), *v, "must be 1 or more"))
+	}
+	return errs
+}
+
+// validateSlots checks an explicit slots value.
+func validateSlots(p *field.Path, slots *int32) field.ErrorList {
+	if slots != nil && *slots < 1 {
+		return field.ErrorList{field.Invalid(p, *slots, "must be 1 or more")}
+	}
+	return nil
+}
+
+// validateMCA checks Open MPI parameter names; the dialect check lives with the kind.
+func validateMCA(p *field.Path, mca map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	keys := make([]string, 0, len(mca))
+	for k := range mca {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !mcaName.MatchString(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, "must be an Open MPI parameter name such as btl or btl_tcp_if_include"))
+		}
+	}
+	return errs
+}
+
+// defaultLaunch fills the transport and its settings the operator would otherwise assume.
+func defaultLaunch(l *troupev1.MPILaunch, def troupev1.MPITransport) {
+	if l.Transport == "" {
+		l.Transport = def
+	}
+	if l.Transport == troupev1.MPITransportSSH {
+		if l.SSH == nil {
+			l.SSH = &troupev1.SSHConfig{}
+		}
+		if l.SSH.SSHDPath == "" {
+			l.SSH.SSHDPath = mpi.DefaultSSHDPath
+		}
+		if l.SSH.Port == nil {
+			l.SSH.Port = ptr.To(mpi.DefaultSSHPort)
+		}
+	}
+	if l.WaitForWorkersTimeoutSeconds == nil {
+		l.WaitForWorkersTimeoutSeconds = ptr.To(mpi.DefaultWaitTimeoutSeconds)
+	}
+}
+
+// defaultPolicies fills the clean-up policy (from cleanUpWorkers when given) and the gang
+// provider from the operator's flag.
+func defaultPolicies(rp *troupev1.RunPolicy, sp *troupev1.SchedulingPolicy, o Options) {
+	if rp.CleanPodPolicy == nil {
+		p := troupev1.CleanPodPolicyRunning
+		if rp.CleanUpWorkers != nil && !*rp.CleanUpWorkers {
+			p = troupev1.CleanPodPolicyNone
+		}
+		rp.CleanPodPolicy = &p
+	}
+	if sp.Gang == nil && o.DefaultGang != "" {
+		sp.Gang = ptr.To(o.DefaultGang)
+	}
+}

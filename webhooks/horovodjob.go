@@ -1,0 +1,84 @@
+package webhooks
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/mutate-troupe-dev-v1alpha1-horovodjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=horovodjobs,verbs=create;update,versions=v1alpha1,name=mhorovodjob.troupe.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-horovodjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=horovodjobs,verbs=create;update,versions=v1alpha1,name=vhorovodjob.troupe.dev,admissionReviewVersions=v1
+
+// HorovodJob defaults and validates HorovodJobs.
+type HorovodJob struct{ Options }
+
+var (
+	_ admission.Defaulter[*troupev1.HorovodJob] = HorovodJob{}
+	_ admission.Validator[*troupev1.HorovodJob] = HorovodJob{}
+)
+
+// Default fills what the user left out with what the operator would assume.
+func (w HorovodJob) Default(_ context.Context, job *troupev1.HorovodJob) error {
+	DefaultHorovodJob(job, w.Options)
+	return nil
+}
+
+// DefaultHorovodJob fills a HorovodJob's defaults; it is idempotent. An elastic job without a
+// worker count starts with its minimum.
+func DefaultHorovodJob(job *troupev1.HorovodJob, o Options) {
+	if e := job.Spec.Elastic; e != nil && job.Spec.Worker.Replicas == nil {
+		job.Spec.Worker.Replicas = ptr.To(e.MinReplicas)
+	}
+	defaultMPIProgram(&job.Spec.MPIProgramSpec, troupev1.HorovodMainContainer, o)
+}
+
+// ValidateHorovodJob returns every problem of a HorovodJob's spec.
+func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
+	errs := validateMPIProgram(job.Name, &job.Spec.MPIProgramSpec, troupev1.HorovodMainContainer)
+	e := job.Spec.Elastic
+	if e == nil {
+		return errs
+	}
+	p := field.NewPath("spec", "elastic")
+	replicas := ptr.Deref(job.Spec.Worker.Replicas, e.MinReplicas)
+	switch {
+	case e.MinReplicas < 1:
+		errs = append(errs, field.Invalid(p.Child("minReplicas"), e.MinReplicas, "must be 1 or more"))
+	case e.MinReplicas > e.MaxReplicas:
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), e.MaxReplicas, "must not be less than minReplicas"))
+	case replicas < e.MinReplicas || replicas > e.MaxReplicas:
+		errs = append(errs, field.Invalid(field.NewPath("spec", "worker", "replicas"), replicas,
+			"must lie within elastic.minReplicas and elastic.maxReplicas"))
+	}
+	if job.Spec.Transport == troupev1.MPITransportKubeExec {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "transport"),
+			"elastic Horovod starts its workers with ssh itself: use transport SSH"))
+	}
+	return errs
+}
+
+// ValidateCreate refuses a HorovodJob that could not run as written.
+func (HorovodJob) ValidateCreate(_ context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
+	return nil, invalid("HorovodJob", job.Name, ValidateHorovodJob(job))
+}
+
+// ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
+func (HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
+		errs = ValidateHorovodJob(job)
+	}
+	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec)...)
+	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
+	return nil, invalid("HorovodJob", job.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (HorovodJob) ValidateDelete(context.Context, *troupev1.HorovodJob) (admission.Warnings, error) {
+	return nil, nil
+}

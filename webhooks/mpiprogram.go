@@ -1,0 +1,121 @@
+package webhooks
+
+import (
+	"fmt"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+)
+
+var implementations = []troupev1.MPIImplementation{"OpenMPI", "OpenMPI5", "IntelMPI", "MPICH"}
+
+// defaultMPIProgram fills what MPIJob and HorovodJob share; it is idempotent.
+func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Options) {
+	if p.MPIImplementation == "" {
+		p.MPIImplementation = troupev1.MPIImplementation(mpi.OpenMPI)
+	}
+	defaultLaunch(&p.MPILaunch, troupev1.MPITransportSSH)
+	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
+	if p.Worker.Replicas == nil {
+		p.Worker.Replicas = ptr.To[int32](1)
+	}
+	if p.Worker.Slots == nil {
+		p.Worker.Slots = ptr.To(mpi.Slots(&p.Worker.Template, mainContainer, nil))
+	}
+	if p.Launcher == nil {
+		p.Launcher = &troupev1.MPILauncher{}
+	}
+	if p.Launcher.BackoffLimit == nil {
+		p.Launcher.BackoffLimit = ptr.To(ptr.Deref(p.RunPolicy.BackoffLimit, 6))
+	}
+	if p.Launcher.ActiveDeadlineSeconds == nil && p.RunPolicy.ActiveDeadlineSeconds != nil {
+		p.Launcher.ActiveDeadlineSeconds = ptr.To(*p.RunPolicy.ActiveDeadlineSeconds)
+	}
+}
+
+// validateMPIProgram returns every problem of what MPIJob and HorovodJob share.
+func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string) field.ErrorList {
+	spec := field.NewPath("spec")
+	replicas := ptr.Deref(p.Worker.Replicas, 1)
+	derived := append([]derivedName{{what: `launcher Job "<name>-launcher"`, extra: len("-launcher"), max: maxLabelLength}},
+		statefulSetNames("-worker", replicas)...)
+	errs := validateJobName(name, derived)
+
+	worker := spec.Child("worker")
+	if replicas < 1 {
+		errs = append(errs, field.Invalid(worker.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
+	}
+	errs = append(errs, validateSlots(worker.Child("slots"), p.Worker.Slots)...)
+	errs = append(errs, validateTemplate(worker.Child("template"), &p.Worker.Template, workerPod, mainContainer)...)
+	if l := p.Launcher; l != nil {
+		launcher := spec.Child("launcher")
+		if l.Template != nil {
+			errs = append(errs, validateTemplate(launcher.Child("template"), l.Template, launcherPod, "")...)
+		}
+		if v := l.BackoffLimit; v != nil && *v < 0 {
+			errs = append(errs, field.Invalid(launcher.Child("backoffLimit"), *v, "must be 0 or more"))
+		}
+		if v := l.ActiveDeadlineSeconds; v != nil && *v < 1 {
+			errs = append(errs, field.Invalid(launcher.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
+		}
+	}
+	if len(p.Worker.Cmd) == 0 && (p.Launcher == nil || p.Launcher.Template == nil) {
+		errs = append(errs, field.Required(worker.Child("cmd"),
+			"nothing to run: give the program in worker.cmd (the operator builds the launcher) or a launcher.template"))
+	}
+	if p.MPIImplementation != "" && !oneOf(implementations, p.MPIImplementation) {
+		errs = append(errs, field.NotSupported(spec.Child("mpiImplementation"), p.MPIImplementation, implementations))
+	}
+	openMPI := p.MPIImplementation == "" || p.MPIImplementation == "OpenMPI" || p.MPIImplementation == "OpenMPI5"
+	if len(p.MCA) > 0 && !openMPI {
+		errs = append(errs, field.Forbidden(spec.Child("mca"),
+			fmt.Sprintf("MCA parameters are Open MPI's; %s does not read them", p.MPIImplementation)))
+	}
+	errs = append(errs, validateMCA(spec.Child("mca"), p.MCA)...)
+	if p.MPIHome != "" && !path.IsAbs(p.MPIHome) {
+		errs = append(errs, field.Invalid(spec.Child("mpiHome"), p.MPIHome, "must be an absolute path"))
+	}
+	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
+	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, replicas+1)...)
+	return errs
+}
+
+// validateMPIProgramUpdate refuses changes to what is fixed once the job exists: the templates
+// (but see validateTemplateUpdate), the program, the MPI implementation, the transport and the
+// gang provider. The worker replicas, suspend and the TTL may change.
+func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec) field.ErrorList {
+	spec := field.NewPath("spec")
+	suspended := ptr.Deref(o.RunPolicy.Suspend, false) && ptr.Deref(n.RunPolicy.Suspend, false)
+	var errs field.ErrorList
+	errs = append(errs, immutable(spec.Child("mpiImplementation"), o.MPIImplementation, n.MPIImplementation)...)
+	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)
+	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
+	errs = append(errs, validateTemplateUpdate(spec.Child("worker", "template"), &o.Worker.Template, &n.Worker.Template, suspended)...)
+	// The generated launcher is made of these; a batch Job's template cannot change.
+	errs = append(errs, unchanged(spec.Child("worker", "cmd"), o.Worker.Cmd, n.Worker.Cmd)...)
+	errs = append(errs, unchanged(spec.Child("worker", "extraMPIArgs"), o.Worker.ExtraMPIArgs, n.Worker.ExtraMPIArgs)...)
+	errs = append(errs, unchanged(spec.Child("mca"), o.MCA, n.MCA)...)
+	errs = append(errs, immutable(spec.Child("mpiHome"), o.MPIHome, n.MPIHome)...)
+	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
+	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
+	switch {
+	case (oldLaunch == nil) != (newLaunch == nil):
+		errs = append(errs, field.Forbidden(spec.Child("launcher", "template"), "cannot be added or removed once the job exists"))
+	case oldLaunch != nil:
+		errs = append(errs, validateTemplateUpdate(spec.Child("launcher", "template"), oldLaunch, newLaunch, suspended)...)
+	}
+	return errs
+}
+
+func launcherTemplate(p *troupev1.MPIProgramSpec) *corev1.PodTemplateSpec {
+	if p.Launcher == nil {
+		return nil
+	}
+	return p.Launcher.Template
+}
