@@ -14,6 +14,8 @@ ENVTEST_ASSETS := $(TROUPE_CACHE)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 KUBE_BIN := $(TROUPE_CACHE)/kube-$(KUBE_VERSION)/bin
 
 GO_TEST_FLAGS ?=
+FUZZ_TARGETS := FuzzChainerJobAdmission FuzzMPIJobAdmission FuzzHorovodJobAdmission FuzzChainerJobKnobs
+FUZZ_TIME ?= 4s
 
 ##@ Build
 
@@ -60,11 +62,11 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-integration test-dataplane test-e2e ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./cmd/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./cmd/... ./webhooks/...
 
 .PHONY: test-integration
 test-integration: envtest-assets ## Integration and admission-webhook tests on a real kube-apiserver and etcd.
@@ -74,6 +76,18 @@ test-integration: envtest-assets ## Integration and admission-webhook tests on a
 test-dataplane: ## Real sshd and mpirun (Open MPI, MPICH) over the operator's SSH files, in network namespaces (root).
 	hack/dataplane-deps.sh
 	go test $(GO_TEST_FLAGS) -count=1 -v -timeout 15m ./test/dataplane/...
+
+.PHONY: test-fuzz
+test-fuzz: ## A short run of every fuzz target (make fuzz runs them longer).
+	@for t in $(FUZZ_TARGETS); do go test ./webhooks/ -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) || exit 1; done
+
+.PHONY: fuzz
+fuzz: FUZZ_TIME = 60s
+fuzz: test-fuzz ## Fuzz defaulting and validation of every kind, a minute per target.
+
+.PHONY: bench
+bench: envtest-assets ## Benchmarks that print figures: webhook latency at 50 creates/s for 60 s.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/webhook -rate 50 -duration 60s
 
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.

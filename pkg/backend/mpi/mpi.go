@@ -6,6 +6,7 @@ package mpi
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -233,7 +234,8 @@ func Slots(tmpl *corev1.PodTemplateSpec, mainContainer string, override *int32) 
 			continue
 		}
 		if gpus, ok := c.Resources.Limits[ResourceGPU]; ok && gpus.Value() > 0 {
-			return int32(gpus.Value())
+			// Found by fuzzing: a limit beyond int32 must not wrap to a negative count.
+			return int32(min(gpus.Value(), math.MaxInt32))
 		}
 	}
 	return 1
