@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -78,4 +83,26 @@ func TestKubectlView(t *testing.T) {
 	if !strings.Contains(wide, "BACKEND") || !strings.Contains(wide, "STARTED") {
 		t.Errorf("kubectl get -o wide lacks the wide columns:\n%s", wide)
 	}
+}
+
+// The install (kubectl apply --server-side -k deploy/) renders and is accepted by the API server, and every
+// webhook reaches the operator through its Service.
+func TestInstallManifests(t *testing.T) {
+	out := kubectl(t, "kustomize", "../../deploy")
+	if n := strings.Count(out, "name: troupe-webhook-service\n      namespace: troupe-system"); n != 6 {
+		t.Errorf("%d webhooks point at troupe-system/troupe-webhook-service, want all 6:\n%s", n, out)
+	}
+	if strings.Contains(out, "namespace: system\n") {
+		t.Errorf("a webhook still points at the placeholder namespace")
+	}
+	f := filepath.Join(t.TempDir(), "troupe.yaml")
+	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A dry run creates nothing, so the namespace the rest lives in must exist already.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "troupe-system"}}
+	if err := k8s.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", f)
 }
