@@ -26,7 +26,7 @@ var _ engine.Adapter = ChainerJob{}
 
 // SetupChainerJob registers the ChainerJob reconciler with the manager.
 func SetupChainerJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, ChainerJob{Options: opts})
+	return setup(mgr, ChainerJob{Options: opts}, opts)
 }
 
 // NewObject returns an empty ChainerJob.
@@ -45,6 +45,11 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	if err := requireMainContainer("spec.master.template", &spec.Master.Template, troupev1.ChainerMainContainer); err != nil {
 		return err
 	}
+	g, err := gangFor(spec.SchedulingPolicy, a.Options)
+	if err != nil {
+		return err
+	}
+	s.Gang = g
 	s.MainContainer = troupev1.ChainerMainContainer
 	s.RunPolicy = sharedRunPolicy(spec.RunPolicy)
 	s.SchedulingPolicy = spec.SchedulingPolicy

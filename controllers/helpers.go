@@ -6,21 +6,67 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/gang"
 )
 
 // Options are the operator-wide settings the adapters need.
 type Options struct {
 	// AgentImage is the troupe-agent image of launchers' wait init containers.
 	AgentImage string
+	// DefaultGang is the gang provider of jobs that name none ("" is None).
+	DefaultGang troupev1.GangProvider
+	// VolcanoScheduler and CoschedulingScheduler are the schedulers' names pods are given.
+	VolcanoScheduler      string
+	CoschedulingScheduler string
+	// AvailableGangs are the providers whose PodGroup CRD the cluster serves; a job asking
+	// for another one is reported, not run.
+	AvailableGangs map[troupev1.GangProvider]bool
+}
+
+// ownedTypes are the PodGroup types of the available gang providers, watched as children.
+func (o Options) ownedTypes() []client.Object { return GangTypes(o.AvailableGangs) }
+
+// GangTypes are the PodGroup types of the available gang providers.
+func GangTypes(available map[troupev1.GangProvider]bool) []client.Object {
+	var out []client.Object
+	if available[troupev1.GangVolcano] {
+		out = append(out, &volcanov1beta1.PodGroup{})
+	}
+	if available[troupev1.GangCoscheduling] {
+		out = append(out, &schedv1alpha1.PodGroup{})
+	}
+	return out
+}
+
+// gangFor is the gang provider of a job's scheduling policy.
+func gangFor(sp troupev1.SchedulingPolicy, o Options) (engine.Gang, error) {
+	provider := ptr.Deref(sp.Gang, o.DefaultGang)
+	if provider == "" || provider == troupev1.GangNone {
+		return nil, nil
+	}
+	if !o.AvailableGangs[provider] {
+		return nil, &engine.SpecError{Reason: troupev1.ReasonGangUnavailable, Err: fmt.Errorf(
+			"spec.schedulingPolicy.gang: %s is not installed in this cluster (its PodGroup CRD is missing); install it or choose another gang provider", provider)}
+	}
+	switch provider {
+	case troupev1.GangVolcano:
+		return gang.Volcano{SchedulerName: o.VolcanoScheduler}, nil
+	case troupev1.GangCoscheduling:
+		return gang.Coscheduling{SchedulerName: o.CoschedulingScheduler}, nil
+	}
+	return nil, fmt.Errorf("spec.schedulingPolicy.gang: unsupported value %q", provider)
 }
 
 // setup registers the engine's reconciler for an adapter's kind with the manager.
-func setup(mgr ctrl.Manager, a engine.Adapter) error {
-	r, err := engine.NewReconciler(mgr, a)
+func setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
+	r, err := engine.NewReconciler(mgr, a, o.ownedTypes()...)
 	if err != nil {
 		return err
 	}

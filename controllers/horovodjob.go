@@ -38,7 +38,7 @@ var _ engine.Adapter = HorovodJob{}
 
 // SetupHorovodJob registers the HorovodJob reconciler with the manager.
 func SetupHorovodJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, HorovodJob{Options: opts})
+	return setup(mgr, HorovodJob{Options: opts}, opts)
 }
 
 // NewObject returns an empty HorovodJob.
@@ -63,7 +63,7 @@ func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
 		}
 		return mpirunCommand(p, d)
 	}
-	if err := mpiProgram(job, p, troupev1.HorovodMainContainer, a.AgentImage, s, launch); err != nil {
+	if err := mpiProgram(job, p, troupev1.HorovodMainContainer, a.Options, s, launch); err != nil {
 		return err
 	}
 	for i := range s.Master.Template.Spec.Containers {

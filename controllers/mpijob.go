@@ -23,7 +23,7 @@ var _ engine.Adapter = MPIJob{}
 
 // SetupMPIJob registers the MPIJob reconciler with the manager.
 func SetupMPIJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, MPIJob{Options: opts})
+	return setup(mgr, MPIJob{Options: opts}, opts)
 }
 
 // NewObject returns an empty MPIJob.
@@ -39,7 +39,7 @@ func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
 		return fmt.Errorf("expected an MPIJob, got %T", obj)
 	}
 	p := &job.Spec.MPIProgramSpec
-	return mpiProgram(job, p, troupev1.MPIWorkerContainer, a.AgentImage, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
+	return mpiProgram(job, p, troupev1.MPIWorkerContainer, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
 		return mpirunCommand(p, d)
 	})
 }

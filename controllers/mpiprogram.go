@@ -23,7 +23,7 @@ const mpiWorkerSet = "worker"
 // of the spec's dialect and transport (default SSH). launch builds the command of a launcher
 // the operator generates, from the dialect, the backend and the worker set; the kinds differ
 // there.
-func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer, agentImage string, s *engine.Spec,
+func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer string, o Options, s *engine.Spec,
 	launch func(mpi.Dialect, mpi.Backend, *engine.WorkerSet) []string) error {
 	if err := requireMainContainer("spec.worker.template", &p.Worker.Template, mainContainer); err != nil {
 		return err
@@ -35,7 +35,12 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer, ag
 	if len(p.MCA) > 0 && !isOpenMPI(dialect) {
 		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
 	}
-	backend, err := mpiBackend(p.MPILaunch, troupev1.MPITransportSSH, agentImage)
+	g, err := gangFor(p.SchedulingPolicy, o)
+	if err != nil {
+		return err
+	}
+	s.Gang = g
+	backend, err := mpiBackend(p.MPILaunch, troupev1.MPITransportSSH, o.AgentImage)
 	if err != nil {
 		return err
 	}

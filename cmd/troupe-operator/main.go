@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -45,6 +47,7 @@ func main() {
 }
 
 func run() error {
+	var err error
 	var (
 		metricsAddr    string
 		probeAddr      string
@@ -60,6 +63,10 @@ func run() error {
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Jobs of one kind reconciled in parallel.")
 	flag.StringVar(&opts.AgentImage, "agent-image", defaultAgentImage, "troupe-agent image of MPI launchers' wait init container.")
+	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
+	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
+	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",
+		"Scheduler name given to the pods of jobs gang-scheduled by the scheduler-plugins coscheduling plugin.")
 	hooks.bindFlags(flag.CommandLine)
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -68,10 +75,18 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme),
+		volcanov1beta1.AddToScheme(scheme), schedv1alpha1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("build scheme: %w", err)
 	}
-	cacheOpts, err := engine.CacheOptions()
+	cfg := ctrl.GetConfigOrDie()
+	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
+	hooks.defaultGang = opts.DefaultGang
+	if opts.AvailableGangs, err = controllers.DiscoverGangs(cfg); err != nil {
+		return err
+	}
+	ctrl.Log.Info("gang providers whose PodGroup CRD the cluster serves", "available", opts.AvailableGangs)
+	cacheOpts, err := engine.CacheOptions(controllers.GangTypes(opts.AvailableGangs)...)
 	if err != nil {
 		return err
 	}
@@ -79,7 +94,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           webhookServer,
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,

@@ -30,8 +30,9 @@ type webhookFlags struct {
 	certDir    string
 	certSecret string
 	dnsName    string
-	defaultGan string
 	writeCerts bool
+	// defaultGang is the operator's --default-gang, shared with the controllers.
+	defaultGang troupev1.GangProvider
 }
 
 func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
@@ -44,7 +45,6 @@ func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
 		"The name the API server reaches the webhooks by: the Service's DNS name, or localhost for a local operator with a URL webhook configuration.")
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
 		"Copy the certificate Secret into --webhook-cert-dir, as the kubelet does for a mounted Secret (an operator run outside a pod).")
-	fs.StringVar(&f.defaultGan, "default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
 }
 
 // server is the webhook server to give the manager, or nil when webhooks are disabled.
@@ -93,7 +93,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	opts := webhooks.Options{DefaultGang: troupev1.GangProvider(f.defaultGan)}
+	opts := webhooks.Options{DefaultGang: f.defaultGang}
 	registered := make(chan error, 1)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {

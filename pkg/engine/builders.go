@@ -118,7 +118,20 @@ func BuildBackendObjects(s *Spec) []client.Object {
 	if s.Backend == nil {
 		return nil
 	}
-	objs := s.Backend.Objects(s)
+	return s.ownedObjects(s.Backend.Objects(s))
+}
+
+// BuildGangObjects returns the gang provider's PodGroup, labelled and owned like every child.
+func BuildGangObjects(s *Spec) []client.Object {
+	if s.Gang == nil {
+		return nil
+	}
+	return s.ownedObjects(s.Gang.Objects(s))
+}
+
+// ownedObjects gives objects of a backend or gang provider the job's namespace, labels and
+// owner reference, and their spec hash.
+func (s *Spec) ownedObjects(objs []client.Object) []client.Object {
 	for _, o := range objs {
 		meta := s.childMeta(o.GetName(), s.JobLabels())
 		maps.Copy(meta.Labels, o.GetLabels())
@@ -136,6 +149,9 @@ func BuildBackendObjects(s *Spec) []client.Object {
 func Children(s *Spec, workersReleased bool) []client.Object {
 	objs := []client.Object{BuildService(s)}
 	objs = append(objs, BuildBackendObjects(s)...)
+	// The PodGroup exists before any of its pods, so the scheduler never sees a pod of an
+	// unknown gang.
+	objs = append(objs, BuildGangObjects(s)...)
 	for i := range s.WorkerSets {
 		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
 	}
@@ -155,6 +171,9 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 	}
 	if s.Backend != nil {
 		s.Backend.DecoratePod(s, ws, &tmpl)
+	}
+	if s.Gang != nil {
+		s.Gang.DecoratePod(s, &tmpl)
 	}
 	return tmpl
 }

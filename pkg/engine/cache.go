@@ -19,13 +19,14 @@ import (
 // CacheOptions restricts the operator's informers to objects that carry a troupe job UID label
 // and trims pods to the few fields the engine reads, so the operator's memory grows with the
 // jobs' objects, not with the cluster.
-func CacheOptions() (cache.Options, error) {
+// owned are the types of extra children (PodGroups) to filter the same way.
+func CacheOptions(owned ...client.Object) (cache.Options, error) {
 	req, err := labels.NewRequirement(troupev1.LabelJobUID, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("job UID selector: %w", err)
 	}
 	ours := labels.NewSelector().Add(*req)
-	return cache.Options{
+	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:            {Label: ours, Transform: TrimPod},
@@ -38,7 +39,11 @@ func CacheOptions() (cache.Options, error) {
 			&rbacv1.Role{}:           {Label: ours},
 			&rbacv1.RoleBinding{}:    {Label: ours},
 		},
-	}, nil
+	}
+	for _, o := range owned {
+		opts.ByObject[o] = cache.ByObject{Label: ours}
+	}
+	return opts, nil
 }
 
 // TrimPod keeps what the engine reads of a pod (identity, labels, owners, phase, conditions and

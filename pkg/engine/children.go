@@ -28,6 +28,16 @@ func keyOf(o client.Object) childKey {
 	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
 }
 
+// isGangObject reports whether a child is the gang provider's (its PodGroup).
+func isGangObject(s *Spec, o client.Object) bool {
+	for _, g := range s.Gang.Objects(s) {
+		if keyOf(g) == keyOf(o) {
+			return true
+		}
+	}
+	return false
+}
+
 func refOf(o client.Object) ChildRef {
 	k := keyOf(o)
 	return ChildRef{Kind: k.kind, Name: k.name}
@@ -52,6 +62,9 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			continue
 		}
 		obs.current[keyOf(want)] = cur
+		if s.Gang != nil && isGangObject(s, want) {
+			obs.Gang = cur
+		}
 		switch c := cur.(type) {
 		case *batchv1.Job:
 			obs.MasterJob = c
@@ -112,7 +125,11 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {
 			continue // a finished Job's spec is left as it ended
 		}
-		if !restore(cur, want) {
+		changed := restore(cur, want)
+		if s.Gang != nil && isGangObject(s, want) {
+			changed = s.Gang.Restore(cur, want) || changed
+		}
+		if !changed {
 			continue
 		}
 		if err := r.client.Update(ctx, cur); err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,10 +53,15 @@ type Reconciler struct {
 	adapter   Adapter
 	gvk       schema.GroupVersionKind
 	clock     clock.PassiveClock
+	// owned are child types beyond the built-in ones (PodGroups of the gang providers whose
+	// CRDs exist), watched like the others.
+	owned []client.Object
 }
 
-// NewReconciler returns the engine's reconciler for the adapter's kind.
-func NewReconciler(mgr ctrl.Manager, a Adapter) (*Reconciler, error) {
+// NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of
+// children beyond the built-in ones that jobs may have (PodGroups); only types the cluster
+// serves may be given.
+func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconciler, error) {
 	gvk, err := apiutil.GVKForObject(a.NewObject(), mgr.GetScheme())
 	if err != nil {
 		return nil, fmt.Errorf("kind of adapter %T: %w", a, err)
@@ -67,6 +73,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter) (*Reconciler, error) {
 		adapter:   a,
 		gvk:       gvk,
 		clock:     clock.RealClock{},
+		owned:     owned,
 	}, nil
 }
 
@@ -82,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pod.GetNamespace(), Name: name}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.gvk.Kind).
 		For(r.adapter.NewObject()).
 		Owns(&batchv1.Job{}).
@@ -93,8 +100,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		Watches(&corev1.Pod{}, podToJob).
-		Complete(r)
+		Watches(&corev1.Pod{}, podToJob)
+	for _, o := range r.owned {
+		b = b.Owns(o)
+	}
+	return b.Complete(r)
 }
 
 // +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs;horovodjobs;mpijobs,verbs=get;list;watch;update;patch;delete
@@ -259,6 +269,17 @@ func (r *Reconciler) recordTransitions(job Object, prev, next *troupev1.JobStatu
 	}
 }
 
+// SpecError is an Adapter.Describe error with a reason of its own for the job's Initialized
+// condition and event (for example a gang provider the cluster does not have); other errors
+// are reported as InvalidSpec.
+type SpecError struct {
+	Reason string
+	Err    error
+}
+
+func (e *SpecError) Error() string { return e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
 // reportInvalidSpec records why the spec cannot be run, on the status and as an event.
 func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
 	st := job.JobStatus()
@@ -267,16 +288,21 @@ func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause er
 		st.Phase = troupev1.JobPending
 	}
 	st.ObservedGeneration = job.GetGeneration()
+	reason := troupev1.ReasonInvalidSpec
+	var se *SpecError
+	if errors.As(cause, &se) {
+		reason = se.Reason
+	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse,
-		Reason: troupev1.ReasonInvalidSpec, Message: cause.Error(),
+		Reason: reason, Message: cause.Error(),
 		ObservedGeneration: job.GetGeneration(),
 		LastTransitionTime: metav1.NewTime(r.clock.Now().Truncate(time.Second)),
 	})
 	if equality.Semantic.DeepEqual(prev, st) {
 		return nil
 	}
-	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventInvalidSpec, "Validate", "%v", cause)
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}

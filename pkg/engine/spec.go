@@ -45,6 +45,10 @@ type Spec struct {
 	// with no wiring.
 	Backend Backend
 
+	// Gang admits the job's pods to the scheduler all together (a PodGroup). Nil schedules
+	// pods one by one.
+	Gang Gang
+
 	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
 	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
 	// the children, for backends that publish the live membership (elastic discovery).
@@ -90,6 +94,22 @@ type Backend interface {
 	// DecoratePod adds the backend's volumes, mounts and environment to a pod template of the
 	// master (ws == nil) or of worker set ws.
 	DecoratePod(s *Spec, ws *WorkerSet, tmpl *corev1.PodTemplateSpec)
+}
+
+// Gang is a gang-scheduling provider (pkg/gang): it adds the PodGroup that makes the
+// scheduler admit the job's pods together, puts every pod into it, and reads its state.
+type Gang interface {
+	// Objects are the gang's children (the PodGroup), without labels or owner references.
+	Objects(s *Spec) []client.Object
+	// DecoratePod puts a pod of the job into the gang: scheduler name, group label or
+	// annotation.
+	DecoratePod(s *Spec, tmpl *corev1.PodTemplateSpec)
+	// Restore puts the fields of an existing PodGroup the provider manages back to want's and
+	// reports whether it changed anything.
+	Restore(cur, want client.Object) bool
+	// Condition is the job's GangScheduled condition from the observed PodGroup (nil when it
+	// does not exist yet) and the job's pods.
+	Condition(observed client.Object, pods []corev1.Pod) metav1.Condition
 }
 
 // Generator is implemented by backends with children whose data is generated once, such as key

@@ -28,6 +28,8 @@ type Observed struct {
 	Conflicts []ChildRef
 	// Missing are children that do not exist (yet).
 	Missing []ChildRef
+	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
+	Gang client.Object
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -100,6 +102,9 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	set(runningCondition(st.Phase))
 	set(replicaFailureCondition(st.ReplicaStatuses))
 	set(suspendedCondition(s, finished))
+	if s.Gang != nil {
+		set(s.Gang.Condition(obs.Gang, obs.Pods))
+	}
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -40,6 +41,8 @@ var (
 const (
 	// testAgentImage is the troupe-agent image the operator under test puts in launchers.
 	testAgentImage = "troupe-agent:test"
+	// testCoscheduler is the coscheduling scheduler name the operator under test gives pods.
+	testCoscheduler = "coscheduler-test"
 
 	pollInterval = 100 * time.Millisecond
 	waitTimeout  = 30 * time.Second
@@ -61,9 +64,14 @@ func run(m *testing.M) int {
 	if err := troupev1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
+	if err := schedv1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
 
 	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds")},
+		// Of the gang providers' CRDs only scheduler-plugins' PodGroup: Volcano stays absent,
+		// as on a cluster without it.
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds"), filepath.Join("..", "crds", "scheduling.x-k8s.io_podgroups.yaml")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
@@ -93,7 +101,11 @@ func run(m *testing.M) int {
 // startOperator runs the operator's manager in-process, configured as cmd/troupe-operator
 // does, and returns once its caches are in sync. The channel closes when the manager stopped.
 func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, error) {
-	cacheOpts, err := engine.CacheOptions()
+	gangs, err := controllers.DiscoverGangs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts, err := engine.CacheOptions(controllers.GangTypes(gangs)...)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +117,10 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 	if err != nil {
 		return nil, err
 	}
-	opts := controllers.Options{AgentImage: testAgentImage}
+	opts := controllers.Options{
+		AgentImage: testAgentImage, AvailableGangs: gangs,
+		VolcanoScheduler: "volcano", CoschedulingScheduler: testCoscheduler,
+	}
 	if err := controllers.SetupChainerJob(mgr, opts); err != nil {
 		return nil, err
 	}

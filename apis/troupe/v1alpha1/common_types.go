@@ -132,6 +132,9 @@ const (
 	ConditionSucceeded = "Succeeded"
 	// ConditionFailed is True once the master failed for good.
 	ConditionFailed = "Failed"
+	// ConditionGangScheduled is True once the scheduler admitted the job's gang (its
+	// PodGroup) as a whole; it exists only for jobs with a gang provider.
+	ConditionGangScheduled = "GangScheduled"
 )
 
 // ReplicaStatus counts the pods of one replica set of a job: the master or one worker set.

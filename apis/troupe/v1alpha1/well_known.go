@@ -42,16 +42,21 @@ const (
 	ReasonPodsFailed       = "PodsFailed"
 	ReasonNoPodFailures    = "NoPodFailures"
 	ReasonSuspended        = "JobSuspended"
+	ReasonGangScheduled    = "GangScheduled"
+	ReasonGangWaiting      = "WaitingForResources"
+	ReasonGangPending      = "PodGroupNotCreated"
+	ReasonGangUnavailable  = "GangProviderUnavailable"
 	ReasonNotSuspended     = "JobNotSuspended"
 )
 
 // Event reasons.
 const (
-	EventChildConflict = "ChildNameConflict"
-	EventInvalidSpec   = "InvalidSpec"
-	EventCreated       = "Created"
-	EventUpdated       = "Updated"
-	EventSucceeded     = "Succeeded"
-	EventFailed        = "Failed"
-	EventTTLExpired    = "TTLExpired"
+	EventChildConflict   = "ChildNameConflict"
+	EventInvalidSpec     = "InvalidSpec"
+	EventGangUnavailable = "GangProviderUnavailable"
+	EventCreated         = "Created"
+	EventUpdated         = "Updated"
+	EventSucceeded       = "Succeeded"
+	EventFailed          = "Failed"
+	EventTTLExpired      = "TTLExpired"
 )

@@ -1,0 +1,49 @@
+package controllers
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// The gang providers' PodGroups are children of jobs.
+// +kubebuilder:rbac:groups=scheduling.volcano.sh,resources=podgroups,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update;patch;delete
+
+// gangGroupVersions are the PodGroup API versions of each gang provider.
+var gangGroupVersions = map[troupev1.GangProvider]string{
+	troupev1.GangVolcano:      volcanov1beta1.SchemeGroupVersion.String(),
+	troupev1.GangCoscheduling: schedv1alpha1.SchemeGroupVersion.String(),
+}
+
+// DiscoverGangs finds which gang providers' PodGroup CRDs the cluster serves. The operator
+// watches only those; a job asking for another one is told so. Installing a provider later
+// takes a restart of the operator.
+func DiscoverGangs(cfg *rest.Config) (map[troupev1.GangProvider]bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	found := map[troupev1.GangProvider]bool{}
+	for provider, gv := range gangGroupVersions {
+		resources, err := dc.ServerResourcesForGroupVersion(gv)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("discover %s: %w", gv, err)
+		}
+		for _, r := range resources.APIResources {
+			if r.Kind == "PodGroup" {
+				found[provider] = true
+			}
+		}
+	}
+	return found, nil
+}
