@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -99,4 +100,38 @@ func TestHorovodJobsSucceed(t *testing.T) {
 			t.Errorf("kubectl get troupe lacks %s:\n%s", want, out)
 		}
 	}
+}
+
+// A ChainerJob and an MPIJob may share a name in one namespace: the second one reports the
+// names it would share (the headless Service, the hostfile ConfigMap) as a conflict and
+// creates nothing; the first runs to Succeeded untouched.
+func TestChainerJobAndMPIJobWithOneName(t *testing.T) {
+	ns := newNamespace(t)
+	chainer := testutil.MakeChainerJob("same", ns).WorkerSet("ws0", 1).Obj()
+	create(t, chainer)
+	waitForJob(t, ns, "same", "Running", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobRunning })
+
+	mpiJob := loadMPIJob(t, ns)
+	mpiJob.Name = "same"
+	if err := k8s.Create(context.Background(), mpiJob); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the MPIJob reports the shared names", func(ctx context.Context) (bool, error) {
+		j := &troupev1.MPIJob{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same"}, j); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized)
+		return c != nil && c.Reason == troupev1.ReasonChildConflict && strings.Contains(c.Message, "Service same"), nil
+	})
+	var sts appsv1.StatefulSetList
+	if err := k8s.List(context.Background(), &sts, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sts.Items {
+		if s.Name == "same-worker" {
+			t.Errorf("the MPIJob created its workers despite the conflict")
+		}
+	}
+	waitForJob(t, ns, "same", "Succeeded", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
 }
