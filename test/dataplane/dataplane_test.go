@@ -2,8 +2,10 @@
 // ConfigMap, Secret, StatefulSet and Job the operator's builders produce are laid out on this
 // machine as the kubelet would lay them out, every pod gets a network namespace of its own,
 // the workers run the sshd command line of their template as a non-root user, and the master
-// runs Open MPI's or MPICH's launcher with its template's environment. An allreduce program
-// must then place as many ranks on each host as the hostfile gives it slots, and add up right.
+// runs Open MPI's or MPICH's launcher with its template's command and environment: a
+// ChainerJob's master, which ranks too, or the launcher the operator generates for an MPIJob,
+// which only launches. An allreduce program must then place as many ranks on each host as the
+// hostfile gives it slots (none elsewhere), and add up right.
 //
 // It needs root (network and mount namespaces) and Debian's MPI and OpenSSH packages
 // (hack/dataplane-deps.sh); without them it fails rather than skips.
@@ -22,7 +24,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
@@ -43,11 +48,19 @@ var implementations = []implementation{
 	{impl: mpi.MPICH, mpicc: "/usr/bin/mpicc.mpich", launcher: "/usr/bin/mpiexec.hydra"},
 }
 
+// jobRun is one job the test runs: its builder and the MPI implementation its launcher must
+// be.
+type jobRun struct {
+	name  string
+	impl  implementation
+	build func(t *testing.T) *operatorJob
+}
+
 func TestMPIOverOperatorSSH(t *testing.T) {
 	checkPrerequisites(t)
 	u := ensureTestUser(t)
 	ensureMountPoints(t, mpi.ConfigMountPath, mpi.SSHMountPath)
-	c := newCluster(t, 3) // the master and two workers
+	c := newCluster(t, 4) // the master (launcher) and up to three workers
 
 	// Created after newCluster, which removes a crashed run's directories of the same prefix.
 	work, err := os.MkdirTemp("", prefix+"-")
@@ -55,39 +68,91 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 	must(t, os.Chmod(work, 0o755)) // the program must be readable by the test user
 	t.Cleanup(func() { _ = os.RemoveAll(work) })
 
-	layouts := []struct{ masterSlots, workerSlots int32 }{{1, 2}, {2, 2}}
+	// The program at the same path in every pod, as in an image.
+	programs := map[mpi.Implementation]string{}
 	for _, impl := range implementations {
 		program := filepath.Join(work, "allreduce-"+strings.ToLower(string(impl.impl)))
 		if out, err := exec.Command(impl.mpicc, "-O1", "-o", program, "testdata/allreduce.c").CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", impl.mpicc, err, out)
 		}
-		for _, l := range layouts {
-			name := fmt.Sprintf("%s/%d+2x%d", impl.impl, l.masterSlots, l.workerSlots)
-			t.Run(name, func(t *testing.T) {
-				job := buildJob(t, impl.impl, u, []string{impl.launcher, program}, l.masterSlots, l.workerSlots)
-				runJob(t, c, u, job, work)
+		programs[impl.impl] = program
+	}
+
+	var runs []jobRun
+	// ChainerJob: the master runs the launcher named in its template and ranks too.
+	for _, impl := range implementations {
+		for _, l := range []struct{ masterSlots, workerSlots int32 }{{1, 2}, {2, 2}} {
+			runs = append(runs, jobRun{
+				name: fmt.Sprintf("ChainerJob/%s/%d+2x%d", impl.impl, l.masterSlots, l.workerSlots),
+				impl: impl,
+				build: func(t *testing.T) *operatorJob {
+					return buildChainerJob(t, impl.impl, u, []string{impl.launcher, programs[impl.impl]}, l.masterSlots, l.workerSlots)
+				},
 			})
 		}
+	}
+	// MPIJob as in examples/mpijob.yaml: the launcher only launches, and the operator generates
+	// its command, mpirun --prefix /usr --mca btl self,vader,tcp --mca btl_tcp_if_include eth0
+	// --map-by slot <program>. (Debian's openmpi-mca-params.conf already sets btl ^openib,ofi,uct;
+	// the example's "--mca btl ^openib" would replace that and load libfabric, 1.3 s slower.)
+	openMPI := implementations[0]
+	runs = append(runs, jobRun{
+		name: "MPIJob/OpenMPI/3x2",
+		impl: openMPI,
+		build: func(t *testing.T) *operatorJob {
+			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
+			worker.Spec.Containers[0].WorkingDir = work
+			// The user on the container, not the pod: the generated launcher copies the
+			// worker's container, and must still read the job's SSH files.
+			worker.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+				RunAsUser: worker.Spec.SecurityContext.RunAsUser, RunAsGroup: worker.Spec.SecurityContext.RunAsGroup,
+			}
+			worker.Spec.SecurityContext = nil
+			return buildMPIJob(t, troupev1.MPIProgramSpec{
+				MPIImplementation: troupev1.MPIImplementation(openMPI.impl),
+				MPIHome:           "/usr",
+				MCA:               map[string]string{"btl": "self,vader,tcp", "btl_tcp_if_include": "eth0"},
+				Worker: troupev1.MPIWorker{
+					Replicas:     ptr.To[int32](3),
+					Slots:        ptr.To[int32](2),
+					ExtraMPIArgs: []string{"--map-by", "slot"},
+					Cmd:          []string{programs[openMPI.impl]},
+					Template:     worker,
+				},
+			})
+		},
+	})
+
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			runJob(t, c, u, r.build(t), r.impl, work)
+		})
 	}
 }
 
 // runJob runs the job's pods on the cluster's hosts (the master on the first, each worker on
-// one of the others) and checks the launcher's output against the hostfile.
-func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, work string) {
+// one of the others), the launcher's command in the master's pod, and checks the launcher's
+// output against the hostfile: the workers, preceded by the master when it is a host too.
+func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implementation, work string) {
 	master, workers := j.pods(t)
 	pods := append([]pod{master}, workers...)
 	if len(pods) > len(c.hosts) {
 		t.Fatalf("%d pods for %d hosts", len(pods), len(c.hosts))
 	}
-	hostfile := j.hostfile(t)
-	if len(hostfile) != len(pods) {
-		t.Fatalf("the hostfile lists %d hosts, the job has %d pods:\n%s", len(hostfile), len(pods), j.configMap.Data[mpi.HostfileKey])
+	ranked := workers
+	if j.spec.Master.IsHost {
+		ranked = pods
 	}
-	// Host i of the hostfile must name pod i (the master first: it is rank 0) by its DNS name;
-	// the master's own line may also use its hostname, since only the master reads it.
+	hostfile := j.hostfile(t)
+	if len(hostfile) != len(ranked) {
+		t.Fatalf("the hostfile lists %d hosts, the job has %d pods that rank (master is a host: %v):\n%s",
+			len(hostfile), len(ranked), j.spec.Master.IsHost, j.configMap.Data[mpi.HostfileKey])
+	}
+	// Host i of the hostfile must name pod i (a master that ranks first: it is rank 0) by its
+	// DNS name; the master's own line may also use its hostname, since only the master reads it.
 	for i, e := range hostfile {
-		if e.name != pods[i].dnsName && (i > 0 || e.name != pods[i].hostname) {
-			t.Fatalf("hostfile line %d names %q, want pod %s's DNS name %q", i+1, e.name, pods[i].hostname, pods[i].dnsName)
+		if e.name != ranked[i].dnsName && (!j.spec.Master.IsHost || i > 0 || e.name != ranked[i].hostname) {
+			t.Fatalf("hostfile line %d names %q, want pod %s's DNS name %q", i+1, e.name, ranked[i].hostname, ranked[i].dnsName)
 		}
 	}
 	c.setDNS(t, pods)
@@ -113,12 +178,13 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, work string) {
 	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
 	defer cancel()
 	mc := podContainer(t, j, master, u, volumes)
+	checkLauncherIs(t, mc, impl)
 	start := time.Now()
 	out, err := c.hosts[0].command(ctx, mc).CombinedOutput()
 	t.Logf("%s on %s (%.1fs):\n%s", strings.Join(mc.argv, " "), master.hostname, time.Since(start).Seconds(), out)
 	// The master runs no sshd (the operator starts it on workers only), so a launcher that
 	// treats the master's own hostfile line as a remote host fails; say so plainly.
-	if strings.Contains(string(out), "connect to host "+hostfile[0].name+" ") {
+	if j.spec.Master.IsHost && strings.Contains(string(out), "connect to host "+hostfile[0].name+" ") {
 		t.Errorf("the launcher ran its agent to start processes on its own host %s (the master runs no sshd): it does not recognise the hostfile's line %q as the local host",
 			master.hostname, hostfile[0].name)
 	}
@@ -126,15 +192,51 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, work string) {
 		t.Fatalf("launcher failed: %v (context: %v)", err, ctx.Err())
 	}
 	checkRanks(t, hostfile, u.uid, string(out))
+	if !j.spec.Master.IsHost {
+		for _, m := range rankLine.FindAllStringSubmatch(string(out), -1) {
+			if m[3] == master.hostname {
+				t.Errorf("rank %s runs on the launcher %s, which only launches", m[1], master.hostname)
+			}
+		}
+	}
 }
 
-// podContainer is the main container of pod p: its command line, environment, user and
-// volumes exactly as the operator's pod template gives them.
+// checkLauncherIs checks that the launcher container's command starts impl's launcher when
+// looked up in the container's PATH, as in an image of that MPI: a generated command names
+// the dialect's launcher ("mpirun"), which Debian's alternatives may point at another MPI.
+func checkLauncherIs(t *testing.T, c container, impl implementation) {
+	t.Helper()
+	want, err := os.Stat(impl.launcher)
+	must(t, err)
+	path := c.argv[0]
+	if !strings.Contains(path, "/") {
+		path = ""
+		for _, e := range c.env {
+			if dirs, ok := strings.CutPrefix(e, "PATH="); ok {
+				for _, d := range filepath.SplitList(dirs) {
+					if fi, err := os.Stat(filepath.Join(d, c.argv[0])); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+						path = filepath.Join(d, c.argv[0])
+						break
+					}
+				}
+			}
+		}
+	}
+	got, err := os.Stat(path)
+	if err != nil || !os.SameFile(got, want) {
+		t.Fatalf("the launcher's command %q is %q on this machine, not %s's %s (err %v): point it there (update-alternatives)",
+			c.argv[0], path, impl.impl, impl.launcher, err)
+	}
+}
+
+// podContainer is the container the test runs in pod p (see pod.container): its command line,
+// working directory, environment, user and volumes exactly as the operator's pod template
+// gives them.
 func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes string) container {
 	t.Helper()
 	argv := append(append([]string{}, p.container.Command...), p.container.Args...)
 	if len(argv) == 0 {
-		t.Fatalf("pod %s: the main container has no command", p.hostname)
+		t.Fatalf("pod %s: container %s has no command", p.hostname, p.container.Name)
 	}
 	uid, gid, groups := credentials(t, p)
 	if uid != u.uid {
@@ -145,6 +247,7 @@ func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes strin
 		mounts:   j.materialise(t, volumes, p),
 		uid:      uid, gid: gid, groups: groups,
 		env:  containerEnv(t, p, u),
+		dir:  p.container.WorkingDir,
 		argv: argv,
 	}
 }

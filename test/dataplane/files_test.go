@@ -24,44 +24,57 @@ import (
 // operatorJob is one job's children exactly as the operator builds them, with the SSH
 // Secret's data generated as the operator generates it when it creates the Secret.
 type operatorJob struct {
-	spec      *engine.Spec
-	services  []*corev1.Service
-	configMap *corev1.ConfigMap
-	secret    *corev1.Secret
-	workers   *appsv1.StatefulSet
-	master    *batchv1.Job
+	spec *engine.Spec
+	// launcherContainer is the container of the master's pod that runs the launcher: the
+	// kind's main container when the master is a host of the hostfile too (ChainerJob), the
+	// generated "mpi-launcher" when it only launches (MPIJob).
+	launcherContainer string
+	services          []*corev1.Service
+	configMap         *corev1.ConfigMap
+	secret            *corev1.Secret
+	workers           *appsv1.StatefulSet
+	master            *batchv1.Job
 }
 
-// buildJob describes a ChainerJob with the SSH transport through the operator's own adapter
-// and builders: a master with masterSlots and one worker set of two pods with workerSlots
-// each, every pod running as user u. The master's "chainer" container runs masterCommand;
-// the workers' has no command, so the transport makes it run sshd.
-func buildJob(t *testing.T, impl mpi.Implementation, u testUser, masterCommand []string, masterSlots, workerSlots int32) *operatorJob {
+// jobName and jobNamespace are every test job's: its headless Service is dp.default.svc.
+const jobName, jobNamespace = "dp", "default"
+
+// podTemplate is a pod running container as user u; a nil command leaves the image's (on a
+// worker, the SSH transport makes it run sshd).
+func podTemplate(u testUser, container string, command []string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(u.uid), RunAsGroup: ptr.To(u.gid)},
+		Containers: []corev1.Container{{
+			Name: container, Image: "troupe/dataplane-test", Command: command,
+		}},
+	}}
+}
+
+// sshLaunch is every test job's transport: SSH on a port other than 22.
+var sshLaunch = troupev1.MPILaunch{
+	Transport: troupev1.MPITransportSSH,
+	SSH:       &troupev1.SSHConfig{Port: ptr.To[int32](2222)},
+}
+
+// buildChainerJob describes a ChainerJob through the operator's own adapter and builders: a
+// master with masterSlots and one worker set of two pods with workerSlots each, every pod
+// running as user u. The master's "chainer" container runs masterCommand; the workers' has no
+// command, so the transport makes it run sshd.
+func buildChainerJob(t *testing.T, impl mpi.Implementation, u testUser, masterCommand []string, masterSlots, workerSlots int32) *operatorJob {
 	t.Helper()
-	template := func(command []string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(u.uid), RunAsGroup: ptr.To(u.gid)},
-			Containers: []corev1.Container{{
-				Name: troupev1.ChainerMainContainer, Image: "troupe/dataplane-test", Command: command,
-			}},
-		}}
-	}
 	job := &troupev1.ChainerJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "dp", Namespace: "default", UID: "uid-1"},
+		ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: jobNamespace, UID: "uid-1"},
 		Spec: troupev1.ChainerJobSpec{
-			MPILaunch: troupev1.MPILaunch{
-				Transport: troupev1.MPITransportSSH,
-				SSH:       &troupev1.SSHConfig{Port: ptr.To[int32](2222)},
-			},
+			MPILaunch: sshLaunch,
 			Master: troupev1.ChainerMaster{
-				Template:  template(masterCommand),
+				Template:  podTemplate(u, troupev1.ChainerMainContainer, masterCommand),
 				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(masterSlots)},
 			},
 			WorkerSets: []troupev1.ChainerWorkerSet{{
 				Name:      "ws0",
 				Replicas:  ptr.To[int32](2),
 				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(workerSlots)},
-				Template:  template(nil),
+				Template:  podTemplate(u, troupev1.ChainerMainContainer, nil),
 			}},
 		},
 	}
@@ -71,8 +84,6 @@ func buildJob(t *testing.T, impl mpi.Implementation, u testUser, masterCommand [
 		Owner:     *metav1.NewControllerRef(job, troupev1.GroupVersion.WithKind("ChainerJob")),
 		NameLabel: controllers.ChainerJobNameLabel,
 	}
-	// No AgentImage: the master gets no wait init container; the test waits for the workers'
-	// sshd itself, as the readiness probe would.
 	if err := (controllers.ChainerJob{}).Describe(job, s); err != nil {
 		t.Fatalf("describe the ChainerJob: %v", err)
 	}
@@ -87,8 +98,38 @@ func buildJob(t *testing.T, impl mpi.Implementation, u testUser, masterCommand [
 	}
 	b.Dialect = d
 	s.Backend = b
+	return newOperatorJob(t, s, troupev1.ChainerMainContainer)
+}
 
-	j := &operatorJob{spec: s}
+// buildMPIJob describes an MPIJob of spec, with the SSH transport, through the operator's own
+// adapter and builders. Without a launcher template the operator generates the launcher: the
+// worker's image, environment and user running mpirun with spec's mpiHome, mca,
+// worker.extraMPIArgs and worker.cmd.
+func buildMPIJob(t *testing.T, spec troupev1.MPIProgramSpec) *operatorJob {
+	t.Helper()
+	spec.MPILaunch = sshLaunch
+	job := &troupev1.MPIJob{
+		ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: jobNamespace, UID: "uid-2"},
+		Spec:       troupev1.MPIJobSpec{MPIProgramSpec: spec},
+	}
+	s := &engine.Spec{
+		Name:      job.Name,
+		Namespace: job.Namespace,
+		Owner:     *metav1.NewControllerRef(job, troupev1.GroupVersion.WithKind("MPIJob")),
+		NameLabel: controllers.MPIJobNameLabel,
+	}
+	if err := (controllers.MPIJob{}).Describe(job, s); err != nil {
+		t.Fatalf("describe the MPIJob: %v", err)
+	}
+	return newOperatorJob(t, s, troupev1.MPILauncherContainer)
+}
+
+// newOperatorJob builds the children of s as the engine does and generates the SSH Secret's
+// data. No AgentImage: the master gets no wait init container; the test waits for the
+// workers' sshd itself, as the readiness probe would.
+func newOperatorJob(t *testing.T, s *engine.Spec, launcherContainer string) *operatorJob {
+	t.Helper()
+	j := &operatorJob{spec: s, launcherContainer: launcherContainer}
 	for _, obj := range engine.Children(s, false) {
 		switch o := obj.(type) {
 		case *corev1.Service:
@@ -140,7 +181,7 @@ func (j *operatorJob) hostfile(t *testing.T) []hostfileEntry {
 	return out
 }
 
-// pod is one pod of the job as the kubelet would run its main container.
+// pod is one pod of the job as the kubelet would run it.
 type pod struct {
 	// hostname is the pod's hostname; dnsName the name the headless Service gives it.
 	hostname, dnsName string
@@ -149,7 +190,9 @@ type pod struct {
 	// the pod's address.
 	serviceNames []string
 	spec         corev1.PodSpec
-	container    corev1.Container
+	// container is the one the test runs: the launcher's on the master, the main one on
+	// workers.
+	container corev1.Container
 }
 
 // pods lists the job's pods as Kubernetes runs them: the master Job's pod with the hostname
@@ -158,15 +201,15 @@ type pod struct {
 // when a headless Service named like the subdomain selects it, else none.
 func (j *operatorJob) pods(t *testing.T) (master pod, workers []pod) {
 	t.Helper()
-	newPod := func(hostname, subdomain string, tmpl corev1.PodTemplateSpec) pod {
+	newPod := func(hostname, subdomain string, tmpl corev1.PodTemplateSpec, container string) pod {
 		p := pod{hostname: hostname, spec: tmpl.Spec}
 		for _, c := range tmpl.Spec.Containers {
-			if c.Name == j.spec.MainContainer {
+			if c.Name == container {
 				p.container = c
 			}
 		}
 		if p.container.Name == "" {
-			t.Fatalf("pod %s has no container %q", hostname, j.spec.MainContainer)
+			t.Fatalf("pod %s has no container %q", hostname, container)
 		}
 		for _, svc := range j.services {
 			selected := len(svc.Spec.Selector) > 0
@@ -186,9 +229,9 @@ func (j *operatorJob) pods(t *testing.T) (master pod, workers []pod) {
 		return p
 	}
 	mt := j.master.Spec.Template
-	master = newPod(mt.Spec.Hostname, mt.Spec.Subdomain, mt)
+	master = newPod(mt.Spec.Hostname, mt.Spec.Subdomain, mt, j.launcherContainer)
 	for i := range ptr.Deref(j.workers.Spec.Replicas, 1) {
-		workers = append(workers, newPod(fmt.Sprintf("%s-%d", j.workers.Name, i), j.workers.Spec.ServiceName, j.workers.Spec.Template))
+		workers = append(workers, newPod(fmt.Sprintf("%s-%d", j.workers.Name, i), j.workers.Spec.ServiceName, j.workers.Spec.Template, j.spec.MainContainer))
 	}
 	return master, workers
 }
@@ -201,7 +244,7 @@ type bindMount struct {
 }
 
 // materialise writes the pod's ConfigMap and Secret volumes under dir the way the kubelet does
-// and returns the main container's mounts of them. Like the kubelet's atomic writer, each
+// and returns the container's mounts of them. Like the kubelet's atomic writer, each
 // volume is a directory holding a timestamped directory with the files (mode: the volume's
 // defaultMode), a "..data" link to it and one link per key; with an fsGroup, the kubelet then
 // gives every file that group and adds read permission for it (SetVolumeOwnership, read-only
@@ -289,7 +332,7 @@ func setVolumeOwnership(t *testing.T, vdir string, fsGroup int) {
 	}))
 }
 
-// containerEnv is the main container's environment as the runtime gives it: the variables of
+// containerEnv is the container's environment as the runtime gives it: the variables of
 // the pod template plus what every container gets from the runtime and the image (PATH of a
 // Debian image, HOME of the user, HOSTNAME of the pod).
 func containerEnv(t *testing.T, p pod, u testUser) []string {
@@ -308,7 +351,7 @@ func containerEnv(t *testing.T, p pod, u testUser) []string {
 	return env
 }
 
-// credentials are the user, group and supplementary groups of the main container's processes,
+// credentials are the user, group and supplementary groups of the container's processes,
 // from the pod's and the container's security contexts as the kubelet applies them.
 func credentials(t *testing.T, p pod) (uid, gid int64, groups []int64) {
 	t.Helper()

@@ -142,20 +142,21 @@ func (c *cluster) setDNS(t *testing.T, pods []pod) {
 	}
 }
 
-// container is a pod's main container, ready to start on a host.
+// container is a pod's container, ready to start on a host.
 type container struct {
 	hostname string
 	mounts   []bindMount
 	uid, gid int64
 	groups   []int64
 	env      []string
+	dir      string // working directory; empty is the image's, "/"
 	argv     []string
 }
 
 // command returns the command that runs c on h as the kubelet would: in h's network namespace
 // (with h's /etc/hosts), in mount and UTS namespaces of its own with the pod's hostname and
-// the volumes mounted at their paths, as the container's user with its groups, with exactly
-// the container's environment.
+// the volumes mounted at their paths, as the container's user with its groups, in its working
+// directory, with exactly the container's environment.
 func (h *host) command(ctx context.Context, c container) *exec.Cmd {
 	var script strings.Builder
 	script.WriteString("set -e\nhostname " + shellQuote(c.hostname) + "\n")
@@ -179,7 +180,10 @@ func (h *host) command(ctx context.Context, c container) *exec.Cmd {
 		"sh", "-c", script.String(), "sh"}, c.argv...)
 	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Env = c.env
-	cmd.Dir = "/" // the image's working directory
+	cmd.Dir = c.dir
+	if cmd.Dir == "" {
+		cmd.Dir = "/" // the image's working directory
+	}
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }

@@ -115,7 +115,7 @@ func (t SSH) Generate(s *engine.Spec, obj client.Object) error {
 // in the main container when the template gives it no command, and makes the pod Ready only
 // once sshd accepts connections.
 func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodTemplateSpec) {
-	mode, fsGroup := sshFileAccess(&tmpl.Spec, s.MainContainer)
+	mode, fsGroup := sshFileAccess(&tmpl.Spec)
 	if fsGroup != nil && (tmpl.Spec.SecurityContext == nil || tmpl.Spec.SecurityContext.FSGroup == nil) {
 		if tmpl.Spec.SecurityContext == nil {
 			tmpl.Spec.SecurityContext = &corev1.PodSecurityContext{}
@@ -147,31 +147,35 @@ func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodT
 	}
 }
 
-// sshFileAccess returns the mode of the SSH Secret's files and, for a main container that runs
-// as a non-root user in a pod without an fsGroup, the fsGroup that lets that user read them.
-func sshFileAccess(pod *corev1.PodSpec, mainContainer string) (int32, *int64) {
-	var user, group *int64
+// sshFileAccess returns the mode of the SSH Secret's files and, for a pod where a container
+// that mounts them runs as a non-root user and no fsGroup is set, the fsGroup that lets that
+// user read them. Every container mounts the Secret (a generated launcher carries the worker's
+// user on its own container), so each one's effective user counts; root reads a 0440 file too.
+func sshFileAccess(pod *corev1.PodSpec) (int32, *int64) {
+	var podUser, podGroup *int64
 	if sc := pod.SecurityContext; sc != nil {
-		user, group = sc.RunAsUser, sc.RunAsGroup
+		podUser, podGroup = sc.RunAsUser, sc.RunAsGroup
 	}
 	for i := range pod.Containers {
-		if c := &pod.Containers[i]; c.Name == mainContainer && c.SecurityContext != nil {
-			if c.SecurityContext.RunAsUser != nil {
-				user = c.SecurityContext.RunAsUser
+		user, group := podUser, podGroup
+		if sc := pod.Containers[i].SecurityContext; sc != nil {
+			if sc.RunAsUser != nil {
+				user = sc.RunAsUser
 			}
-			if c.SecurityContext.RunAsGroup != nil {
-				group = c.SecurityContext.RunAsGroup
+			if sc.RunAsGroup != nil {
+				group = sc.RunAsGroup
 			}
 		}
+		if user == nil || *user == 0 {
+			continue
+		}
+		if pod.SecurityContext != nil && pod.SecurityContext.FSGroup != nil {
+			return sshModeNonRoot, nil
+		}
+		if group != nil {
+			return sshModeNonRoot, group
+		}
+		return sshModeNonRoot, user
 	}
-	if user == nil || *user == 0 {
-		return sshModeRoot, nil
-	}
-	if pod.SecurityContext != nil && pod.SecurityContext.FSGroup != nil {
-		return sshModeNonRoot, nil
-	}
-	if group != nil {
-		return sshModeNonRoot, group
-	}
-	return sshModeNonRoot, user
+	return sshModeRoot, nil
 }

@@ -280,3 +280,16 @@ func TestHydraLauncherIdentity(t *testing.T) {
 		}
 	}
 }
+
+// A generated MPIJob launcher carries the worker's user on its own container, not on the
+// main container's name: the files must still be readable by it (found by the data-plane test).
+func TestSSHFilesForANonRootLauncherContainer(t *testing.T) {
+	s := chainerSpec()
+	s.MainContainer = "mpi-worker"
+	tmpl := template("mpi-launcher")
+	tmpl.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000)}
+	Backend{Transport: SSH{}}.DecoratePod(s, nil, &tmpl)
+	if got := *tmpl.Spec.Volumes[1].Secret.DefaultMode; got != 0o440 || tmpl.Spec.SecurityContext == nil || *tmpl.Spec.SecurityContext.FSGroup != 1000 {
+		t.Errorf("mode %o, security context %+v; want 0440 and fsGroup 1000 for the non-root launcher", got, tmpl.Spec.SecurityContext)
+	}
+}
