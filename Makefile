@@ -91,6 +91,7 @@ bench: envtest-assets ## Benchmarks that print figures: webhook latency at 50 cr
 
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.
+	hack/dataplane-deps.sh
 	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: cluster-assets
