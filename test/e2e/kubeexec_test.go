@@ -5,18 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -27,115 +32,130 @@ import (
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
-// The KubeExec transport end to end: real Open MPI mpirun, with troupe-agent as its rsh agent
-// and the job's own ServiceAccount token, starts its remote daemons through the API server's
-// pods/exec in the job's worker pods (kwok runs an exec'ed command on this machine, with an
-// environment naming the pod), and the ranks add up. The same agent with another job's token
-// is refused.
+const (
+	// testPodEnv names, in every process an exec into a worker pod starts, the pod it was
+	// exec'ed into: a kwok Exec per pod sets it (kwok runs every exec on this machine).
+	testPodEnv = "TROUPE_TEST_POD"
+	// launcherPod is what a rank started by mpirun itself reports: it has no testPodEnv.
+	launcherPod = "-"
+	// outlivesTheTest keeps a simulated master Running, and so its workers, for the whole test.
+	outlivesTheTest = "10m"
+	openMPIRun      = "/usr/bin/mpirun.openmpi"
+	openMPICC       = "/usr/bin/mpicc.openmpi"
+)
+
+// The KubeExec transport end to end with real Open MPI: mpirun, wired as the operator wires the
+// master (the ConfigMap's hostfile, the master Job's environment), starts its daemons on the
+// worker hosts through troupe-rsh, the API server's pods/exec with the job's own
+// ServiceAccount token, and kwok, which runs each exec on this machine with the pod's name in
+// the environment. Every rank reports its pod: the ranks per pod must be the pod's slots. The
+// same agent holding another job's token is refused.
 func TestKubeExecRunsMPI(t *testing.T) {
-	for _, tool := range []string{"/usr/bin/mpirun.openmpi", "/usr/bin/mpicc.openmpi", "unshare"} {
+	requireOpenMPI(t)
+	ns := newNamespace(t)
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	const name, intruder = "kexec", "intruder"
+	job := testutil.MakeChainerJob(name, ns).WorkerSet("ws0", 2).Obj()
+	job.Spec.Master.MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](1)}
+	job.Spec.WorkerSets[0].MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](2)}
+	// A simulated master completes after 3s, and the workers are released then.
+	job.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: outlivesTheTest}
+	create(t, job)
+	other := testutil.MakeChainerJob(intruder, ns).WorkerSet("ws0", 1).Obj()
+	other.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: outlivesTheTest}
+	create(t, other)
+
+	// Build while the cluster starts the pods.
+	dir := t.TempDir()
+	agent := buildRshAgent(t, dir)
+	program := mpiCompile(t, dir, filepath.Join("testdata", "podranks.c"))
+
+	waitForJob(t, ns, name, "Running with its workers ready", func(j *troupev1.ChainerJob) bool {
+		return j.Status.Phase == troupev1.JobRunning && meta.IsStatusConditionTrue(j.Status.Conditions, troupev1.ConditionWorkersReady)
+	})
+	var cm corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-mpi"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := mpi.ParseHostfile(cm.Data[mpi.HostfileKey])
+	if err != nil {
+		t.Fatalf("hostfile of ConfigMap %s-mpi: %v", name, err)
+	}
+	masterHost := fmt.Sprintf("%s-master.%s.%s.svc", name, name, ns)
+	if len(hosts) != 3 || hosts[0].Name != masterHost {
+		t.Fatalf("hostfile %q: want the master %s first, then 2 workers", cm.Data[mpi.HostfileKey], masterHost)
+	}
+	wantRanks := map[string]int{launcherPod: int(hosts[0].Slots)}
+	var workerHosts []string
+	for _, h := range hosts[1:] {
+		pod, _, _ := strings.Cut(h.Name, ".")
+		wantRanks[pod] = int(h.Slots)
+		workerHosts = append(workerHosts, h.Name)
+		createPodExec(t, ns, pod)
+	}
+	if want := map[string]int{launcherPod: 1, name + "-workerset-ws0-0": 2, name + "-workerset-ws0-1": 2}; !maps.Equal(wantRanks, want) {
+		t.Fatalf("hostfile slots per pod = %v, want %v (the spec's mpiConfig.slots)", wantRanks, want)
+	}
+
+	// The launcher's environment is the master Job's, with the two paths of its volumes
+	// (/etc/troupe/mpi holds the hostfile, /opt/troupe/bin the agent) replaced by where the
+	// hostfile and the agent are on this machine, and the job's ServiceAccount token in a
+	// kubeconfig of its own where a pod would have it mounted.
+	hostfile := filepath.Join(dir, mpi.HostfileKey)
+	if err := os.WriteFile(hostfile, []byte(cm.Data[mpi.HostfileKey]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := launcherEnv(t, ns, name+"-master", map[string]string{mpi.HostfilePath: hostfile, mpi.KubeExecAgent: agent})
+	ownToken := slices.Concat(env, []string{"KUBECONFIG=" + tokenKubeconfig(t, ns, name+"-exec", dir)})
+	otherToken := slices.Concat(env, []string{"KUBECONFIG=" + tokenKubeconfig(t, ns, intruder+"-exec", dir)})
+
+	// An exec runs under the cluster-wide ClusterExec, without the pod's name, until kwok has
+	// seen the pod's Exec.
+	for _, host := range workerHosts {
+		pod, _, _ := strings.Cut(host, ".")
+		eventually(t, "an exec into "+pod+" to run with its name", func(ctx context.Context) (bool, error) {
+			code, out, stderr := runAgent(ctx, ownToken, host, `printf %s "$`+testPodEnv+`"`)
+			if code != 0 {
+				return false, fmt.Errorf("troupe-rsh exited %d: %s", code, stderr)
+			}
+			return out == pod, nil
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, _, stderr := runAgent(ctx, ownToken, workerHosts[0], "true"); code != 0 {
+		t.Errorf("troupe-rsh %s true with the job's own token exited %d: %s", workerHosts[0], code, stderr)
+	}
+	code, _, stderr := runAgent(ctx, otherToken, workerHosts[0], "true")
+	if code == 0 || !strings.Contains(stderr, "forbidden") {
+		t.Errorf("troupe-rsh %s true with job %s's token exited %d (%q), want a non-zero exit and a forbidden error",
+			workerHosts[0], intruder, code, stderr)
+	}
+	t.Logf("troupe-rsh with job %s's token: exit %d: %s", intruder, code, strings.TrimSpace(stderr))
+
+	out := runMPI(t, ownToken, masterHost, dir, program)
+	checkRankReports(t, out, wantRanks)
+}
+
+// requireOpenMPI fails early, with what to do, where the test cannot run: it needs Debian's
+// Open MPI (make test-e2e installs it with hack/dataplane-deps.sh) and root for unshare --mount.
+func requireOpenMPI(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{openMPIRun, openMPICC, "unshare", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is missing: run hack/dataplane-deps.sh (make test-e2e does)", tool)
 		}
 	}
 	if os.Geteuid() != 0 {
-		t.Fatalf("needs root to give mpirun a hosts file of its own (unshare --mount)")
-	}
-	ns := newNamespace(t)
-	work := t.TempDir()
-	_ = os.Chmod(work, 0o755)
-
-	job := testutil.MakeChainerJob("kx", ns).WorkerSet("ws0", 2).Obj()
-	job.Spec.Master.MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](1)}
-	job.Spec.WorkerSets[0].MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](2)}
-	create(t, job)
-	create(t, testutil.MakeChainerJob("other", ns).WorkerSet("ws0", 1).Obj())
-	waitForJob(t, ns, "kx", "workers ready", func(j *troupev1.ChainerJob) bool {
-		return meta.IsStatusConditionTrue(j.Status.Conditions, troupev1.ConditionWorkersReady)
-	})
-	workers := []string{"kx-workerset-ws0-0", "kx-workerset-ws0-1"}
-	for _, pod := range workers {
-		podExec(t, ns, pod, work)
-	}
-
-	// The real wiring: the hostfile from the job's ConfigMap, the launcher's environment from
-	// its Job template. Only paths differ here: the files live in work, not in the volumes
-	// /etc/troupe/mpi and /opt/troupe/bin of a pod.
-	var cm corev1.ConfigMap
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kx-mpi"}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	hostfile := filepath.Join(work, "hostfile")
-	must(t, os.WriteFile(hostfile, []byte(cm.Data[mpi.HostfileKey]), 0o644))
-	agent := buildAgent(t, work)
-	var master batchv1.Job
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kx-master"}, &master); err != nil {
-		t.Fatal(err)
-	}
-	env := os.Environ()
-	for _, e := range master.Spec.Template.Spec.Containers[0].Env {
-		switch e.Value {
-		case mpi.HostfilePath:
-			e.Value = hostfile
-		case mpi.KubeExecAgent:
-			e.Value = agent
-		}
-		env = append(env, e.Name+"="+e.Value)
-	}
-	env = append(env,
-		"KUBECONFIG="+tokenKubeconfig(t, ns, "kx-exec", work),
-		// Test harness: this machine's mpirun runs as root, which Open MPI refuses unless told.
-		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-
-	// In a pod the master's own name resolves to its address, so Open MPI runs its ranks
-	// locally; here mpirun gets a hosts file of its own where it resolves to loopback. The
-	// workers' names do not resolve at all: Open MPI hands them to the agent as they are.
-	hosts := filepath.Join(work, "hosts")
-	must(t, os.WriteFile(hosts, []byte(fmt.Sprintf("127.0.0.1 localhost kx-master.kx.%s.svc\n", ns)), 0o644))
-	program := compile(t, work)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "--mount", "sh", "-c",
-		`mount --bind "$0" /etc/hosts && exec /usr/bin/mpirun.openmpi "$1"`, hosts, program)
-	cmd.Env, cmd.Dir = env, work
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("mpirun.openmpi over troupe-rsh (%.1fs):\n%s%s", time.Since(start).Seconds(), out.String(), errOut.String())
-	if err != nil {
-		t.Fatalf("mpirun: %v", err)
-	}
-	checkRanks(t, out.String(), map[string]int{"launcher": 1, workers[0]: 2, workers[1]: 2})
-
-	// The agent with the job's own token reaches its pod; with another job's, it is refused.
-	if code, stderr := rsh(t, agent, tokenKubeconfig(t, ns, "kx-exec", work), "kx-workerset-ws0-0.kx."+ns+".svc"); code != 0 {
-		t.Errorf("troupe-rsh with the job's token exited %d: %s", code, stderr)
-	}
-	code, stderr := rsh(t, agent, tokenKubeconfig(t, ns, "other-exec", work), "kx-workerset-ws0-0.kx."+ns+".svc")
-	if code == 0 || !strings.Contains(stderr, "forbidden") {
-		t.Errorf("troupe-rsh with another job's token exited %d (%q), want a refusal", code, stderr)
+		t.Fatal("needs root: mpirun gets an /etc/hosts of its own in a mount namespace")
 	}
 }
 
-// podExec makes `kubectl exec` into pod run in dir with TROUPE_TEST_POD naming the pod.
-func podExec(t *testing.T, ns, pod, dir string) {
-	t.Helper()
-	e := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Exec",
-		"metadata": map[string]any{"name": pod, "namespace": ns},
-		"spec": map[string]any{"execs": []any{map[string]any{"local": map[string]any{
-			"workDir": dir,
-			"envs":    []any{map[string]any{"name": "TROUPE_TEST_POD", "value": pod}},
-		}}}},
-	}}
-	if err := k8s.Create(context.Background(), e); err != nil {
-		t.Fatalf("kwok Exec for %s: %v", pod, err)
-	}
-}
-
-// buildAgent builds troupe-agent into dir and returns the path of its troupe-rsh link.
-func buildAgent(t *testing.T, dir string) string {
+// buildRshAgent builds troupe-agent into dir and returns its troupe-rsh link, as the
+// launcher's init container installs it.
+func buildRshAgent(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "troupe-agent")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-agent")
@@ -144,107 +164,196 @@ func buildAgent(t *testing.T, dir string) string {
 		t.Fatalf("build troupe-agent: %v\n%s", err, out)
 	}
 	link := filepath.Join(dir, filepath.Base(mpi.KubeExecAgent))
-	must(t, os.Symlink("troupe-agent", link))
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
 	return link
 }
 
-// tokenKubeconfig writes a kubeconfig holding only the API server's address, its CA and a
-// fresh token of the ServiceAccount, as a pod of it would have.
-func tokenKubeconfig(t *testing.T, ns, account, dir string) string {
+func mpiCompile(t *testing.T, dir, src string) string {
 	t.Helper()
-	token, err := kubectl("create", "token", account, "-n", ns)
-	if err != nil {
-		t.Fatalf("token of %s: %v: %s", account, err, token)
-	}
-	admin, err := clientcmd.LoadFromFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
-	ca := cluster.CertificateAuthorityData
-	if len(ca) == 0 && cluster.CertificateAuthority != "" {
-		if ca, err = os.ReadFile(cluster.CertificateAuthority); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := clientcmdapiConfig(cluster.Server, ca, strings.TrimSpace(token))
-	path := filepath.Join(dir, account+".kubeconfig")
-	must(t, clientcmd.WriteToFile(*cfg, path))
-	return path
-}
-
-// compile builds testdata/ranks.c with Open MPI's compiler into dir.
-func compile(t *testing.T, dir string) string {
-	t.Helper()
-	src, err := filepath.Abs(filepath.Join("testdata", "ranks.c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ranks")
-	if out, err := exec.Command("/usr/bin/mpicc.openmpi", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc: %v\n%s", err, out)
+	bin := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+	if out, err := exec.Command(openMPICC, "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", openMPICC, src, err, out)
 	}
 	return bin
 }
 
-var rankLine = regexp.MustCompile(`^rank (\d+) of (\d+) pod (\S+) sum (\d+)$`)
-
-// checkRanks asserts every rank reported once, per pod as many as its slots, and the sum.
-func checkRanks(t *testing.T, out string, wantPerPod map[string]int) {
+// createPodExec makes an exec into pod run on this machine with testPodEnv naming the pod. The
+// processes the exec starts (Open MPI's daemon and its ranks) inherit it. The namespace's
+// deletion removes it.
+func createPodExec(t *testing.T, ns, pod string) {
 	t.Helper()
-	total := 0
-	for _, n := range wantPerPod {
-		total += n
-	}
-	perPod, seen := map[string]int{}, map[int]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		m := rankLine.FindStringSubmatch(strings.TrimSpace(line))
-		if m == nil {
-			continue
-		}
-		rank, _ := strconv.Atoi(m[1])
-		size, _ := strconv.Atoi(m[2])
-		sum, _ := strconv.Atoi(m[4])
-		if size != total || sum != total*(total+1)/2 {
-			t.Errorf("rank %d: world of %d with sum %d, want %d and %d", rank, size, sum, total, total*(total+1)/2)
-		}
-		seen[rank] = true
-		perPod[m[3]]++
-	}
-	if len(seen) != total {
-		t.Errorf("%d distinct ranks reported, want %d", len(seen), total)
-	}
-	for pod, n := range wantPerPod {
-		if perPod[pod] != n {
-			t.Errorf("ranks in %s: %d, want %d (its slots)", pod, perPod[pod], n)
-		}
+	e := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Exec",
+		"metadata":   map[string]any{"name": pod, "namespace": ns},
+		"spec": map[string]any{"execs": []any{map[string]any{"local": map[string]any{
+			"workDir": os.TempDir(),
+			"envs":    []any{map[string]any{"name": testPodEnv, "value": pod}},
+		}}}},
+	}}
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatalf("create kwok Exec for pod %s: %v", pod, err)
 	}
 }
 
-// rsh runs the agent as MPI would, "troupe-rsh host true", with the credentials of kubecfg.
-func rsh(t *testing.T, agent, kubecfg, host string) (int, string) {
+// launcherEnv is the environment of the master Job's main container, with the values in
+// replace replaced; every one of them must occur.
+func launcherEnv(t *testing.T, ns, jobName string, replace map[string]string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var master batchv1.Job
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: jobName}, &master); err != nil {
+		t.Fatal(err)
+	}
+	var main *corev1.Container
+	for i, c := range master.Spec.Template.Spec.Containers {
+		if c.Name == troupev1.ChainerMainContainer {
+			main = &master.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if main == nil {
+		t.Fatalf("master Job %s has no %s container", jobName, troupev1.ChainerMainContainer)
+	}
+	env := os.Environ()
+	replaced := map[string]bool{}
+	for _, e := range main.Env {
+		if e.ValueFrom != nil {
+			t.Fatalf("master env %s comes from %+v: this test reads values only", e.Name, e.ValueFrom)
+		}
+		if local, ok := replace[e.Value]; ok {
+			replaced[e.Value] = true
+			e.Value = local
+		}
+		env = append(env, e.Name+"="+e.Value)
+	}
+	for path := range replace {
+		if !replaced[path] {
+			t.Fatalf("master env %v does not use %s", main.Env, path)
+		}
+	}
+	t.Logf("launcher environment from Job %s (paths replaced): %v", jobName, env[len(env)-len(main.Env):])
+	return env
+}
+
+// tokenKubeconfig writes a kubeconfig of the API server's address and CA and a token of the
+// ServiceAccount: what a pod running under it holds, and nothing else.
+func tokenKubeconfig(t *testing.T, ns, account, dir string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: account}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	eventually(t, "a token of ServiceAccount "+account, func(ctx context.Context) (bool, error) {
+		err := k8s.SubResource("token").Create(ctx, sa, req)
+		return err == nil && req.Status.Token != "", err
+	})
+	admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := admin.CAData
+	if len(ca) == 0 {
+		if ca, err = os.ReadFile(admin.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := clientcmdapiConfig(admin.Host, ca, req.Status.Token)
+	path := filepath.Join(dir, account+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runAgent runs "troupe-rsh host command" as Open MPI does, in env, and returns its exit code
+// (-1 if it could not run), stdout and stderr.
+func runAgent(ctx context.Context, env []string, host, command string) (int, string, string) {
+	var agent string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OMPI_MCA_plm_rsh_agent="); ok {
+			agent = v
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, agent, host, "true")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubecfg, mpi.EnvExecContainer+"="+troupev1.ChainerMainContainer)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd := exec.CommandContext(ctx, agent, host, command)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, stderr.String()
+		return 0, stdout.String(), stderr.String()
 	case errors.As(err, &exitErr):
-		return exitErr.ExitCode(), stderr.String()
+		return exitErr.ExitCode(), stdout.String(), stderr.String()
+	default:
+		return -1, stdout.String(), err.Error()
 	}
-	t.Fatalf("troupe-rsh: %v", err)
-	return 0, ""
 }
 
-func must(t *testing.T, err error) {
+// runMPI runs the real mpirun with env alone, no flags, as the master's command would, and
+// returns its output. In a pod the master's host name resolves to the pod's own address, so
+// Open MPI runs the master's ranks itself; here mpirun runs in a mount namespace of its own
+// whose /etc/hosts adds the master's name on loopback. The workers' names resolve nowhere on
+// this machine, so Open MPI starts them through the agent.
+func runMPI(t *testing.T, env []string, masterHost, dir, program string) string {
 	t.Helper()
+	system, err := os.ReadFile("/etc/hosts")
 	if err != nil {
 		t.Fatal(err)
+	}
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(hosts, fmt.Appendf(system, "127.0.0.1 %s\n", masterHost), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Test harness only: the test runs as root, which Open MPI refuses unless told.
+	env = slices.Concat(env, []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private",
+		"sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts, openMPIRun, program)
+	// On timeout mpirun is told to stop, so that it stops its daemons too.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Env, cmd.Dir = env, dir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s (%.1fs):\n%s", openMPIRun, filepath.Base(program), time.Since(start).Seconds(), out)
+	if err != nil {
+		t.Fatalf("mpirun: %v", err)
+	}
+	return string(out)
+}
+
+var rankReport = regexp.MustCompile(`(?m)^rank (\d+) of (\d+) pod (\S+) sum (\d+)$`)
+
+// checkRankReports asserts every rank of the world reported once, with the right sum, and as
+// many ranks in each pod as its slots.
+func checkRankReports(t *testing.T, out string, wantPerPod map[string]int) {
+	t.Helper()
+	size := 0
+	for _, n := range wantPerPod {
+		size += n
+	}
+	wantSum := size * (size + 1) / 2
+	ranks, perPod := map[int]bool{}, map[string]int{}
+	for _, m := range rankReport.FindAllStringSubmatch(out, -1) {
+		rank, _ := strconv.Atoi(m[1])
+		world, _ := strconv.Atoi(m[2])
+		sum, _ := strconv.Atoi(m[4])
+		if world != size || sum != wantSum {
+			t.Errorf("rank %d: world of %d, allreduce sum %d; want %d and %d", rank, world, sum, size, wantSum)
+		}
+		if ranks[rank] {
+			t.Errorf("rank %d reported twice", rank)
+		}
+		ranks[rank] = true
+		perPod[m[3]]++
+	}
+	if len(ranks) != size {
+		t.Errorf("%d ranks reported, want %d (the hostfile's slots)", len(ranks), size)
+	}
+	if !maps.Equal(perPod, wantPerPod) {
+		t.Errorf("ranks per pod (%s: the launcher) = %v, want %v (the pods' slots)", launcherPod, perPod, wantPerPod)
 	}
 }

@@ -128,6 +128,7 @@ func TestKubeExecRoleAllowsOnlyTheJobsPods(t *testing.T) {
 		want           bool
 	}{
 		{"create", "exec", own, true},
+		{"get", "exec", own, true}, // WebSocket exec
 		{"get", "", own, true},
 		{"create", "exec", "kx-workerset-ws0-2", false}, // not (yet) a pod of the job
 		{"create", "exec", "other-workerset-ws0-0", false},

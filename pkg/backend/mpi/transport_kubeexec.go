@@ -49,7 +49,8 @@ func WorkerPodNames(s *engine.Spec) []string {
 }
 
 // Objects are the launcher's ServiceAccount, a Role that allows get on the job's worker pods and
-// create on their exec subresource, by name and nothing else, and the RoleBinding between them.
+// get and create on their exec subresource, by name and nothing else, and the RoleBinding
+// between them.
 // The Role follows the worker sets' replica counts.
 func (KubeExec) Objects(s *engine.Spec) []client.Object {
 	name := ExecAccountName(s)
@@ -59,7 +60,8 @@ func (KubeExec) Objects(s *engine.Spec) []client.Object {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: pods},
-			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: pods},
+			// WebSocket exec is a GET (SPDY a POST): both, or clients fall back to SPDY.
+			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}, ResourceNames: pods},
 		},
 	}
 	if len(pods) == 0 {
@@ -93,5 +95,10 @@ func (KubeExec) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.P
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvExecContainer, Value: s.MainContainer})
+		// Open MPI spawns daemons from daemons in large jobs (tree spawn); worker pods have
+		// neither the agent nor the right to exec, so the launcher starts every daemon itself.
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "OMPI_MCA_plm_rsh_no_tree_spawn", Value: "1"},
+			corev1.EnvVar{Name: "PRTE_MCA_plm_ssh_no_tree_spawn", Value: "1"})
 	}
 }

@@ -138,7 +138,7 @@ func TestKubeExecObjects(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "mn-exec"},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: pods},
-				{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: pods},
+				{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}, ResourceNames: pods},
 			},
 		},
 		&rbacv1.RoleBinding{
