@@ -18,7 +18,8 @@ mkdir -p "$DEMO_DIR"
 step() { printf '\n==> %s\n' "$*"; }
 
 step "building the control plane (cached in $TROUPE_CACHE) and troupe-operator"
-hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
+  coscheduler volcano-scheduler
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
 go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator

@@ -7,6 +7,14 @@ KUBE_VERSION ?= v1.35.6
 KUBE_STAGING_VERSION ?= v0.35.6
 ETCD_VERSION ?= v3.6.5
 KWOK_VERSION ?= v0.7.0
+# Gang schedulers run beside kube-scheduler on the local cluster. scheduler-plugins (coscheduling)
+# is built against the Kubernetes libraries below: every k8s.io/* module of its replace list at
+# SCHEDULER_PLUGINS_KUBE_STAGING_VERSION (the proxy refuses some of the v0.34.7 ones it names).
+SCHEDULER_PLUGINS_VERSION ?= v0.34.7
+SCHEDULER_PLUGINS_KUBE_VERSION ?= v1.34.3
+SCHEDULER_PLUGINS_KUBE_STAGING_VERSION ?= v0.34.3
+# The newest volcano.sh/volcano the proxy serves; built with its own replace list.
+VOLCANO_VERSION ?= v1.10.0
 
 # Code generation and lint.
 CONTROLLER_GEN_VERSION ?= v0.20.0

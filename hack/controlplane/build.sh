@@ -2,9 +2,12 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+#              coscheduler volcano-scheduler
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
+#   $TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin/coscheduler
+#   $TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin/volcano-scheduler
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -74,7 +77,7 @@ build_kube() {
     -X $v.gitTreeState=clean"
 }
 
-[[ $# -gt 0 ]] || { sed -n '2,7s/^# //p' "$0" >&2; exit 2; }
+[[ $# -gt 0 ]] || { sed -n '2,10s/^# //p' "$0" >&2; exit 2; }
 for c in "$@"; do
   case $c in
     # kubectl too: a client of the server's own version, on machines that have none.
@@ -89,6 +92,27 @@ for c in "$@"; do
       [[ -x $KWOK_BIN/$c ]] && continue
       check_pin "$TOOLS_MODULES/kwok" sigs.k8s.io/kwok "$KWOK_VERSION" KWOK_VERSION
       build "$c" "$KWOK_BIN" "$TOOLS_MODULES/kwok" "sigs.k8s.io/kwok/cmd/$c" -ldflags "-s -w"
+      ;;
+    # The gang schedulers, beside kube-scheduler. scheduler-plugins' kube-scheduler with the
+    # Coscheduling plugin: stamped with the Kubernetes version it is built from, which its
+    # compatibility check requires (stamped v0.34.7, its own version, it refuses to start).
+    coscheduler)
+      [[ -x $SCHEDULER_PLUGINS_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/scheduler-plugins" sigs.k8s.io/scheduler-plugins "$SCHEDULER_PLUGINS_VERSION" SCHEDULER_PLUGINS_VERSION
+      major=${SCHEDULER_PLUGINS_KUBE_VERSION#v}
+      minor=${major#*.}
+      major=${major%%.*}
+      minor=${minor%%.*}
+      v=k8s.io/component-base/version
+      build "$c" "$SCHEDULER_PLUGINS_BIN" "$TOOLS_MODULES/scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler \
+        -ldflags "-s -w -X $v.gitVersion=$SCHEDULER_PLUGINS_KUBE_VERSION \
+        -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+      ;;
+    volcano-scheduler)
+      [[ -x $VOLCANO_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/volcano" volcano.sh/volcano "$VOLCANO_VERSION" VOLCANO_VERSION
+      build "$c" "$VOLCANO_BIN" "$TOOLS_MODULES/volcano" volcano.sh/volcano/cmd/scheduler \
+        -ldflags "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
       ;;
     *) log "unknown component $c"; exit 2 ;;
   esac

@@ -2,10 +2,15 @@
 # cluster-up.sh: start (or reuse) a local simulated cluster and print its kubeconfig path as the
 # last line of stdout; everything else goes to stderr.
 #   CLUSTER_NAME  (default troupe-demo)
+#   NODES         the cluster's Node objects (default hack/controlplane/nodes.yaml; see
+#                 nodes-gang.yaml for a cluster of exactly two 4-CPU nodes)
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
 # and kube-scheduler, all processes on this machine (kwokctl's binary runtime, no containers),
-# with kwok faking the nodes of nodes.yaml and the pods' lifecycle of pod-stages.yaml, and
-# `kubectl exec` running commands locally (exec.yaml). Binaries come from build.sh (cached).
+# with kwok faking the nodes of $NODES and the pods' lifecycle of pod-stages.yaml, and
+# `kubectl exec` running commands locally (exec.yaml). Beside kube-scheduler run the two gang
+# schedulers, scheduler-plugins' Coscheduling (`scheduler-plugins-scheduler`) and Volcano's
+# (`volcano`), with their CRDs and Volcano's `default` Queue installed. Binaries come from
+# build.sh (cached).
 # Running it again reuses a healthy cluster made from the same files and versions, and
 # otherwise deletes and recreates it (a few seconds).
 set -euo pipefail
@@ -21,15 +26,61 @@ kubeconfig=$cluster_dir/kubeconfig.yaml
 # kwokctl adds each cluster to a kubeconfig, ~/.kube/config by default; keep it out of that one
 # and in its own file (v0.7.0's delete cannot be told to skip this step).
 contexts=$KWOK_WORKDIR/contexts.yaml
+NODES=${NODES:-$here/nodes.yaml}
+# kwokctl.yaml, coscheduler.yaml and volcano-scheduler.conf are templates: render() fills them in
+# for this cluster, into $troupe_dir (inside the cluster's directory, so it goes with it).
 configs=("$here/kwokctl.yaml" "$here/pod-stages.yaml" "$here/exec.yaml")
+templates=("$here/kwokctl.yaml" "$here/coscheduler.yaml" "$here/volcano-scheduler.conf")
+troupe_dir=$cluster_dir/troupe
+# Objects every cluster has: the gang schedulers' CRDs, then Volcano's default Queue.
+crds=("$here"/crds/volcano/*.yaml "$here"/crds/scheduler-plugins/*.yaml)
 start=$SECONDS
 
-"$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+"$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
+  coscheduler volcano-scheduler
 kwokctl=$KWOK_BIN/kwokctl
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
 # What the cluster is made from; a cluster made from anything else is recreated.
-fingerprint=$(cat "${configs[@]}" "$here/nodes.yaml" | sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION
+fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" |
+  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION
+
+# schedulers_ready: both gang schedulers answer on their ports (written down by the run that
+# made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
+schedulers_ready() {
+  local COSCHEDULER_PORT VOLCANO_PORT
+  # shellcheck source=/dev/null
+  source "$troupe_dir/ports" 2>/dev/null || return 1
+  [[ $(curl -ksS --max-time 2 "https://127.0.0.1:$COSCHEDULER_PORT/readyz" 2>/dev/null) == ok ]] &&
+    [[ $(curl -sS --max-time 2 "http://127.0.0.1:$VOLCANO_PORT/healthz" 2>/dev/null) == ok ]] &&
+    grep -q "Scheduler completes Initialization" "$cluster_dir/logs/volcano-scheduler.log" 2>/dev/null
+}
+
+# free_port VAR: set VAR to a port nothing listens on, for a gang scheduler. kwokctl hands out
+# ports counting down from 32767, so take them below that, from a random start (clusters are
+# made one at a time, under the lock below), and never the one the last call gave.
+free_port() {
+  local p
+  for ((p = 20000 + RANDOM % 10000; p < 30000; p++)); do
+    [[ $p == "${last_port:-}" ]] && continue
+    # A refused connection: nothing listens there.
+    if ! (: <"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      printf -v "$1" %s "$p"
+      last_port=$p
+      return
+    fi
+  done
+  log "no free port"
+  exit 1
+}
+
+# render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
+# ${COSCHEDULER_PORT} and ${VOLCANO_PORT} filled in (nothing else, so other $ stays as is).
+render() {
+  sed -e "s|\${CLUSTER_DIR}|$cluster_dir|g" \
+    -e "s|\${SCHEDULER_PLUGINS_BIN}|$SCHEDULER_PLUGINS_BIN|g" -e "s|\${VOLCANO_BIN}|$VOLCANO_BIN|g" \
+    -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" "$1"
+}
 
 # One cluster-up or cluster-down at a time on this machine: the e2e tests and the demo may race
 # for the same cluster, and kwokctl picks free ports without reserving them.
@@ -40,7 +91,8 @@ flock "$lock"
 if [[ -d $cluster_dir ]]; then
   if [[ $(cat "$cluster_dir/troupe-fingerprint" 2>/dev/null) == "$fingerprint" ]] &&
     kubectl get --raw /readyz >/dev/null 2>&1 &&
-    kubectl wait --for=condition=Ready nodes --all --timeout=10s >/dev/null 2>&1; then
+    kubectl wait --for=condition=Ready nodes --all --timeout=10s >/dev/null 2>&1 &&
+    schedulers_ready; then
     log "reusing cluster $CLUSTER_NAME"
     echo "$kubeconfig"
     exit 0
@@ -50,8 +102,14 @@ if [[ -d $cluster_dir ]]; then
   rm -rf "$cluster_dir"
 fi
 
+free_port COSCHEDULER_PORT
+free_port VOLCANO_PORT
+mkdir -p "$troupe_dir"
+for t in "${templates[@]}"; do render "$t" >"$troupe_dir/${t##*/}"; done
+printf 'COSCHEDULER_PORT=%s\nVOLCANO_PORT=%s\n' "$COSCHEDULER_PORT" "$VOLCANO_PORT" >"$troupe_dir/ports"
+
 config_flags=()
-for c in "${configs[@]}"; do config_flags+=(--config "$c"); done
+for c in "$troupe_dir/kwokctl.yaml" "${configs[@]:1}"; do config_flags+=(--config "$c"); done
 "$kwokctl" create cluster --name "$CLUSTER_NAME" --runtime binary --kubeconfig "$contexts" \
   "${config_flags[@]}" \
   --etcd-binary "$ETCD_BIN/etcd" \
@@ -61,11 +119,29 @@ for c in "${configs[@]}"; do config_flags+=(--config "$c"); done
   --kwok-controller-binary "$KWOK_BIN/kwok" \
   --wait 2m >&2 {lock}>&- # the cluster's processes outlive this script: they must not hold the lock
 
-kubectl apply -f "$here/nodes.yaml" >&2
+# The gang schedulers started with the cluster and wait for their CRDs: install them first.
+crd_flags=()
+for c in "${crds[@]}"; do crd_flags+=(-f "$c"); done
+kubectl apply --server-side "${crd_flags[@]}" >&2
+kubectl apply -f "$NODES" >&2
+kubectl wait --for=condition=Established crd --all --timeout=60s >&2
+# Volcano's scheduler makes this Queue too as it starts, with the same spec; a server-side apply
+# creates or updates it in one request, whichever comes first (and needs no OpenAPI schema of
+# the new CRD, which a client-side apply waits for).
+kubectl apply --server-side --force-conflicts -f "$here/volcano-queue.yaml" >&2
 kubectl wait --for=condition=Ready nodes --all --timeout=60s >&2
 # Pods are refused until the service account controller has made the namespace's default
 # ServiceAccount; wait for it so the first kubectl create after this script works.
 until kubectl get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
+# Both gang schedulers ready (bounded: their logs say why not).
+for ((i = 0; i < 300; i++)); do
+  schedulers_ready && break
+  sleep 0.2
+done
+if ! schedulers_ready; then
+  log "the gang schedulers are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler}.log"
+  exit 1
+fi
 
 echo "$fingerprint" >"$cluster_dir/troupe-fingerprint"
 log "cluster $CLUSTER_NAME up in $((SECONDS - start))s (kubectl: $KUBE_BIN/kubectl)"

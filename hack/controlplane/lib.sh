@@ -19,9 +19,12 @@ load_versions
 
 # Fail early with the variable's name rather than half way through a build.
 : "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}" "${TROUPE_CACHE:?}"
+: "${SCHEDULER_PLUGINS_VERSION:?}" "${SCHEDULER_PLUGINS_KUBE_VERSION:?}" "${VOLCANO_VERSION:?}"
 
 KUBE_BIN=$TROUPE_CACHE/kube-$KUBE_VERSION/bin
 ETCD_BIN=$TROUPE_CACHE/etcd-$ETCD_VERSION/bin
 KWOK_BIN=$TROUPE_CACHE/kwok-$KWOK_VERSION/bin
+SCHEDULER_PLUGINS_BIN=$TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin
+VOLCANO_BIN=$TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin
 
 log() { echo "[controlplane] $*" >&2; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
-# Run it after changing KUBE_VERSION, KUBE_STAGING_VERSION, ETCD_VERSION or KWOK_VERSION, then
-# commit test/tools/*/go.mod and go.sum. build.sh only ever builds from those committed files
-# (-mod=readonly), so a build is reproducible and never edits them.
+# Run it after changing a version there (every module, or only those named: kube etcd kwok
+# scheduler-plugins volcano), then commit test/tools/*/go.mod and go.sum. build.sh only ever
+# builds from those committed files (-mod=readonly), so a build is reproducible and never edits
+# them.
 set -euo pipefail
 # shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -67,10 +68,59 @@ update_kwok() {
   (cd "$dir" && go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" && go mod tidy)
 }
 
-(($#)) || set -- kube etcd kwok
+# replace_lines GOMOD: every replace directive of GOMOD (block or single line) as "OLD => NEW V".
+replace_lines() {
+  sed -n -e '/^replace (/,/^)/{/=>/s/^[[:space:]]*//p}' -e 's/^replace \([^(].* => .*\)/\1/p' "$1"
+}
+
+# scheduler_plugins: the scheduler of sigs.k8s.io/scheduler-plugins (coscheduling). Like
+# k8s.io/kubernetes, it only builds with its own replace list, which a dependent module must
+# copy. That list names k8s.io/*@v0.34.7 releases the proxy refuses; point k8s.io/kubernetes at
+# SCHEDULER_PLUGINS_KUBE_VERSION and every staging module of that minor at
+# SCHEDULER_PLUGINS_KUBE_STAGING_VERSION (others, such as legacy-cloud-providers, stay as listed).
+update_scheduler_plugins() {
+  local dir=$TOOLS_MODULES/scheduler-plugins gomod m v
+  local mod=sigs.k8s.io/scheduler-plugins staging=$SCHEDULER_PLUGINS_KUBE_STAGING_VERSION
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/scheduler-plugins
+  gomod=$(go mod download -json "$mod@$SCHEDULER_PLUGINS_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo
+    echo "// $mod's own replace list, at versions the proxy serves (hack/controlplane/update-modules.sh)."
+    echo "replace ("
+    replace_lines "$gomod" | while read -r m _ _ v; do
+      if [[ $m == k8s.io/kubernetes ]]; then
+        v=$SCHEDULER_PLUGINS_KUBE_VERSION
+      elif [[ $m == k8s.io/* && ${v%.*} == "${staging%.*}" ]]; then
+        v=$staging
+      fi
+      printf '\t%s => %s %s\n' "$m" "$m" "$v"
+    done
+    echo ")"
+  } >>"$dir/go.mod"
+  (cd "$dir" && go get -tool "$mod/cmd/scheduler@$SCHEDULER_PLUGINS_VERSION" && go mod tidy)
+}
+
+# volcano: volcano.sh/volcano's scheduler, with volcano's own replace list copied as it is.
+update_volcano() {
+  local dir=$TOOLS_MODULES/volcano gomod m v
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/volcano
+  gomod=$(go mod download -json "volcano.sh/volcano@$VOLCANO_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo
+    echo "// volcano.sh/volcano's own replace list (hack/controlplane/update-modules.sh)."
+    echo "replace ("
+    replace_lines "$gomod" | while read -r m _ _ v; do printf '\t%s => %s %s\n' "$m" "$m" "$v"; done
+    echo ")"
+  } >>"$dir/go.mod"
+  (cd "$dir" && go get -tool "volcano.sh/volcano/cmd/scheduler@$VOLCANO_VERSION" && go mod tidy)
+}
+
+all=(kube etcd kwok scheduler-plugins volcano)
+(($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
-    kube | etcd | kwok) "update_$t" ;;
-    *) log "unknown module $t (want kube, etcd or kwok)"; exit 2 ;;
+    kube | etcd | kwok | volcano) "update_$t" ;;
+    scheduler-plugins) update_scheduler_plugins ;;
+    *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;
   esac
 done

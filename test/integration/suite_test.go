@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 	testEnv = &envtest.Environment{
 		// Of the gang providers' CRDs only scheduler-plugins' PodGroup: Volcano stays absent,
 		// as on a cluster without it.
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds"), filepath.Join("..", "crds", "scheduling.x-k8s.io_podgroups.yaml")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds"), filepath.Join("..", "..", "hack", "controlplane", "crds", "scheduler-plugins")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
