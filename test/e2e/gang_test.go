@@ -156,12 +156,9 @@ func testGangChainerJobs(t *testing.T, g troupev1.GangProvider, secondRuns bool)
 // the other not at all, then the other runs when the first finished.
 func TestGangVolcanoChainerJobs(t *testing.T) { testGangChainerJobs(t, troupev1.GangVolcano, true) }
 
-// The same with the real scheduler-plugins coscheduling scheduler, up to the first job's end.
-// Known gap (issue 8 stays open): after the first job releases the two nodes, the coscheduler
-// v0.34.7 keeps the second job's three 2-CPU pods in Permit on one node and then stops trying;
-// the MPIJob pair below (a launcher and 2 workers of 3 CPU) does run in turn.
+// The same with the real scheduler-plugins coscheduling scheduler.
 func TestGangCoschedulingChainerJobs(t *testing.T) {
-	testGangChainerJobs(t, troupev1.GangCoscheduling, false)
+	testGangChainerJobs(t, troupev1.GangCoscheduling, true)
 }
 
 // Without a gang the same two jobs end up partly placed: the problem gang admission solves.
