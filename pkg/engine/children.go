@@ -28,14 +28,14 @@ func keyOf(o client.Object) childKey {
 	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
 }
 
-// isGangObject reports whether a child is the gang provider's (its PodGroup).
-func isGangObject(s *Spec, o client.Object) bool {
-	for _, g := range s.Gang.Objects(s) {
-		if keyOf(g) == keyOf(o) {
-			return true
-		}
+// gangKeys are the keys of the gang provider's children (its PodGroup); a pass over the
+// children builds them once rather than the PodGroup once per child.
+func gangKeys(s *Spec) map[childKey]bool {
+	keys := map[childKey]bool{}
+	for _, g := range BuildGangObjects(s) {
+		keys[keyOf(g)] = true
 	}
-	return false
+	return keys
 }
 
 func refOf(o client.Object) ChildRef {
@@ -49,6 +49,7 @@ func refOf(o client.Object) ChildRef {
 // seen yet.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
+	gang := gangKeys(s)
 	for _, want := range Children(s, false) {
 		cur, err := r.getChild(ctx, want)
 		switch {
@@ -62,7 +63,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			continue
 		}
 		obs.current[keyOf(want)] = cur
-		if s.Gang != nil && isGangObject(s, want) {
+		if gang[keyOf(want)] {
 			obs.Gang = cur
 		}
 		switch c := cur.(type) {
@@ -104,6 +105,7 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 // resources without being able to run) and nothing once the job has finished (a finished job
 // is never started again). Objects it does not own are never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
+	gang := gangKeys(s)
 	for _, want := range Children(s, WorkersReleased(s, finished)) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
@@ -126,7 +128,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			continue // a finished Job's spec is left as it ended
 		}
 		changed := restore(cur, want)
-		if s.Gang != nil && isGangObject(s, want) {
+		if gang[keyOf(want)] {
 			changed = s.Gang.Restore(cur, want) || changed
 		}
 		if !changed {
