@@ -73,16 +73,12 @@ func setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// defaultBackoffLimit is the master's retries when neither the master nor the run policy sets
-// them: the batch Job default.
-const defaultBackoffLimit int32 = 6
-
 // masterOf describes a kind's master (launcher) Job: its own limits win over the run policy's.
 func masterOf(jobName string, tmpl corev1.PodTemplateSpec, backoffLimit *int32, deadline *int64, rp troupev1.RunPolicy) engine.Master {
 	return engine.Master{
 		JobName:               jobName,
 		Template:              tmpl,
-		BackoffLimit:          firstSet(defaultBackoffLimit, backoffLimit, rp.BackoffLimit),
+		BackoffLimit:          firstSet(troupev1.DefaultBackoffLimit, backoffLimit, rp.BackoffLimit),
 		ActiveDeadlineSeconds: firstNonNil(deadline, rp.ActiveDeadlineSeconds),
 	}
 }

@@ -32,7 +32,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if err != nil {
 		return fmt.Errorf("spec.mpiImplementation: %w", err)
 	}
-	if len(p.MCA) > 0 && !isOpenMPI(dialect) {
+	if len(p.MCA) > 0 && !dialect.Implementation.IsOpenMPI() {
 		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
 	}
 	g, err := gangFor(p.SchedulingPolicy, o)
@@ -81,10 +81,6 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	return nil
 }
 
-func isOpenMPI(d mpi.Dialect) bool {
-	return d.Implementation == mpi.OpenMPI || d.Implementation == mpi.OpenMPI5
-}
-
 // generatedLauncher builds the launcher pod from the worker's: the worker image, working
 // directory and environment, without its GPUs (the launcher only launches), running command.
 func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string, command []string) corev1.PodTemplateSpec {
@@ -115,7 +111,7 @@ func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string,
 // then cmd. The hostfile and the remote agent come from the environment.
 func mpirunCommand(p *troupev1.MPIProgramSpec, d mpi.Dialect) []string {
 	cmd := []string{d.Launcher}
-	if p.MPIHome != "" && isOpenMPI(d) {
+	if p.MPIHome != "" && d.Implementation.IsOpenMPI() {
 		cmd = append(cmd, "--prefix", p.MPIHome)
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.MCA)) {

@@ -41,7 +41,7 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 	}
 	defaultPolicies(&s.RunPolicy, &s.SchedulingPolicy, o)
 	if s.Master.BackoffLimit == nil {
-		s.Master.BackoffLimit = ptr.To(ptr.Deref(s.RunPolicy.BackoffLimit, 6))
+		s.Master.BackoffLimit = ptr.To(ptr.Deref(s.RunPolicy.BackoffLimit, troupev1.DefaultBackoffLimit))
 	}
 	if s.Master.ActiveDeadlineSeconds == nil && s.RunPolicy.ActiveDeadlineSeconds != nil {
 		s.Master.ActiveDeadlineSeconds = ptr.To(*s.RunPolicy.ActiveDeadlineSeconds)

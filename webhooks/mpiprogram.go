@@ -12,8 +12,6 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
-var implementations = []troupev1.MPIImplementation{"OpenMPI", "OpenMPI5", "IntelMPI", "MPICH"}
-
 // defaultMPIProgram fills what MPIJob and HorovodJob share; it is idempotent.
 func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Options) {
 	if p.MPIImplementation == "" {
@@ -31,7 +29,7 @@ func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Optio
 		p.Launcher = &troupev1.MPILauncher{}
 	}
 	if p.Launcher.BackoffLimit == nil {
-		p.Launcher.BackoffLimit = ptr.To(ptr.Deref(p.RunPolicy.BackoffLimit, 6))
+		p.Launcher.BackoffLimit = ptr.To(ptr.Deref(p.RunPolicy.BackoffLimit, troupev1.DefaultBackoffLimit))
 	}
 	if p.Launcher.ActiveDeadlineSeconds == nil && p.RunPolicy.ActiveDeadlineSeconds != nil {
 		p.Launcher.ActiveDeadlineSeconds = ptr.To(*p.RunPolicy.ActiveDeadlineSeconds)
@@ -68,11 +66,11 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 		errs = append(errs, field.Required(worker.Child("cmd"),
 			"nothing to run: give the program in worker.cmd (the operator builds the launcher) or a launcher.template"))
 	}
-	if p.MPIImplementation != "" && !oneOf(implementations, p.MPIImplementation) {
-		errs = append(errs, field.NotSupported(spec.Child("mpiImplementation"), p.MPIImplementation, implementations))
+	impl := mpi.Implementation(p.MPIImplementation)
+	if _, err := mpi.DialectFor(impl); err != nil {
+		errs = append(errs, field.NotSupported(spec.Child("mpiImplementation"), p.MPIImplementation, mpi.Implementations()))
 	}
-	openMPI := p.MPIImplementation == "" || p.MPIImplementation == "OpenMPI" || p.MPIImplementation == "OpenMPI5"
-	if len(p.MCA) > 0 && !openMPI {
+	if len(p.MCA) > 0 && !impl.IsOpenMPI() {
 		errs = append(errs, field.Forbidden(spec.Child("mca"),
 			fmt.Sprintf("MCA parameters are Open MPI's; %s does not read them", p.MPIImplementation)))
 	}

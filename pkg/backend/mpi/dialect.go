@@ -55,6 +55,12 @@ func DialectFor(impl Implementation) (Dialect, error) {
 	return d, nil
 }
 
+// IsOpenMPI reports whether the implementation is Open MPI ("" is): it alone reads MCA
+// parameters and takes --prefix.
+func (impl Implementation) IsOpenMPI() bool {
+	return impl == "" || impl == OpenMPI || impl == OpenMPI5
+}
+
 // Implementations lists the supported implementations, for messages and validation.
 func Implementations() []string {
 	return []string{string(OpenMPI), string(OpenMPI5), string(IntelMPI), string(MPICH)}
