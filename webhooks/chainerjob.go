@@ -116,12 +116,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	if s.Master.MPIConfig != nil {
 		errs = append(errs, validateSlots(master.Child("mpiConfig", "slots"), s.Master.MPIConfig.Slots)...)
 	}
-	if v := s.Master.BackoffLimit; v != nil && *v < 0 {
-		errs = append(errs, field.Invalid(master.Child("backoffLimit"), *v, "must be 0 or more"))
-	}
-	if v := s.Master.ActiveDeadlineSeconds; v != nil && *v < 1 {
-		errs = append(errs, field.Invalid(master.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
-	}
+	errs = append(errs, validateJobLimits(master, s.Master.BackoffLimit, s.Master.ActiveDeadlineSeconds)...)
 
 	switch {
 	case s.Backend == troupev1.ChainerBackendNone && len(s.WorkerSets) > 0:

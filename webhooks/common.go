@@ -59,16 +59,23 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("cleanUpWorkers"), *rp.CleanUpWorkers,
 			fmt.Sprintf("disagrees with cleanPodPolicy %q: true means a policy other than None, false means None", *rp.CleanPodPolicy)))
 	}
-	if v := rp.TTLSecondsAfterFinished; v != nil && *v < 0 {
-		errs = append(errs, field.Invalid(p.Child("ttlSecondsAfterFinished"), *v, "must be 0 or more"))
+	errs = append(errs, atLeast(p.Child("ttlSecondsAfterFinished"), rp.TTLSecondsAfterFinished, 0)...)
+	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)
+}
+
+// validateJobLimits checks the retries and the deadline of a batch Job: the run policy's, or a
+// master's or launcher's own.
+func validateJobLimits(p *field.Path, backoffLimit *int32, activeDeadlineSeconds *int64) field.ErrorList {
+	errs := atLeast(p.Child("backoffLimit"), backoffLimit, 0)
+	return append(errs, atLeast(p.Child("activeDeadlineSeconds"), activeDeadlineSeconds, 1)...)
+}
+
+// atLeast refuses an optional number below lowest.
+func atLeast[T int32 | int64](p *field.Path, v *T, lowest T) field.ErrorList {
+	if v == nil || *v >= lowest {
+		return nil
 	}
-	if v := rp.BackoffLimit; v != nil && *v < 0 {
-		errs = append(errs, field.Invalid(p.Child("backoffLimit"), *v, "must be 0 or more"))
-	}
-	if v := rp.ActiveDeadlineSeconds; v != nil && *v < 1 {
-		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
-	}
-	return errs
+	return field.ErrorList{field.Invalid(p, *v, fmt.Sprintf("must be %d or more", lowest))}
 }
 
 // validateSchedulingPolicy checks the shared scheduling policy of a job of totalPods pods.
@@ -81,10 +88,7 @@ func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, tota
 		errs = append(errs, field.Invalid(p.Child("minAvailable"), *m,
 			fmt.Sprintf("must be between 1 and the job's %d pods (the master and every worker)", totalPods)))
 	}
-	if v := sp.ScheduleTimeoutSeconds; v != nil && *v < 1 {
-		errs = append(errs, field.Invalid(p.Child("scheduleTimeoutSeconds"), *v, "must be 1 or more"))
-	}
-	return errs
+	return append(errs, atLeast(p.Child("scheduleTimeoutSeconds"), sp.ScheduleTimeoutSeconds, 1)...)
 }
 
 // validateLaunch checks the transport, SSH options and the launcher's wait.
@@ -101,19 +105,11 @@ func validateLaunch(p *field.Path, l *troupev1.MPILaunch) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("ssh", "port"), *v, "must be between 1 and 65535"))
 		}
 	}
-	if v := l.WaitForWorkersTimeoutSeconds; v != nil && *v < 1 {
-		errs = append(errs, field.Invalid(p.Child("waitForWorkersTimeoutSeconds"), *v, "must be 1 or more"))
-	}
-	return errs
+	return append(errs, atLeast(p.Child("waitForWorkersTimeoutSeconds"), l.WaitForWorkersTimeoutSeconds, 1)...)
 }
 
 // validateSlots checks an explicit slots value.
-func validateSlots(p *field.Path, slots *int32) field.ErrorList {
-	if slots != nil && *slots < 1 {
-		return field.ErrorList{field.Invalid(p, *slots, "must be 1 or more")}
-	}
-	return nil
-}
+func validateSlots(p *field.Path, slots *int32) field.ErrorList { return atLeast(p, slots, 1) }
 
 // validateMCA checks Open MPI parameter names; the dialect check lives with the kind.
 func validateMCA(p *field.Path, mca map[string]string) field.ErrorList {

@@ -55,12 +55,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 		if l.Template != nil {
 			errs = append(errs, validateTemplate(launcher.Child("template"), l.Template, launcherPod, "")...)
 		}
-		if v := l.BackoffLimit; v != nil && *v < 0 {
-			errs = append(errs, field.Invalid(launcher.Child("backoffLimit"), *v, "must be 0 or more"))
-		}
-		if v := l.ActiveDeadlineSeconds; v != nil && *v < 1 {
-			errs = append(errs, field.Invalid(launcher.Child("activeDeadlineSeconds"), *v, "must be 1 or more"))
-		}
+		errs = append(errs, validateJobLimits(launcher, l.BackoffLimit, l.ActiveDeadlineSeconds)...)
 	}
 	if len(p.Worker.Cmd) == 0 && (p.Launcher == nil || p.Launcher.Template == nil) {
 		errs = append(errs, field.Required(worker.Child("cmd"),
