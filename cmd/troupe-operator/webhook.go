@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,29 +95,26 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		}
 	}
 	opts := webhooks.Options{DefaultGang: f.defaultGang}
-	registered := make(chan error, 1)
+	// Set once the webhooks are registered; a failed registration stops the manager.
+	var registered atomic.Bool
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
 		case <-certReady:
 		case <-ctx.Done():
 			return nil
 		}
-		err := webhooks.Setup(mgr, opts)
-		registered <- err
-		return err
+		if err := webhooks.Setup(mgr, opts); err != nil {
+			return err
+		}
+		registered.Store(true)
+		return nil
 	})); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
-		select {
-		case err := <-registered:
-			registered <- err
-			if err != nil {
-				return err
-			}
-			return mgr.GetWebhookServer().StartedChecker()(req)
-		default:
+		if !registered.Load() {
 			return fmt.Errorf("waiting for the webhooks' certificate")
 		}
+		return mgr.GetWebhookServer().StartedChecker()(req)
 	})
 }
