@@ -71,41 +71,26 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			opts := webhooks.Options{DefaultGang: defaultGang}
 			var stored client.Object
 			switch {
 			case strings.Contains(string(data), "kind: ChainerJob"):
-				job := testutil.Load[*troupev1.ChainerJob](t, f, ns)
-				create(t, job)
-				again := job.DeepCopy()
-				webhooks.DefaultChainerJob(again, webhooks.Options{DefaultGang: defaultGang})
-				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
-					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
-				}
+				job := createDefaulted(t, testutil.Load[*troupev1.ChainerJob](t, f, ns),
+					func(j *troupev1.ChainerJob) any { return j.Spec }, func(j *troupev1.ChainerJob) { webhooks.DefaultChainerJob(j, opts) })
 				if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.WorkerSets[0].MPIConfig.Slots == nil {
 					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
 				}
 				stored = job
 			case strings.Contains(string(data), "kind: MPIJob"):
-				job := testutil.Load[*troupev1.MPIJob](t, f, ns)
-				create(t, job)
-				again := job.DeepCopy()
-				webhooks.DefaultMPIJob(again, webhooks.Options{DefaultGang: defaultGang})
-				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
-					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
-				}
+				job := createDefaulted(t, testutil.Load[*troupev1.MPIJob](t, f, ns),
+					func(j *troupev1.MPIJob) any { return j.Spec }, func(j *troupev1.MPIJob) { webhooks.DefaultMPIJob(j, opts) })
 				if job.Spec.Transport != troupev1.MPITransportSSH || job.Spec.MPIImplementation != "OpenMPI" || ptr.Deref(job.Spec.SSH.Port, 0) != 2222 {
 					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
 				}
 				stored = job
 			case strings.Contains(string(data), "kind: HorovodJob"):
-				job := testutil.Load[*troupev1.HorovodJob](t, f, ns)
-				create(t, job)
-				again := job.DeepCopy()
-				webhooks.DefaultHorovodJob(again, webhooks.Options{DefaultGang: defaultGang})
-				if diff := cmp.Diff(job.Spec, again.Spec); diff != "" {
-					t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
-				}
-				stored = job
+				stored = createDefaulted(t, testutil.Load[*troupev1.HorovodJob](t, f, ns),
+					func(j *troupev1.HorovodJob) any { return j.Spec }, func(j *troupev1.HorovodJob) { webhooks.DefaultHorovodJob(j, opts) })
 			default:
 				t.Fatalf("unknown kind in %s", f)
 			}
@@ -114,6 +99,19 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createDefaulted creates job through the webhooks and checks that defaulting what was stored
+// once more changes nothing (defaulting is idempotent on a real round trip).
+func createDefaulted[T client.Object](t *testing.T, job T, spec func(T) any, def func(T)) T {
+	t.Helper()
+	create(t, job)
+	again := job.DeepCopyObject().(T)
+	def(again)
+	if diff := cmp.Diff(spec(job), spec(again)); diff != "" {
+		t.Errorf("defaulting the stored job changed it (-stored +again):\n%s", diff)
+	}
+	return job
 }
 
 func gangOf(o client.Object) *troupev1.GangProvider {
