@@ -7,8 +7,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -32,18 +30,6 @@ type Options struct {
 
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.
 func (o Options) ownedTypes() []client.Object { return GangTypes(o.AvailableGangs) }
-
-// GangTypes are the PodGroup types of the available gang providers.
-func GangTypes(available map[troupev1.GangProvider]bool) []client.Object {
-	var out []client.Object
-	if available[troupev1.GangVolcano] {
-		out = append(out, &volcanov1beta1.PodGroup{})
-	}
-	if available[troupev1.GangCoscheduling] {
-		out = append(out, &schedv1alpha1.PodGroup{})
-	}
-	return out
-}
 
 // gangFor is the gang provider of a job's scheduling policy.
 func gangFor(sp troupev1.SchedulingPolicy, o Options) (engine.Gang, error) {
