@@ -3,6 +3,7 @@
 package testing
 
 import (
+	"fmt"
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,13 +46,9 @@ func Load[T interface {
 	Fatalf(string, ...any)
 }, path, ns string) T {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
 	obj := T(new(E))
-	if err := yaml.UnmarshalStrict(data, obj); err != nil {
-		t.Fatalf("%s does not fit %T: %v", path, obj, err)
+	if err := readStrict(path, obj); err != nil {
+		t.Fatalf("%v", err)
 	}
 	if ns != "" {
 		obj.SetNamespace(ns)
@@ -61,16 +58,24 @@ func Load[T interface {
 
 // LoadChainerJob reads a ChainerJob manifest (for example one of examples/) into a wrapper.
 func LoadChainerJob(path, ns string) (*ChainerJobWrapper, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	w := &ChainerJobWrapper{}
-	if err := yaml.UnmarshalStrict(data, &w.ChainerJob); err != nil {
+	if err := readStrict(path, &w.ChainerJob); err != nil {
 		return nil, err
 	}
 	w.Namespace = ns
 	return w, nil
+}
+
+// readStrict reads a manifest into obj; a field obj's type does not know is an error.
+func readStrict(path string, obj any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		return fmt.Errorf("%s does not fit %T: %w", path, obj, err)
+	}
+	return nil
 }
 
 // WorkerSet adds a worker set of replicas pods.
