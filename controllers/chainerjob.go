@@ -72,14 +72,14 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&spec.Master.Template)
 	}
-	for i := range spec.WorkerSets {
-		ws := &spec.WorkerSets[i]
-		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", ws.Name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
+	for _, name := range spec.WorkerSetNames() {
+		ws := spec.WorkerSets[name]
+		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
 			return err
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
-			Name:            ws.Name,
-			StatefulSetName: job.Name + "-workerset-" + ws.Name,
+			Name:            name,
+			StatefulSetName: job.Name + "-workerset-" + name,
 			Replicas:        ptr.Deref(ws.Replicas, 1),
 			Slots:           mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, slotsOf(ws.MPIConfig)),
 			Template:        ws.Template,

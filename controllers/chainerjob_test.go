@@ -30,10 +30,10 @@ func chainerJob() *troupev1.ChainerJob {
 		Spec: troupev1.ChainerJobSpec{
 			Backend: troupev1.ChainerBackendMPI,
 			Master:  troupev1.ChainerMaster{Template: chainerTemplate(0)},
-			WorkerSets: []troupev1.ChainerWorkerSet{
-				{Name: "ws0", Replicas: ptr.To[int32](2), Template: chainerTemplate(0)},
-				{Name: "gpu", Replicas: ptr.To[int32](1), Template: chainerTemplate(8), MPIConfig: &troupev1.MPIConfig{Slots: ptr.To[int32](4)}},
-				{Name: "gpu8", Template: chainerTemplate(8)},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{
+				"ws0":  {Replicas: ptr.To[int32](2), Template: chainerTemplate(0)},
+				"gpu":  {Replicas: ptr.To[int32](1), Template: chainerTemplate(8), MPIConfig: &troupev1.MPIConfig{Slots: ptr.To[int32](4)}},
+				"gpu8": {Template: chainerTemplate(8)},
 			},
 		},
 	}
@@ -106,7 +106,7 @@ func TestChainerJobDescribe(t *testing.T) {
 		},
 		"a worker set without the chainer container": {
 			mutate: func(j *troupev1.ChainerJob) {
-				j.Spec.WorkerSets[1].Template.Spec.Containers[0].Name = "main"
+				j.Spec.WorkerSets["gpu"].Template.Spec.Containers[0].Name = "main"
 			},
 			wantErr: `spec.workerSets[gpu].template.spec.containers: must contain a container named "chainer"`,
 		},
@@ -135,10 +135,11 @@ func TestChainerJobDescribe(t *testing.T) {
 					BackoffLimit: 6, Slots: 1, IsHost: true,
 					PodFailurePolicy: mpi.WaitFailurePolicy(&job.Spec.Master.Template),
 				},
+				// In sorted name order, whatever order the map was written in.
 				WorkerSets: []engine.WorkerSet{
-					{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 					{Name: "gpu", StatefulSetName: "mn-workerset-gpu", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
 					{Name: "gpu8", StatefulSetName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
+					{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 				},
 				Backend: mpi.Backend{Transport: mpi.KubeExec{}, AgentImage: "agent:1"},
 			}

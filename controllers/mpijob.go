@@ -14,7 +14,9 @@ import (
 const MPIJobNameLabel = "mpijob.troupe.dev/name"
 
 // MPIJob adapts MPIJob to the engine: the shared MPI program shape, with a generated launcher
-// that runs mpirun with the spec's MCA parameters, extraMPIArgs and cmd.
+// that runs mpirun with the spec's MCA parameters, extraMPIArgs and cmd. A job written in the
+// FFFFFaraway form (numWorkers, launcherTemplate, workerTemplate) runs as the same program, its
+// launcher and workers as written, over KubeExec.
 type MPIJob struct {
 	Options
 }
@@ -38,8 +40,12 @@ func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
 	if !ok {
 		return fmt.Errorf("expected an MPIJob, got %T", obj)
 	}
-	p := &job.Spec.MPIProgramSpec
-	return mpiProgram(job, p, troupev1.MPIWorkerContainer, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
-		return mpirunCommand(p, d)
+	p, mainContainer := job.Spec.Program()
+	if job.Spec.IsWorkerTemplateForm() && p.Transport == "" {
+		// Its workers run their own command, not sshd: the launcher reaches them by exec.
+		p.Transport = troupev1.MPITransportKubeExec
+	}
+	return mpiProgram(job, &p, mainContainer, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
+		return mpirunCommand(&p, d)
 	})
 }

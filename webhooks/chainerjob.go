@@ -3,9 +3,10 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -51,12 +52,12 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 	}
 	defaultLaunch(&s.MPILaunch, troupev1.MPITransportKubeExec)
 	s.Master.MPIConfig = defaultSlots(s.Master.MPIConfig, mpi.Slots(&s.Master.Template, troupev1.ChainerMainContainer, nil))
-	for i := range s.WorkerSets {
-		ws := &s.WorkerSets[i]
+	for name, ws := range s.WorkerSets {
 		if ws.Replicas == nil {
 			ws.Replicas = ptr.To[int32](1)
 		}
 		ws.MPIConfig = defaultSlots(ws.MPIConfig, mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, nil))
+		s.WorkerSets[name] = ws
 	}
 }
 
@@ -122,22 +123,14 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	case s.Backend == troupev1.ChainerBackendNone && len(s.WorkerSets) > 0:
 		errs = append(errs, field.Forbidden(spec.Child("workerSets"),
 			fmt.Sprintf("backend %q runs the master alone: remove the worker sets or use backend %q", troupev1.ChainerBackendNone, troupev1.ChainerBackendMPI)))
-	case s.Backend != troupev1.ChainerBackendNone && len(s.WorkerSets) == 0:
-		errs = append(errs, field.Required(spec.Child("workerSets"),
-			fmt.Sprintf("backend %q needs at least one worker set; use backend %q to run the master alone", troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone)))
 	}
-	names := sets.New[string]()
-	for i := range s.WorkerSets {
-		ws := &s.WorkerSets[i]
-		p := spec.Child("workerSets").Index(i)
+	for _, name := range s.WorkerSetNames() {
+		ws := s.WorkerSets[name]
+		p := spec.Child("workerSets").Key(name)
 		replicas := ptr.Deref(ws.Replicas, 1)
 		if len(validateJobName(job.Name, derived)) == 0 {
-			errs = append(errs, validateSetName(p.Child("name"), job.Name, ws.Name, replicas)...)
+			errs = append(errs, validateSetName(p, job.Name, name, replicas)...)
 		}
-		if names.Has(ws.Name) {
-			errs = append(errs, field.Duplicate(p.Child("name"), ws.Name))
-		}
-		names.Insert(ws.Name)
 		if replicas < 1 {
 			errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
 		}
@@ -165,14 +158,18 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
 	errs = append(errs, validateTemplateUpdate(spec.Child("master", "template"), &o.Master.Template, &n.Master.Template, suspended)...)
-	if len(o.WorkerSets) != len(n.WorkerSets) {
+	if oldNames, newNames := o.WorkerSetNames(), n.WorkerSetNames(); !slices.Equal(oldNames, newNames) {
+		had := "none"
+		if len(oldNames) > 0 {
+			had = strings.Join(oldNames, ", ")
+		}
 		return append(errs, field.Forbidden(spec.Child("workerSets"),
-			fmt.Sprintf("worker sets cannot be added or removed once the job exists (it has %d); change their replicas instead", len(o.WorkerSets))))
+			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists (it has %s); change their replicas instead", had)))
 	}
-	for i := range n.WorkerSets {
-		p := spec.Child("workerSets").Index(i)
-		errs = append(errs, immutable(p.Child("name"), o.WorkerSets[i].Name, n.WorkerSets[i].Name)...)
-		errs = append(errs, validateTemplateUpdate(p.Child("template"), &o.WorkerSets[i].Template, &n.WorkerSets[i].Template, suspended)...)
+	for _, name := range n.WorkerSetNames() {
+		p := spec.Child("workerSets").Key(name)
+		oldSet, newSet := o.WorkerSets[name], n.WorkerSets[name]
+		errs = append(errs, validateTemplateUpdate(p.Child("template"), &oldSet.Template, &newSet.Template, suspended)...)
 	}
 	return errs
 }

@@ -76,11 +76,11 @@ func FuzzChainerJobKnobs(f *testing.F) {
 		job := &troupev1.ChainerJob{}
 		job.Name = name
 		job.Spec.Master.Template = chainerTemplate(0)
-		ws := troupev1.ChainerWorkerSet{Name: set, Replicas: &replicas, Template: chainerTemplate(gpus)}
+		ws := troupev1.ChainerWorkerSet{Replicas: &replicas, Template: chainerTemplate(gpus)}
 		if slots != 0 {
 			ws.MPIConfig = &troupev1.MPIConfig{Slots: &slots}
 		}
-		job.Spec.WorkerSets = []troupev1.ChainerWorkerSet{ws}
+		job.Spec.WorkerSets = map[string]troupev1.ChainerWorkerSet{set: ws}
 		if backoff != 6 {
 			job.Spec.RunPolicy.BackoffLimit = &backoff
 		}

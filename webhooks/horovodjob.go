@@ -39,7 +39,7 @@ func DefaultHorovodJob(job *troupev1.HorovodJob, o Options) {
 
 // ValidateHorovodJob returns every problem of a HorovodJob's spec.
 func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
-	errs := validateMPIProgram(job.Name, &job.Spec.MPIProgramSpec, troupev1.HorovodMainContainer)
+	errs := validateMPIProgram(job.Name, &job.Spec.MPIProgramSpec, troupev1.HorovodMainContainer, workerFormPaths())
 	e := job.Spec.Elastic
 	if e == nil {
 		return errs
@@ -73,7 +73,7 @@ func (HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.HorovodJo
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateHorovodJob(job)
 	}
-	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec)...)
+	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())...)
 	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
 	return nil, invalid("HorovodJob", job.Name, errs)
 }

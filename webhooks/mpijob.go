@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -27,14 +28,62 @@ func (w MPIJob) Default(_ context.Context, job *troupev1.MPIJob) error {
 	return nil
 }
 
-// DefaultMPIJob fills an MPIJob's defaults; it is idempotent.
+// DefaultMPIJob fills an MPIJob's defaults; it is idempotent. A job of the FFFFFaraway form
+// keeps its form: its defaults go to its own fields (numWorkers) and the shared ones, never
+// to spec.worker or spec.launcher, and its transport is KubeExec (its workers run their own
+// command, not sshd).
 func DefaultMPIJob(job *troupev1.MPIJob, o Options) {
-	defaultMPIProgram(&job.Spec.MPIProgramSpec, troupev1.MPIWorkerContainer, o)
+	s := &job.Spec
+	if !s.IsWorkerTemplateForm() {
+		defaultMPIProgram(&s.MPIProgramSpec, troupev1.MPIWorkerContainer, o)
+		return
+	}
+	if s.NumWorkers == nil {
+		s.NumWorkers = ptr.To[int32](1)
+	}
+	defaultProgramPolicies(&s.MPIProgramSpec, troupev1.MPITransportKubeExec, o)
 }
 
-// ValidateMPIJob returns every problem of an MPIJob's spec.
+// ValidateMPIJob returns every problem of an MPIJob's spec, at the paths of the form it is
+// written in.
 func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
-	return validateMPIProgram(job.Name, &job.Spec.MPIProgramSpec, troupev1.MPIWorkerContainer)
+	p, main := job.Spec.Program()
+	errs := validateMPIProgram(job.Name, &p, main, mpiJobPaths(&job.Spec))
+	if job.Spec.IsWorkerTemplateForm() {
+		errs = append(errs, validateWorkerTemplateForm(&job.Spec)...)
+	}
+	return errs
+}
+
+// validateWorkerTemplateForm checks what only the FFFFFaraway form can get wrong: fields of the
+// other form, and a transport that would need sshd in workers that run their own command.
+func validateWorkerTemplateForm(s *troupev1.MPIJobSpec) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(s.Worker, troupev1.MPIWorker{}) {
+		errs = append(errs, field.Forbidden(spec.Child("worker"),
+			"spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"))
+	}
+	if s.Launcher != nil {
+		errs = append(errs, field.Forbidden(spec.Child("launcher"),
+			"belongs to the spec.worker form: with spec.workerTemplate the launcher is spec.launcherTemplate"))
+	}
+	if s.LauncherTemplate == nil {
+		errs = append(errs, field.Required(spec.Child("launcherTemplate"),
+			"its command runs the program (for example horovodrun --hostfile $OMPI_MCA_orte_default_hostfile ...)"))
+	}
+	if s.Transport != "" && s.Transport != troupev1.MPITransportKubeExec {
+		errs = append(errs, field.NotSupported(spec.Child("transport"), s.Transport, []troupev1.MPITransport{troupev1.MPITransportKubeExec}))
+	}
+	return errs
+}
+
+// mpiJobPaths are the paths of the form the job is written in.
+func mpiJobPaths(s *troupev1.MPIJobSpec) programPaths {
+	if s.IsWorkerTemplateForm() {
+		return workerTemplateFormPaths()
+	}
+	return workerFormPaths()
 }
 
 // ValidateCreate refuses an MPIJob that could not run as written.
@@ -48,7 +97,13 @@ func (MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admi
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateMPIJob(job)
 	}
-	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec)...)
+	if old.Spec.IsWorkerTemplateForm() != job.Spec.IsWorkerTemplateForm() {
+		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),
+			"the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists")))
+	}
+	oldProgram, _ := old.Spec.Program()
+	newProgram, _ := job.Spec.Program()
+	errs = append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)
 	return nil, invalid("MPIJob", job.Name, errs)
 }
 

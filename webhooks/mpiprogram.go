@@ -14,11 +14,7 @@ import (
 
 // defaultMPIProgram fills what MPIJob and HorovodJob share; it is idempotent.
 func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Options) {
-	if p.MPIImplementation == "" {
-		p.MPIImplementation = troupev1.MPIImplementation(mpi.OpenMPI)
-	}
-	defaultLaunch(&p.MPILaunch, troupev1.MPITransportSSH)
-	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
+	defaultProgramPolicies(p, troupev1.MPITransportSSH, o)
 	if p.Worker.Replicas == nil {
 		p.Worker.Replicas = ptr.To[int32](1)
 	}
@@ -36,29 +32,66 @@ func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Optio
 	}
 }
 
-// validateMPIProgram returns every problem of what MPIJob and HorovodJob share.
-func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string) field.ErrorList {
+// programPaths are where the parts of an MPI program are written in a job's spec, for error
+// messages: under spec.worker and spec.launcher, or in an MPIJob of the FFFFFaraway form at
+// spec.numWorkers, spec.workerTemplate and spec.launcherTemplate.
+type programPaths struct {
+	workerReplicas, workerSlots, workerTemplate, workerCmd, launcher, launcherTemplate *field.Path
+}
+
+// workerFormPaths are the paths of the spec.worker form (T9k's; HorovodJob's only form).
+func workerFormPaths() programPaths {
+	worker, launcher := field.NewPath("spec", "worker"), field.NewPath("spec", "launcher")
+	return programPaths{
+		workerReplicas: worker.Child("replicas"), workerSlots: worker.Child("slots"),
+		workerTemplate: worker.Child("template"), workerCmd: worker.Child("cmd"),
+		launcher: launcher, launcherTemplate: launcher.Child("template"),
+	}
+}
+
+// workerTemplateFormPaths are the paths of an MPIJob written in the FFFFFaraway form.
+func workerTemplateFormPaths() programPaths {
+	spec := field.NewPath("spec")
+	return programPaths{
+		workerReplicas: spec.Child("numWorkers"), workerSlots: spec.Child("workerTemplate"),
+		workerTemplate: spec.Child("workerTemplate"), workerCmd: spec.Child("launcherTemplate"),
+		launcher: spec.Child("launcherTemplate"), launcherTemplate: spec.Child("launcherTemplate"),
+	}
+}
+
+// defaultProgramPolicies fills the parts of an MPI program that do not depend on how its
+// worker and launcher are written: the MPI implementation, the launch (transport default
+// given), the run and scheduling policies.
+func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITransport, o Options) {
+	if p.MPIImplementation == "" {
+		p.MPIImplementation = troupev1.MPIImplementation(mpi.OpenMPI)
+	}
+	defaultLaunch(&p.MPILaunch, transport)
+	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
+}
+
+// validateMPIProgram returns every problem of what MPIJob and HorovodJob share; at names where
+// its parts are written.
+func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
 	replicas := ptr.Deref(p.Worker.Replicas, 1)
 	derived := append([]derivedName{{what: `launcher Job "<name>-launcher"`, extra: len("-launcher"), max: maxLabelLength}},
 		statefulSetNames("-worker", replicas)...)
 	errs := validateJobName(name, derived)
 
-	worker := spec.Child("worker")
 	if replicas < 1 {
-		errs = append(errs, field.Invalid(worker.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
+		errs = append(errs, field.Invalid(at.workerReplicas, replicas, "must be 1 or more; suspend the job to stop its workers"))
 	}
-	errs = append(errs, validateSlots(worker.Child("slots"), p.Worker.Slots)...)
-	errs = append(errs, validateTemplate(worker.Child("template"), &p.Worker.Template, workerPod, mainContainer)...)
+	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots)...)
+	errs = append(errs, validateTemplate(at.workerTemplate, &p.Worker.Template, workerPod, mainContainer)...)
 	if l := p.Launcher; l != nil {
-		launcher := spec.Child("launcher")
 		if l.Template != nil {
-			errs = append(errs, validateTemplate(launcher.Child("template"), l.Template, launcherPod, "")...)
+			errs = append(errs, validateTemplate(at.launcherTemplate, l.Template, launcherPod, "")...)
 		}
-		errs = append(errs, validateJobLimits(launcher, l.BackoffLimit, l.ActiveDeadlineSeconds)...)
+		errs = append(errs, validateJobLimits(at.launcher, l.BackoffLimit, l.ActiveDeadlineSeconds)...)
 	}
 	if len(p.Worker.Cmd) == 0 && (p.Launcher == nil || p.Launcher.Template == nil) {
-		errs = append(errs, field.Required(worker.Child("cmd"),
+		errs = append(errs, field.Required(at.workerCmd,
 			"nothing to run: give the program in worker.cmd (the operator builds the launcher) or a launcher.template"))
 	}
 	impl := mpi.Implementation(p.MPIImplementation)
@@ -82,14 +115,14 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 // validateMPIProgramUpdate refuses changes to what is fixed once the job exists: the templates
 // (but see validateTemplateUpdate), the program, the MPI implementation, the transport and the
 // gang provider. The worker replicas, suspend and the TTL may change.
-func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec) field.ErrorList {
+func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
 	suspended := ptr.Deref(o.RunPolicy.Suspend, false) && ptr.Deref(n.RunPolicy.Suspend, false)
 	var errs field.ErrorList
 	errs = append(errs, immutable(spec.Child("mpiImplementation"), o.MPIImplementation, n.MPIImplementation)...)
 	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
-	errs = append(errs, validateTemplateUpdate(spec.Child("worker", "template"), &o.Worker.Template, &n.Worker.Template, suspended)...)
+	errs = append(errs, validateTemplateUpdate(at.workerTemplate, &o.Worker.Template, &n.Worker.Template, suspended)...)
 	// The generated launcher is made of these; a batch Job's template cannot change.
 	errs = append(errs, unchanged(spec.Child("worker", "cmd"), o.Worker.Cmd, n.Worker.Cmd)...)
 	errs = append(errs, unchanged(spec.Child("worker", "extraMPIArgs"), o.Worker.ExtraMPIArgs, n.Worker.ExtraMPIArgs)...)
@@ -99,9 +132,9 @@ func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec) field.ErrorList {
 	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
 	switch {
 	case (oldLaunch == nil) != (newLaunch == nil):
-		errs = append(errs, field.Forbidden(spec.Child("launcher", "template"), "cannot be added or removed once the job exists"))
+		errs = append(errs, field.Forbidden(at.launcherTemplate, "cannot be added or removed once the job exists"))
 	case oldLaunch != nil:
-		errs = append(errs, validateTemplateUpdate(spec.Child("launcher", "template"), oldLaunch, newLaunch, suspended)...)
+		errs = append(errs, validateTemplateUpdate(at.launcherTemplate, oldLaunch, newLaunch, suspended)...)
 	}
 	return errs
 }

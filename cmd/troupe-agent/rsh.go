@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -102,4 +103,32 @@ func execInPod(ctx context.Context, host string, argv []string, stdin io.Reader,
 	default:
 		return 255, err
 	}
+}
+
+// podReady reports why the host's pod is not Ready yet, or nil. A worker's readinessProbe is
+// how it says it is prepared (code installed, data fetched), so the launcher waits for it; a
+// pod without probes is Ready once its containers run.
+func podReady(ctx context.Context, host string) error {
+	namespace, name, err := podOf(host)
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s is not Ready (phase %s)", name, pod.Status.Phase)
 }

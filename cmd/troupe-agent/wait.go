@@ -156,6 +156,9 @@ func checker(cfg waitConfig) (checkFunc, error) {
 			if err := resolve(ctx, host); err != nil {
 				return err
 			}
+			if err := podReady(ctx, host); err != nil {
+				return err
+			}
 			code, err := execInPod(ctx, host, []string{"true"}, nil, io.Discard, io.Discard)
 			if err == nil && code != 0 {
 				err = fmt.Errorf("exec of true exited %d", code)

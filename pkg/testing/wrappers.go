@@ -80,9 +80,10 @@ func readStrict(path string, obj any) error {
 
 // WorkerSet adds a worker set of replicas pods.
 func (w *ChainerJobWrapper) WorkerSet(name string, replicas int32) *ChainerJobWrapper {
-	w.Spec.WorkerSets = append(w.Spec.WorkerSets, troupev1.ChainerWorkerSet{
-		Name: name, Replicas: ptr.To(replicas), Template: ChainerTemplate("chainer:test"),
-	})
+	if w.Spec.WorkerSets == nil {
+		w.Spec.WorkerSets = map[string]troupev1.ChainerWorkerSet{}
+	}
+	w.Spec.WorkerSets[name] = troupev1.ChainerWorkerSet{Replicas: ptr.To(replicas), Template: ChainerTemplate("chainer:test")}
 	return w
 }
 
@@ -118,3 +119,10 @@ func (w *ChainerJobWrapper) TTL(seconds int32) *ChainerJobWrapper {
 
 // Obj returns the built ChainerJob.
 func (w *ChainerJobWrapper) Obj() *troupev1.ChainerJob { return w.DeepCopy() }
+
+// EditWorkerSet changes the worker set name of job in place (map values cannot be addressed).
+func EditWorkerSet(job *troupev1.ChainerJob, name string, edit func(*troupev1.ChainerWorkerSet)) {
+	ws := job.Spec.WorkerSets[name]
+	edit(&ws)
+	job.Spec.WorkerSets[name] = ws
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -77,14 +78,26 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 			case strings.Contains(string(data), "kind: ChainerJob"):
 				job := createDefaulted(t, testutil.Load[*troupev1.ChainerJob](t, f, ns),
 					func(j *troupev1.ChainerJob) any { return j.Spec }, func(j *troupev1.ChainerJob) { webhooks.DefaultChainerJob(j, opts) })
-				if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.WorkerSets[0].MPIConfig.Slots == nil {
+				if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.Master.MPIConfig.Slots == nil {
 					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
+				}
+				for name, ws := range job.Spec.WorkerSets {
+					if ws.MPIConfig == nil || ws.MPIConfig.Slots == nil || ws.Replicas == nil {
+						t.Errorf("stored worker set %s lacks its defaults: %+v", name, ws)
+					}
 				}
 				stored = job
 			case strings.Contains(string(data), "kind: MPIJob"):
 				job := createDefaulted(t, testutil.Load[*troupev1.MPIJob](t, f, ns),
 					func(j *troupev1.MPIJob) any { return j.Spec }, func(j *troupev1.MPIJob) { webhooks.DefaultMPIJob(j, opts) })
-				if job.Spec.Transport != troupev1.MPITransportSSH || job.Spec.MPIImplementation != "OpenMPI" || ptr.Deref(job.Spec.SSH.Port, 0) != 2222 {
+				switch {
+				case job.Spec.IsWorkerTemplateForm():
+					// The FFFFFaraway form keeps its form and reaches its workers by exec.
+					if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.NumWorkers == nil ||
+						!equality.Semantic.DeepEqual(job.Spec.Worker, troupev1.MPIWorker{}) || job.Spec.Launcher != nil {
+						t.Errorf("stored spec lacks its defaults or changed form: %+v", job.Spec)
+					}
+				case job.Spec.Transport != troupev1.MPITransportSSH || job.Spec.MPIImplementation != "OpenMPI" || ptr.Deref(job.Spec.SSH.Port, 0) != 2222:
 					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
 				}
 				stored = job

@@ -33,19 +33,22 @@ func TestChainerJobUpdates(t *testing.T) {
 		name, expect string
 		mutate       func(*troupev1.ChainerJob)
 	}{
-		{"worker image", "spec.workerSets[0].template: Forbidden", func(j *troupev1.ChainerJob) {
-			j.Spec.WorkerSets[0].Template.Spec.Containers[0].Image = "other:2"
+		{"worker image", "spec.workerSets[ws0].template: Forbidden", func(j *troupev1.ChainerJob) {
+			j.Spec.WorkerSets["ws0"].Template.Spec.Containers[0].Image = "other:2"
 		}},
 		{"master node selector while running", "spec.master.template: Forbidden", func(j *troupev1.ChainerJob) {
 			j.Spec.Master.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
 		}},
 		{"a worker set added", "spec.workerSets: Forbidden", func(j *troupev1.ChainerJob) {
-			j.Spec.WorkerSets = append(j.Spec.WorkerSets, troupev1.ChainerWorkerSet{Name: "ws1", Replicas: ptr.To[int32](1), Template: testutil.ChainerTemplate("c:1")})
+			j.Spec.WorkerSets["ws1"] = troupev1.ChainerWorkerSet{Replicas: ptr.To[int32](1), Template: testutil.ChainerTemplate("c:1")}
 		}},
 		{"the transport", "spec.transport", func(j *troupev1.ChainerJob) { j.Spec.Transport = troupev1.MPITransportSSH }},
 		{"the backend", "spec.backend", func(j *troupev1.ChainerJob) { j.Spec.Backend = troupev1.ChainerBackendNone; j.Spec.WorkerSets = nil }},
 		{"the gang provider", "spec.schedulingPolicy.gang", func(j *troupev1.ChainerJob) { j.Spec.SchedulingPolicy.Gang = ptr.To(troupev1.GangVolcano) }},
-		{"a worker set renamed", "spec.workerSets[0].name", func(j *troupev1.ChainerJob) { j.Spec.WorkerSets[0].Name = "renamed" }},
+		{"a worker set renamed", "spec.workerSets: Forbidden", func(j *troupev1.ChainerJob) {
+			j.Spec.WorkerSets["renamed"] = j.Spec.WorkerSets["ws0"]
+			delete(j.Spec.WorkerSets, "ws0")
+		}},
 	}
 	for _, c := range refused {
 		t.Run("refused: "+c.name, func(t *testing.T) {
@@ -60,12 +63,16 @@ func TestChainerJobUpdates(t *testing.T) {
 		name   string
 		mutate func(*troupev1.ChainerJob)
 	}{
-		{"worker replicas", func(j *troupev1.ChainerJob) { j.Spec.WorkerSets[0].Replicas = ptr.To[int32](3) }},
+		{"worker replicas", func(j *troupev1.ChainerJob) {
+			testutil.EditWorkerSet(j, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Replicas = ptr.To[int32](3) })
+		}},
 		{"the TTL", func(j *troupev1.ChainerJob) { j.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](60) }},
 		{"suspend", func(j *troupev1.ChainerJob) { j.Spec.RunPolicy.Suspend = ptr.To(true) }},
 		{"scheduling fields while suspended", func(j *troupev1.ChainerJob) {
-			j.Spec.WorkerSets[0].Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
-			j.Spec.WorkerSets[0].Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			testutil.EditWorkerSet(j, "ws0", func(ws *troupev1.ChainerWorkerSet) {
+				ws.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+				ws.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			})
 			j.Spec.Master.Template.Labels = map[string]string{"queue": "a"}
 		}},
 	}

@@ -70,8 +70,7 @@ func buildChainerJob(t *testing.T, impl mpi.Implementation, u testUser, masterCo
 				Template:  podTemplate(u, troupev1.ChainerMainContainer, masterCommand),
 				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(masterSlots)},
 			},
-			WorkerSets: []troupev1.ChainerWorkerSet{{
-				Name:      "ws0",
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{"ws0": {
 				Replicas:  ptr.To[int32](2),
 				MPIConfig: &troupev1.MPIConfig{Slots: ptr.To(workerSlots)},
 				Template:  podTemplate(u, troupev1.ChainerMainContainer, nil),

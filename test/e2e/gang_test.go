@@ -72,7 +72,7 @@ func gangChainerJob(name, ns, pool string, g troupev1.GangProvider, duration str
 	job := testutil.MakeChainerJob(name, ns).WorkerSet("ws0", 2).Obj()
 	job.Spec.SchedulingPolicy.Gang = ptr.To(g)
 	onPool(&job.Spec.Master.Template, pool, "2")
-	onPool(&job.Spec.WorkerSets[0].Template, pool, "2")
+	testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) { onPool(&ws.Template, pool, "2") })
 	job.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: duration}
 	return job
 }

@@ -59,7 +59,7 @@ func TestKubeExecRunsMPI(t *testing.T) {
 	const name, intruder = "kexec", "intruder"
 	job := testutil.MakeChainerJob(name, ns).WorkerSet("ws0", 2).Obj()
 	job.Spec.Master.MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](1)}
-	job.Spec.WorkerSets[0].MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](2)}
+	testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.MPIConfig = &troupev1.MPIConfig{Slots: ptr.To[int32](2)} })
 	// A simulated master completes after 3s, and the workers are released then.
 	job.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: outlivesTheTest}
 	create(t, job)

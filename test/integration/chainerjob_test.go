@@ -91,7 +91,9 @@ func TestTemplateMetadataIsKept(t *testing.T) {
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("meta", ns).WorkerSet("ws0", 1).Obj()
 	job.Spec.Master.Template.Labels = map[string]string{"team": "vision"}
-	job.Spec.WorkerSets[0].Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) {
+		ws.Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	})
 	create(t, job)
 	master := waitFor(t, &batchv1.Job{}, ns, "meta-master")
 	if master.Spec.Template.Labels["team"] != "vision" {
@@ -331,7 +333,7 @@ func TestCRDRefusesMasterWithoutMainContainer(t *testing.T) {
 func TestWorkerSetWithoutMainContainerIsReported(t *testing.T) {
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("bad", ns).WorkerSet("ws0", 1).Obj()
-	job.Spec.WorkerSets[0].Template.Spec.Containers[0].Name = "main"
+	job.Spec.WorkerSets["ws0"].Template.Spec.Containers[0].Name = "main"
 	create(t, job)
 	got := waitForJob(t, ns, "bad", "the InvalidSpec condition", func(j *troupev1.ChainerJob) bool {
 		c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized)

@@ -83,7 +83,7 @@ func TestSSHSecretsArePerJob(t *testing.T) {
 func scale(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	job := waitForJob(t, ns, name, "to scale", func(*troupev1.ChainerJob) bool { return true })
-	job.Spec.WorkerSets[0].Replicas = ptr.To(replicas)
+	testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Replicas = ptr.To(replicas) })
 	if err := k8s.Update(context.Background(), job); err != nil {
 		t.Fatalf("scale %s: %v", name, err)
 	}

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -54,22 +57,15 @@ type ChainerMaster struct {
 	MPIConfig *MPIConfig `json:"mpiConfig,omitempty"`
 }
 
-// The "chainer" container rule of a worker set is not a CEL rule: over a list of worker sets
+// The "chainer" container rule of a worker set is not a CEL rule: over a map of worker sets
 // of unbounded container lists its estimated cost exceeds the API server's budget, so the
 // operator (and the admission webhook) check it instead.
 
 // ChainerWorkerSet is one group of identical worker pods, run as a StatefulSet named
-// <job>-workerset-<name>. Worker sets of one job may differ in image, resources and slots
-// (heterogeneous workers).
+// <job>-workerset-<name>, where name is the set's key in spec.workerSets. Worker sets of one
+// job may differ in image, resources and slots (heterogeneous workers).
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
 type ChainerWorkerSet struct {
-	// name identifies the set within the job; it is part of the StatefulSet's and the pods'
-	// host names, so it must be a DNS label.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Name string `json:"name"`
-
 	// replicas is the number of worker pods in this set. Default 1. Suspend the job to stop
 	// its workers.
 	// +kubebuilder:validation:Minimum=1
@@ -101,13 +97,14 @@ type ChainerJobSpec struct {
 	// master is the pod that runs the training entry point (mpiexec) as a batch Job.
 	Master ChainerMaster `json:"master"`
 
-	// workerSets are zero or more groups of worker pods, each run as a StatefulSet. The list is
-	// keyed by name, so server-side apply and strategic merge patches address one set.
-	// +listType=map
-	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=32
+	// workerSets are zero or more groups of worker pods, each run as a StatefulSet
+	// <job>-workerset-<key>, keyed by the set's name as chainer-operator writes them
+	// (workerSets: {ws0: {replicas: 2, template: ...}}). A name is a DNS label: it is part of
+	// the pods' host names. Sets are built, and listed in the hostfile, in sorted name order.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 63 && k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="keys must be worker set names: lower-case DNS labels (letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
 	// +optional
-	WorkerSets []ChainerWorkerSet `json:"workerSets,omitempty"`
+	WorkerSets map[string]ChainerWorkerSet `json:"workerSets,omitempty"`
 
 	// runPolicy is the lifecycle policy shared by every troupe kind.
 	// +optional
@@ -120,10 +117,11 @@ type ChainerJobSpec struct {
 
 // ChainerJob runs a Chainer or ChainerMN training: one master pod (a batch Job) and zero or
 // more heterogeneous worker sets (StatefulSets) wired together by MPI.
-// The name bound keeps derived names within DNS label limits: the master Job <name>-master
-// (63), and with worker sets the StatefulSets <name>-workerset-<set> (52, for the pods'
-// controller-revision-hash label).
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= (has(self.spec.workerSets) && self.spec.workerSets.size() > 0 ? 40 : 56)",message="metadata.name: must be no more than 40 characters (56 without worker sets) so that derived StatefulSet, Job and pod host names fit"
+// The name bounds keep derived names within their limits: the master Job <name>-master and its
+// pod host name (63), and each StatefulSet <name>-workerset-<set> (52, for the pods'
+// controller-revision-hash label; its pods' host names then fit in 63 for any replica count).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",message="metadata.name: must be no more than 56 characters: the master Job \"<name>-master\" must fit in 63 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.workerSets) || self.spec.workerSets.all(k, self.metadata.name.size() + k.size() <= 41)",messageExpression="'metadata.name: StatefulSet \"' + self.metadata.name + '-workerset-' + self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0] + '\" would have ' + string(self.metadata.name.size() + 11 + self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size()) + ' characters, more than 52: ' + (self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size() < 41 ? 'with worker set ' + self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0] + ' the job name must be no more than ' + string(41 - self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size()) + ' characters' : 'shorten the worker set name ' + self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0])"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=chj,categories=troupe
@@ -151,3 +149,9 @@ type ChainerJobList struct {
 
 // JobStatus lets the shared engine read and write the status every troupe kind shares.
 func (j *ChainerJob) JobStatus() *JobStatus { return &j.Status }
+
+// WorkerSetNames returns the names of the job's worker sets in sorted order: the one order in
+// which the sets are built, validated and listed in the hostfile.
+func (s *ChainerJobSpec) WorkerSetNames() []string {
+	return slices.Sorted(maps.Keys(s.WorkerSets))
+}

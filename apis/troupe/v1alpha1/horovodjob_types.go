@@ -23,9 +23,10 @@ type HorovodElastic struct {
 }
 
 // HorovodJobSpec is the desired state of a HorovodJob: MPIJob's shape with Horovod's defaults.
-// +kubebuilder:validation:XValidation:rule="self.worker.template.spec.containers.exists(c, c.name == 'horovod')",message="worker.template.spec.containers must contain a container named \"horovod\""
+// +kubebuilder:validation:XValidation:rule="has(self.worker)",message="spec.worker is required"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'horovod')",message="worker.template.spec.containers must contain a container named \"horovod\""
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || self.elastic.minReplicas <= self.elastic.maxReplicas",message="elastic.minReplicas must not exceed elastic.maxReplicas"
-// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.worker.replicas) || (self.worker.replicas >= self.elastic.minReplicas && self.worker.replicas <= self.elastic.maxReplicas)",message="worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.worker) || !has(self.worker.replicas) || (self.worker.replicas >= self.elastic.minReplicas && self.worker.replicas <= self.elastic.maxReplicas)",message="worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas"
 type HorovodJobSpec struct {
 	MPIProgramSpec `json:",inline"`
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -69,17 +70,75 @@ type MPILauncher struct {
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }
 
-// MPIJobSpec is the desired state of an MPIJob.
-// +kubebuilder:validation:XValidation:rule="self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must contain a container named \"mpi-worker\""
+// MPIJobSpec is the desired state of an MPIJob, written in one of two forms: T9k's
+// (spec.worker, with an optional spec.launcher) or FFFFFaraway MPI-Operator's (spec.numWorkers,
+// spec.launcherTemplate and spec.workerTemplate, whose workers run their own command). The
+// operator runs both the same way; see Program.
+// +kubebuilder:validation:XValidation:rule="has(self.worker) || has(self.workerTemplate)",message="spec.worker is required (or spec.workerTemplate, with spec.numWorkers and spec.launcherTemplate, in the FFFFFaraway form)"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || !(has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers))",message="spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.launcher)",message="spec.launcher belongs to the spec.worker form: with spec.workerTemplate the launcher is spec.launcherTemplate"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || has(self.launcherTemplate)",message="spec.launcherTemplate is required with spec.workerTemplate: its command runs the program (for example horovodrun --hostfile $OMPI_MCA_orte_default_hostfile ...)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.transport) || self.transport == 'KubeExec'",message="spec.transport: the spec.workerTemplate form runs the workers' own commands and reaches them with KubeExec; write the spec.worker form for sshd workers"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must contain a container named \"mpi-worker\""
 type MPIJobSpec struct {
 	MPIProgramSpec `json:",inline"`
+
+	// numWorkers is the number of worker pods in the FFFFFaraway form (spec.worker.replicas in
+	// the other). Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	NumWorkers *int32 `json:"numWorkers,omitempty"`
+
+	// launcherTemplate is the launcher pod in the FFFFFaraway form: its command runs the
+	// program, finding the hostfile in $OMPI_MCA_orte_default_hostfile (Open MPI) or
+	// $TROUPE_HOSTFILE. Its first container is the main one.
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy != 'Always'",message="spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
+	// +optional
+	LauncherTemplate *corev1.PodTemplateSpec `json:"launcherTemplate,omitempty"`
+
+	// workerTemplate is the worker pod in the FFFFFaraway form. Its containers may have any
+	// names; the first is the main one, the container the launcher's processes are started in.
+	// It runs its own command, and its readinessProbe gates the launcher: the launcher starts
+	// once every worker pod is Ready.
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",message="spec.restartPolicy: a StatefulSet's pods restart Always"
+	// +optional
+	WorkerTemplate *corev1.PodTemplateSpec `json:"workerTemplate,omitempty"`
+}
+
+// IsWorkerTemplateForm reports whether the job is written in the FFFFFaraway form
+// (numWorkers, launcherTemplate, workerTemplate).
+func (s *MPIJobSpec) IsWorkerTemplateForm() bool { return s.WorkerTemplate != nil }
+
+// Program returns the job as the MPI program both forms describe, in the spec.worker form, and
+// the name of its workers' main container. The FFFFFaraway form's numWorkers, workerTemplate
+// and launcherTemplate become worker.replicas, worker.template and launcher.template, and its
+// main container is the worker template's first. The result shares nothing with s.
+func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
+	p = *s.MPIProgramSpec.DeepCopy()
+	if !s.IsWorkerTemplateForm() {
+		return p, MPIWorkerContainer
+	}
+	p.Worker = MPIWorker{Template: *s.WorkerTemplate.DeepCopy()}
+	if s.NumWorkers != nil {
+		p.Worker.Replicas = ptr.To(*s.NumWorkers)
+	}
+	p.Launcher = &MPILauncher{}
+	if s.LauncherTemplate != nil {
+		p.Launcher.Template = s.LauncherTemplate.DeepCopy()
+	}
+	if cs := s.WorkerTemplate.Spec.Containers; len(cs) > 0 {
+		mainContainer = cs[0].Name
+	}
+	return p, mainContainer
 }
 
 // MPIProgramSpec is what MPIJob and HorovodJob share: a launcher running an MPI program on a
 // set of worker pods.
 type MPIProgramSpec struct {
-	// worker is the worker pods.
-	Worker MPIWorker `json:"worker"`
+	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
+	// (spec.workerTemplate).
+	// +optional
+	Worker MPIWorker `json:"worker,omitzero"`
 
 	// launcher is the pod that runs mpirun. Optional: see MPILauncher.template.
 	// +optional

@@ -164,7 +164,7 @@ func job(i int) *troupev1.ChainerJob {
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: "default"},
 		Spec: troupev1.ChainerJobSpec{
 			Master:     troupev1.ChainerMaster{Template: tmpl},
-			WorkerSets: []troupev1.ChainerWorkerSet{{Name: "ws0", Replicas: ptr.To[int32](2), Template: tmpl}},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{"ws0": {Replicas: ptr.To[int32](2), Template: tmpl}},
 		},
 	}
 }
