@@ -126,7 +126,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	}
 	for _, name := range s.WorkerSetNames() {
 		ws := s.WorkerSets[name]
-		p := spec.Child("workerSets").Key(name)
+		p := spec.Child("workerSets").Child(name)
 		replicas := ptr.Deref(ws.Replicas, 1)
 		if len(validateJobName(job.Name, derived)) == 0 {
 			errs = append(errs, validateSetName(p, job.Name, name, replicas)...)
@@ -167,7 +167,7 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists (it has %s); change their replicas instead", had)))
 	}
 	for _, name := range n.WorkerSetNames() {
-		p := spec.Child("workerSets").Key(name)
+		p := spec.Child("workerSets").Child(name)
 		oldSet, newSet := o.WorkerSets[name], n.WorkerSets[name]
 		errs = append(errs, validateTemplateUpdate(p.Child("template"), &oldSet.Template, &newSet.Template, suspended)...)
 	}

@@ -32,7 +32,12 @@ type seedExample struct {
 	fragment bool
 }
 
-var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+var (
+	yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	// elision is a line a document writes as "..." for what it leaves out, alone or as a list
+	// item ("- ..." followed by the item's other fields); it is removed, keeping the "-".
+	elision = regexp.MustCompile(`(?m)^(\s*-?)\s*\.\.\.\s*$`)
+)
 
 // seedExamples extracts the job manifests of a seed document, in order. Blocks without a spec
 // (the status a document shows as command output) are not manifests and are left out.
@@ -44,10 +49,13 @@ func seedExamples(t *testing.T, doc string) []seedExample {
 	}
 	var out []seedExample
 	for i, block := range yamlBlock.FindAllStringSubmatch(string(data), -1) {
+		if strings.HasPrefix(block[1], "$ ") {
+			continue // a terminal transcript (kubectl get -o yaml), not a manifest
+		}
 		for j, part := range regexp.MustCompile(`(?m)^---\s*$`).Split(block[1], -1) {
-			elided := regexp.MustCompile(`(?m)^\s*\.\.\.\s*$`).MatchString(part)
+			elided := elision.MatchString(part)
 			var obj map[string]any
-			if err := yaml.Unmarshal([]byte(regexp.MustCompile(`(?m)^\s*\.\.\.\s*$`).ReplaceAllString(part, "")), &obj); err != nil {
+			if err := yaml.Unmarshal([]byte(elision.ReplaceAllString(part, "$1")), &obj); err != nil {
 				t.Fatalf("%s block %d: %v", doc, i+1, err)
 			}
 			if obj["spec"] == nil {

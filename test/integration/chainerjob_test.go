@@ -68,9 +68,10 @@ func TestChainerMNExampleChildren(t *testing.T) {
 	masterLabels := with(jobLabels, troupev1.LabelRole, "master")
 	checkOwnedAndLabelled(t, master, job, masterLabels)
 	checkPodTemplate(t, "master", &master.Spec.Template, masterLabels)
-	if *master.Spec.BackoffLimit != 2 || ptr.Deref(master.Spec.ActiveDeadlineSeconds, 0) != 3600 {
-		t.Errorf("master Job: backoffLimit %d, activeDeadlineSeconds %v; want 2 and 3600",
-			*master.Spec.BackoffLimit, master.Spec.ActiveDeadlineSeconds)
+	// The seed sets neither: "restarted automatically when it failed", as a batch Job is.
+	if *master.Spec.BackoffLimit != troupev1.DefaultBackoffLimit || master.Spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("master Job: backoffLimit %d, activeDeadlineSeconds %v; want the batch Job defaults %d and none",
+			*master.Spec.BackoffLimit, master.Spec.ActiveDeadlineSeconds, troupev1.DefaultBackoffLimit)
 	}
 	if h, sd := master.Spec.Template.Spec.Hostname, master.Spec.Template.Spec.Subdomain; h != "example-job-mn-master" || sd != "example-job-mn" {
 		t.Errorf("master pod DNS: hostname %q subdomain %q, want example-job-mn-master under example-job-mn", h, sd)
@@ -340,7 +341,7 @@ func TestWorkerSetWithoutMainContainerIsReported(t *testing.T) {
 		return c != nil && c.Reason == troupev1.ReasonInvalidSpec
 	})
 	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized)
-	if !strings.Contains(c.Message, `spec.workerSets[ws0].template.spec.containers`) {
+	if !strings.Contains(c.Message, `spec.workerSets.ws0.template.spec.containers`) {
 		t.Errorf("Initialized message = %q, want the field path", c.Message)
 	}
 	expectEvent(t, ns, "bad", troupev1.EventInvalidSpec)

@@ -54,7 +54,7 @@ func runKubectl(args ...string) (string, error) {
 // What a user sees with kubectl: descriptions, printer columns, short name and category.
 func TestKubectlView(t *testing.T) {
 	explain := kubectl(t, "explain", "chainerjob.spec.workerSets")
-	for _, want := range []string{"heterogeneous", "keyed by name", "replicas", "mpiConfig"} {
+	for _, want := range []string{"heterogeneous", "keyed by the set's name", "replicas", "mpiConfig"} {
 		if !strings.Contains(explain, want) {
 			t.Errorf("kubectl explain chainerjob.spec.workerSets lacks %q:\n%s", want, explain)
 		}
