@@ -50,7 +50,7 @@ fmt: ## Format the Go code.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 .PHONY: verify
 verify: generate manifests ## Fail when a generated file is stale, code is unformatted or lint finds anything.
