@@ -97,11 +97,13 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 
-	var mostReplicas, totalPods int32 = 0, 1
+	// Summed in int64: the replicas are not bounded yet, and an int32 sum would wrap.
+	var mostReplicas int32
+	totalPods := int64(1)
 	for _, ws := range s.WorkerSets {
 		r := ptr.Deref(ws.Replicas, 1)
 		mostReplicas = max(mostReplicas, r)
-		totalPods += r
+		totalPods += int64(r)
 	}
 	derived := []derivedName{{what: `master Job "<name>-master"`, extra: len("-master"), max: maxLabelLength}}
 	if len(s.WorkerSets) > 0 {
@@ -114,9 +116,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	}
 	master := spec.Child("master")
 	errs = append(errs, validateTemplate(master.Child("template"), &s.Master.Template, launcherPod, troupev1.ChainerMainContainer)...)
-	if s.Master.MPIConfig != nil {
-		errs = append(errs, validateSlots(master.Child("mpiConfig", "slots"), s.Master.MPIConfig.Slots)...)
-	}
+	errs = append(errs, validateSlots(master.Child("mpiConfig", "slots"), slotsOf(s.Master.MPIConfig), &s.Master.Template, troupev1.ChainerMainContainer)...)
 	errs = append(errs, validateJobLimits(master, s.Master.BackoffLimit, s.Master.ActiveDeadlineSeconds)...)
 
 	switch {
@@ -131,16 +131,13 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 		if len(validateJobName(job.Name, derived)) == 0 {
 			errs = append(errs, validateSetName(p, job.Name, name, replicas)...)
 		}
-		if replicas < 1 {
-			errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
-		}
-		if ws.MPIConfig != nil {
-			errs = append(errs, validateSlots(p.Child("mpiConfig", "slots"), ws.MPIConfig.Slots)...)
-		}
+		errs = append(errs, validateReplicas(p.Child("replicas"), replicas)...)
+		errs = append(errs, validateSlots(p.Child("mpiConfig", "slots"), slotsOf(ws.MPIConfig), &ws.Template, troupev1.ChainerMainContainer)...)
 		errs = append(errs, validateTemplate(p.Child("template"), &ws.Template, workerPod, troupev1.ChainerMainContainer)...)
 	}
 	errs = append(errs, validateLaunch(spec, &s.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
+	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
 	return errs
 }
@@ -172,4 +169,12 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 		errs = append(errs, validateTemplateUpdate(p.Child("template"), &oldSet.Template, &newSet.Template, suspended)...)
 	}
 	return errs
+}
+
+// slotsOf is an MPIConfig's explicit slots, if any.
+func slotsOf(c *troupev1.MPIConfig) *int32 {
+	if c == nil {
+		return nil
+	}
+	return c.Slots
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -79,12 +80,12 @@ func atLeast[T int32 | int64](p *field.Path, v *T, lowest T) field.ErrorList {
 }
 
 // validateSchedulingPolicy checks the shared scheduling policy of a job of totalPods pods.
-func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, totalPods int32) field.ErrorList {
+func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, totalPods int64) field.ErrorList {
 	var errs field.ErrorList
 	if g := sp.Gang; g != nil && !oneOf(gangProviders, *g) {
 		errs = append(errs, field.NotSupported(p.Child("gang"), *g, gangProviders))
 	}
-	if m := sp.MinAvailable; m != nil && (*m < 1 || *m > totalPods) {
+	if m := sp.MinAvailable; m != nil && (*m < 1 || int64(*m) > totalPods) {
 		errs = append(errs, field.Invalid(p.Child("minAvailable"), *m,
 			fmt.Sprintf("must be between 1 and the job's %d pods (the master and every worker)", totalPods)))
 	}
@@ -108,8 +109,45 @@ func validateLaunch(p *field.Path, l *troupev1.MPILaunch) field.ErrorList {
 	return append(errs, atLeast(p.Child("waitForWorkersTimeoutSeconds"), l.WaitForWorkersTimeoutSeconds, 1)...)
 }
 
-// validateSlots checks an explicit slots value.
-func validateSlots(p *field.Path, slots *int32) field.ErrorList { return atLeast(p, slots, 1) }
+// validateSlots checks the slots of one pod set: the explicit value at p (1 to
+// troupev1.MaxSlotsPerPod), or when there is none the count the main container's GPU limit
+// gives, so that defaulting it into p never makes a valid job invalid.
+func validateSlots(p *field.Path, slots *int32, tmpl *corev1.PodTemplateSpec, mainContainer string) field.ErrorList {
+	if slots == nil {
+		if derived := mpi.Slots(tmpl, mainContainer, nil); derived > troupev1.MaxSlotsPerPod {
+			return field.ErrorList{field.Invalid(p, derived, fmt.Sprintf(
+				"the %s limit of container %q gives %d MPI processes per pod, more than %d: set the slots explicitly",
+				mpi.ResourceGPU, mainContainer, derived, troupev1.MaxSlotsPerPod))}
+		}
+		return nil
+	}
+	if *slots > troupev1.MaxSlotsPerPod {
+		return field.ErrorList{field.Invalid(p, *slots, fmt.Sprintf("must be no more than %d MPI processes per pod", troupev1.MaxSlotsPerPod))}
+	}
+	return atLeast(p, slots, 1)
+}
+
+// validateReplicas checks a worker count: 1 (suspend the job to stop its workers) to
+// troupev1.MaxWorkerReplicas.
+func validateReplicas(p *field.Path, replicas int32) field.ErrorList {
+	switch {
+	case replicas < 1:
+		return field.ErrorList{field.Invalid(p, replicas, "must be 1 or more; suspend the job to stop its workers")}
+	case replicas > troupev1.MaxWorkerReplicas:
+		return field.ErrorList{field.Invalid(p, replicas, fmt.Sprintf("must be no more than %d: a job has at most %d pods, the master included",
+			troupev1.MaxWorkerReplicas, troupev1.MaxPodsPerJob))}
+	}
+	return nil
+}
+
+// validatePodCount checks the pods of a whole job (the master and every worker).
+func validatePodCount(p *field.Path, totalPods int64) field.ErrorList {
+	if totalPods <= troupev1.MaxPodsPerJob {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, totalPods, fmt.Sprintf("the job would have %d pods, more than %d (the master and every worker)",
+		totalPods, troupev1.MaxPodsPerJob))}
+}
 
 // validateMCA checks Open MPI parameter names; the dialect check lives with the kind.
 func validateMCA(p *field.Path, mca map[string]string) field.ErrorList {

@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"fmt"
+
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -49,6 +51,8 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 	switch {
 	case e.MinReplicas < 1:
 		errs = append(errs, field.Invalid(p.Child("minReplicas"), e.MinReplicas, "must be 1 or more"))
+	case e.MaxReplicas > troupev1.MaxWorkerReplicas:
+		errs = append(errs, field.Invalid(p.Child("maxReplicas"), e.MaxReplicas, fmt.Sprintf("must be no more than %d", troupev1.MaxWorkerReplicas)))
 	case e.MinReplicas > e.MaxReplicas:
 		errs = append(errs, field.Invalid(p.Child("maxReplicas"), e.MaxReplicas, "must not be less than minReplicas"))
 	case replicas < e.MinReplicas || replicas > e.MaxReplicas:

@@ -79,10 +79,8 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 		statefulSetNames("-worker", replicas)...)
 	errs := validateJobName(name, derived)
 
-	if replicas < 1 {
-		errs = append(errs, field.Invalid(at.workerReplicas, replicas, "must be 1 or more; suspend the job to stop its workers"))
-	}
-	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots)...)
+	errs = append(errs, validateReplicas(at.workerReplicas, replicas)...)
+	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots, &p.Worker.Template, mainContainer)...)
 	errs = append(errs, validateTemplate(at.workerTemplate, &p.Worker.Template, workerPod, mainContainer)...)
 	if l := p.Launcher; l != nil {
 		if l.Template != nil {
@@ -108,7 +106,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	}
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
-	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, replicas+1)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1)...)
 	return errs
 }
 

@@ -176,6 +176,9 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 	if err := r.adapter.Describe(job, s); err != nil {
 		return nil, err
 	}
+	if err := checkBounds(s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -26,8 +26,9 @@ const (
 // MPIConfig tunes how MPI places processes on one replica set's pods.
 type MPIConfig struct {
 	// slots is the number of MPI processes per pod of this set. Default: the nvidia.com/gpu
-	// limit of the "chainer" container, else 1.
+	// limit of the "chainer" container, else 1. At most 1024.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
 	// +optional
 	Slots *int32 `json:"slots,omitempty"`
 }
@@ -67,8 +68,9 @@ type ChainerMaster struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
 type ChainerWorkerSet struct {
 	// replicas is the number of worker pods in this set. Default 1. Suspend the job to stop
-	// its workers.
+	// its workers. The job's pods, master included, are at most 4096.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4095
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -82,6 +84,7 @@ type ChainerWorkerSet struct {
 }
 
 // ChainerJobSpec is the desired state of a ChainerJob.
+// +kubebuilder:validation:XValidation:rule="!has(self.workerSets) || self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum() <= 4095",messageExpression="'spec.workerSets: the job would have %d pods, more than 4096 (the master and every worker)'.format([1 + self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum()])"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.

@@ -15,10 +15,12 @@ const HorovodMainContainer = "horovod"
 type HorovodElastic struct {
 	// minReplicas is the fewest worker pods training continues with.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4095
 	MinReplicas int32 `json:"minReplicas"`
 
 	// maxReplicas is the most worker pods training grows to.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4095
 	MaxReplicas int32 `json:"maxReplicas"`
 }
 

@@ -23,8 +23,10 @@ type MPIImplementation string
 // MPIWorker is the worker pods of an MPIJob or HorovodJob, run as the StatefulSet <job>-worker.
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
 type MPIWorker struct {
-	// replicas is the number of worker pods. Default 1. Suspend the job to stop its workers.
+	// replicas is the number of worker pods. Default 1, at most 4095 (4096 pods with the
+	// launcher). Suspend the job to stop its workers.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4095
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -35,8 +37,9 @@ type MPIWorker struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// slots is the number of MPI processes per worker pod. Default: the nvidia.com/gpu limit
-	// of the main container, else 1.
+	// of the main container, else 1. At most 1024.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
 	// +optional
 	Slots *int32 `json:"slots,omitempty"`
 
@@ -84,8 +87,9 @@ type MPIJobSpec struct {
 	MPIProgramSpec `json:",inline"`
 
 	// numWorkers is the number of worker pods in the FFFFFaraway form (spec.worker.replicas in
-	// the other). Default 1.
+	// the other). Default 1, at most 4095.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4095
 	// +optional
 	NumWorkers *int32 `json:"numWorkers,omitempty"`
 

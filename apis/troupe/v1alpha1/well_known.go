@@ -31,6 +31,8 @@ const (
 	ReasonCreatingChildren = "CreatingChildren"
 	ReasonChildConflict    = "ChildNameConflict"
 	ReasonInvalidSpec      = "InvalidSpec"
+	// ReasonTooLarge: the job is larger than troupe's bounds (MaxPodsPerJob, MaxSlotsPerPod).
+	ReasonTooLarge         = "TooLarge"
 	ReasonWorkersReady     = "AllWorkersReady"
 	ReasonWorkersNotReady  = "WorkersNotReady"
 	ReasonNoWorkers        = "NoWorkerSets"
