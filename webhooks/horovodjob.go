@@ -1,9 +1,8 @@
 package webhooks
 
 import (
-	"fmt"
-
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
