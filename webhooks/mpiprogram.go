@@ -19,6 +19,7 @@ func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Optio
 	}
 	defaultLaunch(&p.MPILaunch, troupev1.MPITransportSSH)
 	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
+	defaultT9kScheduler(p)
 	if p.Worker.Replicas == nil {
 		p.Worker.Replicas = ptr.To[int32](1)
 	}
@@ -76,6 +77,8 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, replicas+1)...)
+	errs = append(errs, validateRunMode(spec.Child("runMode"), p.RunMode, mpiReplicaTypes)...)
+	errs = append(errs, validateT9kScheduler(spec, p)...)
 	return errs
 }
 
@@ -96,6 +99,7 @@ func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec) field.ErrorList {
 	errs = append(errs, unchanged(spec.Child("mca"), o.MCA, n.MCA)...)
 	errs = append(errs, immutable(spec.Child("mpiHome"), o.MPIHome, n.MPIHome)...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
+	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
 	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
 	switch {
 	case (oldLaunch == nil) != (newLaunch == nil):
