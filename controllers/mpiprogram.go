@@ -46,7 +46,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		return err
 	}
 	backend.Dialect = dialect
-	s.RunMode = mpiRunMode(p.RunMode, p.Transport)
+	s.RunMode = runModeOf(p.RunMode, troupev1.ReplicaLauncher, p.Transport)
 	// In debug mode workers may run anything: the launcher comes up even if they cannot be
 	// reached.
 	backend.WaitBestEffort = s.RunMode.Debug != nil

@@ -9,12 +9,15 @@ import (
 // ends, and keeps the container up for `kubectl exec`.
 var debugSleep = []string{"sleep", "inf"}
 
-// mpiRunMode maps an MPI kind's runMode onto the engine's, for a launcher whose replica type is
-// "launcher". In debug mode the launcher sleeps and the workers run what lets the launcher (and
-// the user) reach them: with SSH the transport's sshd, as in normal runs; with KubeExec nothing
-// is needed but a running container, so they sleep too.
-func mpiRunMode(rm *troupev1.RunMode, transport troupev1.MPITransport) engine.RunMode {
-	out := engine.RunMode{MasterType: troupev1.ReplicaLauncher}
+// runModeOf maps a kind's runMode onto the engine's; master is the master's replica type
+// ("launcher" or "master"). In debug mode the master sleeps and the workers run what lets the
+// master (and the user) reach them: with SSH the transport's sshd, as in normal runs; with
+// KubeExec nothing is needed but a running container, so they sleep too.
+func runModeOf(rm *troupev1.RunMode, master troupev1.ReplicaType, transport troupev1.MPITransport) engine.RunMode {
+	var out engine.RunMode
+	if master != troupev1.ReplicaMaster {
+		out.MasterType = master // the engine's default is "master"
+	}
 	if rm == nil {
 		return out
 	}
@@ -24,7 +27,7 @@ func mpiRunMode(rm *troupev1.RunMode, transport troupev1.MPITransport) engine.Ru
 			workerDefault = nil // the transport's sshd
 		}
 		out.Debug = &engine.ReplicaOverrides{
-			Master: debugOverride(d.ReplicaSpecs, troupev1.ReplicaLauncher, debugSleep),
+			Master: debugOverride(d.ReplicaSpecs, master, debugSleep),
 			Worker: debugOverride(d.ReplicaSpecs, troupev1.ReplicaWorker, workerDefault),
 		}
 	}
@@ -32,7 +35,7 @@ func mpiRunMode(rm *troupev1.RunMode, transport troupev1.MPITransport) engine.Ru
 		out.Pause = p.Enabled
 		if len(p.ResumeSpecs) > 0 {
 			out.Resume = &engine.ReplicaOverrides{
-				Master: resumeOverride(p.ResumeSpecs, troupev1.ReplicaLauncher),
+				Master: resumeOverride(p.ResumeSpecs, master),
 				Worker: resumeOverride(p.ResumeSpecs, troupev1.ReplicaWorker),
 			}
 		}

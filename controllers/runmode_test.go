@@ -10,6 +10,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // The T9k guide's debug examples, on its mpi-example: what the launcher and the workers run.
@@ -115,5 +116,38 @@ func TestMPIJobT9kScheduler(t *testing.T) {
 	pg := engine.BuildGangObjects(s)
 	if len(pg) != 1 || pg[0].(*volcanov1beta1.PodGroup).Spec.Queue != "default" {
 		t.Errorf("PodGroup = %v, want queue default", pg)
+	}
+}
+
+// A ChainerJob in debug mode: the master (rank 0) sleeps instead of running mpiexec; the
+// workers of every set sleep (KubeExec, the ChainerJob default); the master's wait is best
+// effort. Its resume specs address the master and the workers.
+func TestChainerJobRunModes(t *testing.T) {
+	job := testutil.MakeChainerJob("mn", "ml").WorkerSet("ws0", 2).WorkerSet("ws1", 1).Obj()
+	job.Spec.RunMode = &troupev1.RunMode{Debug: &troupev1.DebugMode{Enabled: true}}
+	s := &engine.Spec{Name: job.Name, Namespace: job.Namespace}
+	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(job, s); err != nil {
+		t.Fatal(err)
+	}
+	master := engine.BuildMasterJob(s).Spec.Template.Spec
+	if got := master.Containers[0].Command; !cmp.Equal(got, []string{"sleep", "inf"}) || !strings.Contains(strings.Join(master.InitContainers[0].Args, " "), "--best-effort") {
+		t.Errorf("debug master runs %v with wait %v, want sleep inf and a best-effort wait", got, master.InitContainers[0].Args)
+	}
+	for i := range s.WorkerSets {
+		if got := engine.BuildWorkerStatefulSet(s, &s.WorkerSets[i], false).Spec.Template.Spec.Containers[0].Command; !cmp.Equal(got, []string{"sleep", "inf"}) {
+			t.Errorf("debug worker set %s runs %v, want sleep inf", s.WorkerSets[i].Name, got)
+		}
+	}
+
+	job.Spec.RunMode = &troupev1.RunMode{Pause: &troupev1.PauseMode{Enabled: true, ResumeSpecs: []troupev1.ResumeSpec{
+		{Type: "master", Command: []string{"mpiexec", "-n", "3", "python3", "train.py", "--resume"}},
+	}}}
+	s = &engine.Spec{Name: job.Name, Namespace: job.Namespace}
+	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(job, s); err != nil {
+		t.Fatal(err)
+	}
+	want := &engine.ReplicaOverrides{Master: engine.ReplicaOverride{Command: []string{"mpiexec", "-n", "3", "python3", "train.py", "--resume"}}}
+	if diff := cmp.Diff(want, s.RunMode.Resume); diff != "" || !s.RunMode.Pause || s.RunMode.MasterType != "" {
+		t.Errorf("ChainerJob run mode %+v, want paused, master type master, resume (-want +got):\n%s", s.RunMode, diff)
 	}
 }

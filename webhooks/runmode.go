@@ -16,8 +16,11 @@ import (
 // added by a later defaulting (say, of a job created while the webhook was down) would read as
 // a change and refuse every update. The operator applies them (docs/kinds.md).
 
-// mpiReplicaTypes are the replica types of MPIJob and HorovodJob.
-var mpiReplicaTypes = []troupev1.ReplicaType{troupev1.ReplicaLauncher, troupev1.ReplicaWorker}
+// Replica types of MPIJob and HorovodJob, and of ChainerJob.
+var (
+	mpiReplicaTypes     = []troupev1.ReplicaType{troupev1.ReplicaLauncher, troupev1.ReplicaWorker}
+	chainerReplicaTypes = []troupev1.ReplicaType{troupev1.ReplicaMaster, troupev1.ReplicaWorker}
+)
 
 // defaultT9kScheduler writes the T9k scheduler's queue and priority into the scheduling policy
 // where it names none, so the stored spec says what the gang provider and the pods get.
