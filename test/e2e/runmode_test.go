@@ -232,7 +232,14 @@ func TestMPIJobPauseExample(t *testing.T) {
 		t.Errorf("resumed launcher pods = %d (%v), want one running its mpirun line", len(launchers), err)
 	}
 
-	waitForExampleMPIJob(t, ns, "Succeeded", func(j *troupev1.MPIJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+	// As for a batch Job, kubectl waits for the Complete condition.
+	if out, err := kubectl("wait", "-n", ns, "--for=condition=Complete", "mpijob/mpi-example", "--timeout=60s"); err != nil {
+		t.Fatalf("kubectl wait --for=condition=Complete: %v: %s", err, out)
+	}
+	waitForExampleMPIJob(t, ns, "Succeeded, Completed", func(j *troupev1.MPIJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionCompleted)
+		return j.Status.Phase == troupev1.JobSucceeded && j.Status.Succeeded == 1 && c != nil && c.Reason == troupev1.ReasonSucceeded
+	})
 	// The watch may lag the last write by a moment.
 	want := []troupev1.JobPhase{troupev1.JobRunning, troupev1.JobPaused, troupev1.JobResuming, troupev1.JobRunning, troupev1.JobSucceeded}
 	var got []troupev1.JobPhase
