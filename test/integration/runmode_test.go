@@ -233,3 +233,43 @@ func t9kMPIJob(t *testing.T, ns string) *troupev1.MPIJob {
 	t.Helper()
 	return testutil.Load[*troupev1.MPIJob](t, exampleMPIJob, ns)
 }
+
+// A ChainerJob created paused (the guide's pause example 2 shape) creates no master Job and no
+// worker pods; unpaused, its master Job comes with the master's resume spec, and status.tasks
+// names its master "master".
+func TestChainerJobCreatedPaused(t *testing.T) {
+	ns := newNamespace(t)
+	job := testutil.MakeChainerJob("paused", ns).WorkerSet("ws0", 2).Obj()
+	job.Spec.RunMode = &troupev1.RunMode{Pause: &troupev1.PauseMode{Enabled: true, ResumeSpecs: []troupev1.ResumeSpec{
+		{Type: troupev1.ReplicaMaster, Command: []string{"mpiexec", "-n", "3", "train", "--resume"}},
+	}}}
+	create(t, job)
+	got := waitForJob(t, ns, "paused", "Paused", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobPaused })
+	if len(got.Status.Tasks) != 2 || got.Status.Tasks[0].Type != troupev1.ReplicaMaster || got.Status.Aggregate == nil || got.Status.Aggregate.Creating != 0 {
+		t.Errorf("paused job's tasks %+v, aggregate %+v; want master and worker tasks and nothing being created", got.Status.Tasks, got.Status.Aggregate)
+	}
+	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "paused-workerset-ws0")
+	if *sts.Spec.Replicas != 0 {
+		t.Errorf("a paused job's worker set has %d replicas, want 0", *sts.Spec.Replicas)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "paused-master"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a job created paused has a master Job (%v)", err)
+	}
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var j troupev1.ChainerJob
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "paused"}, &j); err != nil {
+			return err
+		}
+		j.Spec.RunMode.Pause.Enabled = false
+		return k8s.Update(context.Background(), &j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := waitFor(t, &batchv1.Job{}, ns, "paused-master")
+	if c := master.Spec.Template.Spec.Containers[0]; !cmp.Equal(c.Command, []string{"mpiexec", "-n", "3", "train", "--resume"}) {
+		t.Errorf("resumed master runs %q, want the resume spec's command", c.Command)
+	}
+	waitForJob(t, ns, "paused", "Resuming", func(j *troupev1.ChainerJob) bool { return j.Status.Phase == troupev1.JobResuming })
+}
