@@ -56,6 +56,11 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	s.Master = masterOf(job.Name+"-master", spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds, spec.RunPolicy)
 	s.Master.Slots = mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig))
 	s.Master.IsHost = true
+	transport := spec.Transport
+	if transport == "" {
+		transport = troupev1.MPITransportKubeExec
+	}
+	s.RunMode = runModeOf(spec.RunMode, troupev1.ReplicaMaster, transport)
 
 	if spec.Backend == troupev1.ChainerBackendNone {
 		if len(spec.WorkerSets) > 0 {
@@ -68,6 +73,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	if err != nil {
 		return err
 	}
+	backend.WaitBestEffort = s.RunMode.Debug != nil
 	s.Backend = backend
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&spec.Master.Template)

@@ -35,7 +35,8 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if len(p.MCA) > 0 && !dialect.Implementation.IsOpenMPI() {
 		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
 	}
-	g, err := gangFor(p.SchedulingPolicy, o)
+	sp := t9kSchedulingPolicy(p.SchedulingPolicy, p.Scheduler)
+	g, err := gangFor(sp, o)
 	if err != nil {
 		return err
 	}
@@ -45,6 +46,10 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		return err
 	}
 	backend.Dialect = dialect
+	s.RunMode = runModeOf(p.RunMode, troupev1.ReplicaLauncher, p.Transport)
+	// In debug mode workers may run anything: the launcher comes up even if they cannot be
+	// reached.
+	backend.WaitBestEffort = s.RunMode.Debug != nil
 
 	worker := *p.Worker.Template.DeepCopy()
 	if _, isSSH := backend.Transport.(mpi.SSH); isSSH {
@@ -72,7 +77,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	}
 	s.MainContainer = mainContainer
 	s.RunPolicy = sharedRunPolicy(p.RunPolicy)
-	s.SchedulingPolicy = p.SchedulingPolicy
+	s.SchedulingPolicy = sp
 	s.Master = masterOf(job.GetName()+"-launcher", tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds, p.RunPolicy)
 	s.Backend = backend
 	if backend.AgentImage != "" {

@@ -139,6 +139,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
 	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
+	errs = append(errs, validateRunMode(spec.Child("runMode"), s.RunMode, chainerReplicaTypes)...)
 	return errs
 }
 
@@ -154,6 +155,7 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
+	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
 	errs = append(errs, validateTemplateUpdate(spec.Child("master", "template"), &o.Master.Template, &n.Master.Template, suspended)...)
 	if oldNames, newNames := o.WorkerSetNames(), n.WorkerSetNames(); !slices.Equal(oldNames, newNames) {
 		had := "none"

@@ -67,7 +67,7 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 
 // ValidateCreate refuses a HorovodJob that could not run as written.
 func (HorovodJob) ValidateCreate(_ context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
-	return nil, invalid("HorovodJob", job.Name, ValidateHorovodJob(job))
+	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("HorovodJob", job.Name, ValidateHorovodJob(job))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

@@ -88,7 +88,7 @@ func mpiJobPaths(s *troupev1.MPIJobSpec) programPaths {
 
 // ValidateCreate refuses an MPIJob that could not run as written.
 func (MPIJob) ValidateCreate(_ context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
-	return nil, invalid("MPIJob", job.Name, ValidateMPIJob(job))
+	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("MPIJob", job.Name, ValidateMPIJob(job))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

@@ -68,6 +68,7 @@ func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITr
 	}
 	defaultLaunch(&p.MPILaunch, transport)
 	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
+	defaultT9kScheduler(p)
 }
 
 // validateMPIProgram returns every problem of what MPIJob and HorovodJob share; at names where
@@ -107,6 +108,8 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1)...)
+	errs = append(errs, validateRunMode(spec.Child("runMode"), p.RunMode, mpiReplicaTypes)...)
+	errs = append(errs, validateT9kScheduler(spec, p)...)
 	return errs
 }
 
@@ -127,6 +130,7 @@ func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec, at programPaths) fi
 	errs = append(errs, unchanged(spec.Child("mca"), o.MCA, n.MCA)...)
 	errs = append(errs, immutable(spec.Child("mpiHome"), o.MPIHome, n.MPIHome)...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
+	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
 	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
 	switch {
 	case (oldLaunch == nil) != (newLaunch == nil):

@@ -29,6 +29,7 @@ type waitConfig struct {
 	installTo  string
 	probeEvery time.Duration
 	minHosts   int
+	bestEffort bool
 }
 
 // wait installs the agent for the launcher, then waits until every other host of the
@@ -45,6 +46,7 @@ func wait(args []string) int {
 	fs.StringVar(&cfg.installTo, "install-to", "", "Directory to install troupe-agent and its troupe-rsh link into first.")
 	fs.DurationVar(&cfg.probeEvery, "interval", 2*time.Second, "Time between two rounds of checks.")
 	fs.IntVar(&cfg.minHosts, "min-hosts", 0, "Succeed once this many of the other hosts are reachable (elastic jobs); 0 waits for all.")
+	fs.BoolVar(&cfg.bestEffort, "best-effort", false, "Exit 0 when the timeout passes with hosts missing, naming them (debug mode: the launcher must come up whatever the workers run).")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,6 +79,10 @@ func wait(args []string) int {
 	}
 	msg := fmt.Sprintf("%d of %d hosts still unreachable over %s after %s: %s (last error: %v)",
 		len(missing), len(hosts), cfg.transport, cfg.timeout, strings.Join(missing, ", "), lastErr)
+	if cfg.bestEffort {
+		fmt.Fprintln(os.Stderr, "troupe-agent wait:", msg+"; continuing without them (--best-effort)")
+		return 0
+	}
 	fmt.Fprintln(os.Stderr, "troupe-agent wait:", msg)
 	_ = os.WriteFile(terminationLogPath, []byte(msg), 0o644)
 	return int(mpi.WaitTimeoutExitCode)

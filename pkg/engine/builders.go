@@ -155,6 +155,9 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 	for i := range s.WorkerSets {
 		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
 	}
+	if !s.masterWanted() {
+		return objs // paused, or waiting for the previous master's pods to go
+	}
 	return append(objs, BuildMasterJob(s))
 }
 
@@ -175,6 +178,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 	if s.Gang != nil {
 		s.Gang.DecoratePod(s, &tmpl)
 	}
+	s.applyRunMode(&tmpl, ws)
 	return tmpl
 }
 

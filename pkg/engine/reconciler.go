@@ -138,12 +138,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
+	prev := job.JobStatus().DeepCopy()
+	if err := r.prepareRunMode(ctx, job, spec, prev); err != nil {
+		return ctrl.Result{}, err
+	}
 	obs, err := r.observe(ctx, job, spec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.settleRunMode(ctx, spec, obs); err != nil {
+		return ctrl.Result{}, err
+	}
 	spec.ReadyWorkers = ReadyWorkers(spec, obs)
-	prev := job.JobStatus().DeepCopy()
 	finished := Finished(prev, obs.MasterJob)
 
 	if finished {

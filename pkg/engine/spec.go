@@ -49,6 +49,9 @@ type Spec struct {
 	// pods one by one.
 	Gang Gang
 
+	// RunMode is debug mode, pause and the overrides a job runs after a pause (runmode.go).
+	RunMode RunMode
+
 	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
 	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
 	// the children, for backends that publish the live membership (elastic discovery).

@@ -68,7 +68,7 @@ func WorkersReleased(s *Spec, finished bool) bool {
 	if finished {
 		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone
 	}
-	return s.Suspended()
+	return s.Suspended() || s.Paused()
 }
 
 // ComputeStatus returns the job's status as a pure function of its spec, what was observed of
@@ -87,7 +87,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.Pods = podPhaseCounts(obs.Pods)
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
 	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
-	st.Phase = phase(s, obs, prev)
+	st.Phase = runModePhase(s, prev, phase(s, obs, prev))
 
 	set := func(c metav1.Condition) {
 		c.ObservedGeneration, c.LastTransitionTime = generation, now
@@ -108,6 +108,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
+	seedStatus(s, obs, &st, finished, set)
 
 	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
@@ -179,7 +180,7 @@ func masterRunning(obs *Observed) bool {
 
 func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaStatus {
 	master := troupev1.ReplicaStatus{Name: troupev1.MasterReplicaName}
-	if !s.Suspended() {
+	if !s.Suspended() && !s.Paused() {
 		master.Replicas = 1
 	}
 	if j := obs.MasterJob; j != nil {
@@ -306,6 +307,8 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 		return newCondition(t, true, troupev1.ReasonNoWorkers, "the job has no worker sets")
 	case released && finished:
 		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
+	case released && s.Paused():
+		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused; worker sets are scaled to zero")
 	case released:
 		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero")
 	}
@@ -389,6 +392,8 @@ func runningCondition(p troupev1.JobPhase) metav1.Condition {
 		return newCondition(t, false, troupev1.ReasonMasterFailed, "the master failed")
 	case troupev1.JobSuspended:
 		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended")
+	case troupev1.JobPaused:
+		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused")
 	default:
 		return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
 	}

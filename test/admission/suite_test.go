@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -30,6 +31,8 @@ import (
 var (
 	k8s    client.Client
 	scheme = runtime.NewScheme()
+	// restConfig reaches the test API server, for clients of a test's own.
+	restConfig *rest.Config
 )
 
 // defaultGang stands for the operator's --default-gang flag in these tests.
@@ -93,6 +96,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "webhook server did not start:", err)
 		return 1
 	}
+	restConfig = cfg
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1

@@ -123,6 +123,11 @@ func TestKubeExecRoleAllowsOnlyTheJobsPods(t *testing.T) {
 	}
 
 	own := "kx-workerset-ws0-1"
+	// The API server's authorizer learns of a new Role and RoleBinding through its own
+	// informers, a moment after they are stored.
+	eventually(t, "the job's Role to reach the authorizer", func(context.Context) (bool, error) {
+		return canI(t, ns, "kx-exec", "create", "exec", own), nil
+	})
 	checks := []struct {
 		verb, sub, pod string
 		want           bool

@@ -85,6 +85,8 @@ type ChainerWorkerSet struct {
 
 // ChainerJobSpec is the desired state of a ChainerJob.
 // +kubebuilder:validation:XValidation:rule="!has(self.workerSets) || self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum() <= 4095",messageExpression="'spec.workerSets: the job would have %d pods, more than 4096 (the master and every worker)'.format([1 + self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum()])"
+// +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.debug)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.debug) && self.runMode.debug == oldSelf.runMode.debug) : !(has(oldSelf.runMode) && has(oldSelf.runMode.debug))",message="runMode.debug: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.
@@ -116,6 +118,14 @@ type ChainerJobSpec struct {
 	// schedulingPolicy says how the job's pods are admitted by the scheduler.
 	// +optional
 	SchedulingPolicy SchedulingPolicy `json:"schedulingPolicy,omitempty"`
+
+	// runMode runs the job in debug mode (the environment without the training) or pauses it
+	// (its pods deleted, the job kept), as the T9k MPIJob's. Replica types: master and worker
+	// (every worker set).
+	// +kubebuilder:validation:XValidation:rule="!has(self.debug) || !has(self.debug.replicaSpecs) || self.debug.replicaSpecs.all(r, r.type == 'master' || r.type == 'worker')",message="debug.replicaSpecs: type must be master or worker"
+	// +kubebuilder:validation:XValidation:rule="!has(self.pause) || !has(self.pause.resumeSpecs) || self.pause.resumeSpecs.all(r, r.type == 'master' || r.type == 'worker')",message="pause.resumeSpecs: type must be master or worker"
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
 }
 
 // ChainerJob runs a Chainer or ChainerMN training: one master pod (a batch Job) and zero or

@@ -104,7 +104,7 @@ type SchedulingPolicy struct {
 }
 
 // JobPhase is a one-word summary of where a job is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Suspended;Succeeded;Failed
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Paused;Resuming;Succeeded;Failed
 type JobPhase string
 
 const (
@@ -226,6 +226,22 @@ type JobStatus struct {
 	// observedGeneration is the metadata.generation this status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// succeeded is 1 once the master (launcher) completed successfully, else 0
+	// (chainer-operator's count).
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+
+	// tasks are the pods of each replica type: the master's (type launcher or master) and the
+	// workers', with their restarts (T9k's status.tasks).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Tasks []TaskStatus `json:"tasks,omitempty"`
+
+	// aggregate counts the job's replicas by state (T9k's status.aggregate).
+	// +optional
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
 }
 
 // MPITransport is how an MPI launcher starts its processes on the other hosts of the job.

@@ -138,6 +138,9 @@ func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
 
 // MPIProgramSpec is what MPIJob and HorovodJob share: a launcher running an MPI program on a
 // set of worker pods.
+// +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.debug)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.debug) && self.runMode.debug == oldSelf.runMode.debug) : !(has(oldSelf.runMode) && has(oldSelf.runMode.debug))",message="runMode.debug: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
+// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.t9kScheduler) || !has(self.scheduler.t9kScheduler.queue) || !has(self.schedulingPolicy) || !has(self.schedulingPolicy.queue) || self.schedulingPolicy.queue == self.scheduler.t9kScheduler.queue",message="scheduler.t9kScheduler.queue: contradicts schedulingPolicy.queue; give the queue once"
 type MPIProgramSpec struct {
 	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
 	// (spec.workerTemplate).
@@ -175,6 +178,18 @@ type MPIProgramSpec struct {
 	// schedulingPolicy says how the job's pods are admitted by the scheduler.
 	// +optional
 	SchedulingPolicy SchedulingPolicy `json:"schedulingPolicy,omitempty"`
+
+	// runMode runs the job in debug mode (the environment without the training) or pauses it
+	// (its pods deleted, the job kept). Replica types: launcher and worker.
+	// +kubebuilder:validation:XValidation:rule="!has(self.debug) || !has(self.debug.replicaSpecs) || self.debug.replicaSpecs.all(r, r.type == 'launcher' || r.type == 'worker')",message="debug.replicaSpecs: type must be launcher or worker"
+	// +kubebuilder:validation:XValidation:rule="!has(self.pause) || !has(self.pause.resumeSpecs) || self.pause.resumeSpecs.all(r, r.type == 'launcher' || r.type == 'worker')",message="pause.resumeSpecs: type must be launcher or worker"
+	// +optional
+	RunMode *RunMode `json:"runMode,omitempty"`
+
+	// scheduler is the T9k MPIJob's scheduler section; t9kScheduler's queue and priority
+	// become schedulingPolicy.queue and schedulingPolicy.priorityClassName.
+	// +optional
+	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
 }
 
 // MPIJob runs an MPI program: a launcher (a batch Job running mpirun) and a set of worker pods

@@ -57,6 +57,9 @@ func (b Backend) decorateLauncher(s *engine.Spec, tmpl *corev1.PodTemplateSpec) 
 	if ssh, ok := b.Transport.(SSH); ok {
 		args = append(args, "--port="+strconv.Itoa(int(ssh.SSHPort())))
 	}
+	if b.WaitBestEffort {
+		args = append(args, "--best-effort")
+	}
 	if b.WaitMinHosts > 0 {
 		args = append(args, "--min-hosts="+strconv.Itoa(int(b.WaitMinHosts)))
 	}

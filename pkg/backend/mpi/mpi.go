@@ -60,6 +60,9 @@ type Backend struct {
 	// WaitMinHosts is how many of the other hosts the launcher waits for; 0 waits for all.
 	// Elastic jobs start with their minimum.
 	WaitMinHosts int32
+	// WaitBestEffort lets the launcher start when its wait times out with hosts missing, for
+	// debug mode, where workers may run anything (the wait still bounds how long it tries).
+	WaitBestEffort bool
 	// DiscoverHosts adds discover_hosts.sh to the ConfigMap: the ready workers and their
 	// slots, one "host:slots" per line, for elastic launchers' host discovery.
 	DiscoverHosts bool
