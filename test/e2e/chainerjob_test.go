@@ -48,6 +48,22 @@ func TestExampleSucceeds(t *testing.T) {
 	if !meta.IsStatusConditionTrue(job.Status.Conditions, troupev1.ConditionSucceeded) || job.Status.CompletionTime == nil {
 		t.Errorf("succeeded job lacks its condition or completion time: %+v", job.Status)
 	}
+	// What the chainer-operator README shows of `kubectl get chainerjobs $JOB_NAME -o yaml`.
+	out, err := kubectl("get", "-n", ns, "chainerjob", exampleName, "-o", "yaml")
+	if err != nil {
+		t.Fatalf("kubectl get -o yaml: %v: %s", err, out)
+	}
+	for _, want := range []string{"startTime:", "completionTime:", "succeeded: 1", "type: Complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get chainerjob %s -o yaml lacks the seed's status field %q:\n%s", exampleName, want, out)
+		}
+	}
+	if _, status, ok := strings.Cut(out, "\nstatus:"); ok {
+		t.Logf("kubectl get chainerjob %s -o yaml, its status:%s", exampleName, status)
+	}
+	if out, err := kubectl("wait", "-n", ns, "--for=condition=Complete", "--timeout=10s", "chainerjob/"+exampleName); err != nil {
+		t.Errorf("kubectl wait --for=condition=Complete: %v: %s", err, out)
+	}
 	eventually(t, "worker pods gone after the master succeeded", func(ctx context.Context) (bool, error) {
 		sts := &appsv1.StatefulSet{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: exampleWorkerSet}, sts); err != nil {
