@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,15 +30,16 @@ func CacheOptions(owned ...client.Object) (cache.Options, error) {
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:            {Label: ours, Transform: TrimPod},
-			&batchv1.Job{}:           {Label: ours},
-			&appsv1.StatefulSet{}:    {Label: ours},
-			&corev1.Service{}:        {Label: ours},
-			&corev1.ConfigMap{}:      {Label: ours},
-			&corev1.Secret{}:         {Label: ours},
-			&corev1.ServiceAccount{}: {Label: ours},
-			&rbacv1.Role{}:           {Label: ours},
-			&rbacv1.RoleBinding{}:    {Label: ours},
+			&corev1.Pod{}:                   {Label: ours, Transform: TrimPod},
+			&batchv1.Job{}:                  {Label: ours},
+			&appsv1.StatefulSet{}:           {Label: ours},
+			&corev1.Service{}:               {Label: ours},
+			&corev1.ConfigMap{}:             {Label: ours},
+			&corev1.Secret{}:                {Label: ours},
+			&corev1.ServiceAccount{}:        {Label: ours},
+			&rbacv1.Role{}:                  {Label: ours},
+			&rbacv1.RoleBinding{}:           {Label: ours},
+			&policyv1.PodDisruptionBudget{}: {Label: ours},
 		},
 	}
 	for _, o := range owned {

@@ -49,6 +49,14 @@ type Spec struct {
 	// pods one by one.
 	Gang Gang
 
+	// CodeSync clones git repositories into every pod of the job before its containers start.
+	CodeSync CodeSync
+
+	// RequiredSecrets are Secrets of the user's the pods need (an SSH identity, a git deploy
+	// key); while one is missing or lacks a key the job reports it and creates no missing
+	// child.
+	RequiredSecrets []SecretRequirement
+
 	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
 	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
 	// the children, for backends that publish the live membership (elastic discovery).
@@ -83,6 +91,10 @@ type WorkerSet struct {
 	// Slots is the number of processes each pod of the set runs.
 	Slots    int32
 	Template corev1.PodTemplateSpec
+	// ScaleHint tells a user who scaled the StatefulSet directly how to scale this set
+	// instead, for example "kubectl scale mpijob/J --replicas={replicas}"; {replicas} becomes
+	// the count they asked for.
+	ScaleHint string
 }
 
 // Backend wires a job's processes together. It is chosen per job by the adapter. Both methods

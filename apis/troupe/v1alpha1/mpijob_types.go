@@ -112,6 +112,17 @@ type MPIProgramSpec struct {
 	// schedulingPolicy says how the job's pods are admitted by the scheduler.
 	// +optional
 	SchedulingPolicy SchedulingPolicy `json:"schedulingPolicy,omitempty"`
+
+	// appCodesToSync are git repositories cloned into every pod of the job before its
+	// containers start (kube-openmpi's appCodesToSync), each mounted at its mountPath in every
+	// container. They cannot change once the job exists.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.mountPath == a.mountPath))",message="mountPath must differ between repositories"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
+	// +optional
+	AppCodesToSync []AppCode `json:"appCodesToSync,omitempty"`
 }
 
 // MPIJob runs an MPI program: a launcher (a batch Job running mpirun) and a set of worker pods
