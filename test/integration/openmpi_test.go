@@ -28,17 +28,16 @@ import (
 // smallMPIJob is the T9k example with two workers.
 func smallMPIJob(t *testing.T, ns string) *troupev1.MPIJob {
 	t.Helper()
-	job := loadMPIJob(t, exampleMPIJob, ns)
+	job := testutil.Load[*troupev1.MPIJob](t, exampleMPIJob, ns)
 	job.Spec.Worker.Replicas = ptr.To[int32](2)
 	return job
 }
 
-func createMPIJob(t *testing.T, job *troupev1.MPIJob) *troupev1.MPIJob {
+func createMPIJob(t *testing.T, job *troupev1.MPIJob) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), job); err != nil {
 		t.Fatalf("create MPIJob: %v", err)
 	}
-	return job
 }
 
 // waitForEvent waits for an event on the job with reason whose note contains text, and

@@ -5,7 +5,7 @@ package v1alpha1
 // by an init container running troupe-agent git-sync, into an emptyDir that every container of
 // the pod mounts at mountPath; all pods of a job see the commit the branch pointed at when they
 // started.
-// +kubebuilder:validation:XValidation:rule="!has(self.gitSecretName) || !self.gitRepo.matches('^(https?|file)://')",message="gitSecretName: holds an SSH key, which only an ssh:// or user@host:path repository uses"
+// +kubebuilder:validation:XValidation:rule="!has(self.gitSecretName) || !self.gitRepo.matches('^(https?|file)://')",message="holds an SSH key, which only an ssh:// or user@host:path repository uses",fieldPath=".gitSecretName"
 type AppCode struct {
 	// name identifies the repository within the job. It names the init container
 	// (git-<name>) and the volume (code-<name>), so it must be a DNS label.

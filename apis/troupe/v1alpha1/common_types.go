@@ -19,7 +19,7 @@ const (
 )
 
 // RunPolicy is the lifecycle policy every troupe kind shares.
-// +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicyOn) || self.cleanPodPolicyOn != 'Succeeded' || !((has(self.cleanPodPolicy) && self.cleanPodPolicy == 'None') || (has(self.cleanUpWorkers) && !self.cleanUpWorkers))",message="cleanPodPolicyOn: Succeeded applies the clean-pod policy after success only, and the policy is None: there is nothing to clean"
+// +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicyOn) || self.cleanPodPolicyOn != 'Succeeded' || !((has(self.cleanPodPolicy) && self.cleanPodPolicy == 'None') || (has(self.cleanUpWorkers) && !self.cleanUpWorkers))",message="Succeeded applies the clean-pod policy after success only, and the policy is None: there is nothing to clean",fieldPath=".cleanPodPolicyOn"
 // +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicy) || !has(self.cleanUpWorkers) || self.cleanUpWorkers == (self.cleanPodPolicy != 'None')",message="cleanUpWorkers and cleanPodPolicy disagree: cleanUpWorkers true means a cleanPodPolicy other than None, false means None"
 type RunPolicy struct {
 	// cleanPodPolicy says what happens to the job's pods when its master ends: Running (the
