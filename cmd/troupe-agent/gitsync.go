@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -27,6 +28,7 @@ type gitSyncConfig struct {
 	sshDir  string
 	timeout time.Duration
 	retry   time.Duration
+	termLog string
 }
 
 // gitSync is the git init container of a job's pods (appCodesToSync): it clones one branch of
@@ -43,6 +45,7 @@ func gitSync(args []string) int {
 	fs.StringVar(&cfg.sshDir, "ssh-dir", "", "Directory holding the SSH private key (file \"ssh\") and optionally \"known_hosts\".")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "How long transient failures are retried.")
 	fs.DurationVar(&cfg.retry, "retry-interval", 2*time.Second, "First pause between two attempts; it doubles up to 30s.")
+	fs.StringVar(&cfg.termLog, "termination-log", terminationLogPath, "File the reason of a failure is written to, for the pod's status.")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,7 +59,7 @@ func gitSync(args []string) int {
 	if err != nil {
 		msg := fmt.Sprintf("git-sync %s: %v", cfg.repo, err)
 		fmt.Fprintln(os.Stderr, "troupe-agent", msg)
-		_ = os.WriteFile(terminationLogPath, []byte(msg), 0o644)
+		_ = os.WriteFile(cfg.termLog, []byte(msg), 0o644)
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "troupe-agent git-sync: %s at %s in %s\n", cfg.repo, commit, cfg.dest)
@@ -110,11 +113,13 @@ func syncRepo(ctx context.Context, cfg gitSyncConfig, log io.Writer) (string, er
 	}
 }
 
-// permanent tells errors that another attempt cannot fix: no such repository or branch, or a
-// key the server refuses.
+// permanent tells errors that another attempt cannot fix: no such repository or branch, a key
+// the server refuses, or a server whose host key known_hosts does not list.
 func permanent(err error) bool {
 	var noRef git.NoMatchingRefSpecError
-	return errors.Is(err, transport.ErrRepositoryNotFound) ||
+	var hostKey *knownhosts.KeyError
+	return errors.As(err, &hostKey) ||
+		errors.Is(err, transport.ErrRepositoryNotFound) ||
 		errors.Is(err, transport.ErrAuthenticationRequired) ||
 		errors.Is(err, transport.ErrAuthorizationFailed) ||
 		errors.Is(err, transport.ErrInvalidAuthMethod) ||
