@@ -22,7 +22,7 @@ import (
 var (
 	cleanPodPolicyOns = []troupev1.CleanPodPolicyOn{troupev1.CleanPodPolicyOnFinished, troupev1.CleanPodPolicyOnSucceeded}
 	// gitURL is a repository URL go-git clones from; gitSCP is git's user@host:path form.
-	gitURL    = regexp.MustCompile(`^(https?|ssh|git|file)://[^ ]+$`)
+	gitURL    = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
 	gitSCP    = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
 	gitBranch = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
 	// maxAppCodeName keeps the volume code-<name> and the container git-<name> DNS labels.
@@ -74,8 +74,8 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 		names.Insert(c.Name)
 		switch {
 		case !gitURL.MatchString(c.GitRepo) && !gitSCP.MatchString(c.GitRepo):
-			errs = append(errs, field.Invalid(cp.Child("gitRepo"), c.GitRepo, "must be an https://, http://, ssh://, git:// or file:// URL, or user@host:path"))
-		case c.GitSecretName != "" && (strings.HasPrefix(c.GitRepo, "http") || strings.HasPrefix(c.GitRepo, "file://")):
+			errs = append(errs, field.Invalid(cp.Child("gitRepo"), c.GitRepo, "must be an https://, http://, ssh:// or git:// URL, or user@host:path (file:// has nothing to read in a pod)"))
+		case c.GitSecretName != "" && !strings.HasPrefix(c.GitRepo, "ssh://") && strings.Contains(c.GitRepo, "://"):
 			errs = append(errs, field.Invalid(cp.Child("gitSecretName"), c.GitSecretName,
 				"holds an SSH key, which only an ssh:// or user@host:path repository uses"))
 		}

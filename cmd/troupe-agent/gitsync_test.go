@@ -64,6 +64,8 @@ func newTestRepo(t *testing.T) testRepo {
 	return r
 }
 
+// url is the repository's file:// URL; go-git's file:// client serves it with Debian's
+// git-upload-pack, as a git server would.
 func (r testRepo) url() string { return "file://" + r.dir }
 
 func readFile(t *testing.T, path string) string {

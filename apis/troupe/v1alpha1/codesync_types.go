@@ -5,7 +5,7 @@ package v1alpha1
 // by an init container running troupe-agent git-sync, into an emptyDir that every container of
 // the pod mounts at mountPath; all pods of a job see the commit the branch pointed at when they
 // started.
-// +kubebuilder:validation:XValidation:rule="!has(self.gitSecretName) || !self.gitRepo.matches('^(https?|file)://')",message="holds an SSH key, which only an ssh:// or user@host:path repository uses",fieldPath=".gitSecretName"
+// +kubebuilder:validation:XValidation:rule="!has(self.gitSecretName) || self.gitRepo.startsWith('ssh://') || !self.gitRepo.contains('://')",message="holds an SSH key, which only an ssh:// or user@host:path repository uses",fieldPath=".gitSecretName"
 type AppCode struct {
 	// name identifies the repository within the job. It names the init container
 	// (git-<name>) and the volume (code-<name>), so it must be a DNS label.
@@ -14,11 +14,12 @@ type AppCode struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// gitRepo is the repository's URL: https://, http://, ssh://, git://, file://, or the scp
-	// form user@host:path. A private repository is reached over SSH with gitSecretName.
+	// gitRepo is the repository's URL: https://, http://, ssh://, git://, or the scp form
+	// user@host:path. A private repository is reached over SSH with gitSecretName. (file:// is
+	// not accepted: the init container sees only its own volumes.)
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh|git|file)://[^ ]+$') || self.matches('^[^@/: ]+@[^/: ]+:[^ ]+$')",message="must be an https://, http://, ssh://, git:// or file:// URL, or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh|git)://[^ ]+$') || self.matches('^[^@/: ]+@[^/: ]+:[^ ]+$')",message="must be an https://, http://, ssh:// or git:// URL, or user@host:path"
 	GitRepo string `json:"gitRepo"`
 
 	// gitBranch is the branch to check out. Default: the repository's default branch (HEAD).
