@@ -30,18 +30,19 @@ func CacheOptions(owned ...client.Object) (cache.Options, error) {
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: ours, Transform: TrimPod},
-			&batchv1.Job{}:                  {Label: ours},
-			&appsv1.StatefulSet{}:           {Label: ours},
-			&corev1.Service{}:               {Label: ours},
-			&corev1.ConfigMap{}:             {Label: ours},
-			&corev1.Secret{}:                {Label: ours},
-			&corev1.ServiceAccount{}:        {Label: ours},
-			&rbacv1.Role{}:                  {Label: ours},
-			&rbacv1.RoleBinding{}:           {Label: ours},
-			&policyv1.PodDisruptionBudget{}: {Label: ours},
+			&corev1.Pod{}:            {Label: ours, Transform: TrimPod},
+			&batchv1.Job{}:           {Label: ours},
+			&appsv1.StatefulSet{}:    {Label: ours},
+			&corev1.Service{}:        {Label: ours},
+			&corev1.ConfigMap{}:      {Label: ours},
+			&corev1.Secret{}:         {Label: ours},
+			&corev1.ServiceAccount{}: {Label: ours},
+			&rbacv1.Role{}:           {Label: ours},
+			&rbacv1.RoleBinding{}:    {Label: ours},
 		},
 	}
+	// The workers' PodDisruptionBudget (schedulingPolicy.podDisruptionBudget).
+	opts.ByObject[&policyv1.PodDisruptionBudget{}] = cache.ByObject{Label: ours}
 	for _, o := range owned {
 		opts.ByObject[o] = cache.ByObject{Label: ours}
 	}

@@ -110,8 +110,9 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 
 // syncChildren creates missing children and puts owned ones back to their desired shape. It
 // creates nothing while a name conflict exists or a Secret the pods need is missing (a job
-// with half its children would hold resources without being able to run) and nothing once the job has finished (a finished job
-// is never started again). Objects it does not own are never touched.
+// with half its children would hold resources without being able to run) and nothing once
+// the job has finished (a finished job is never started again). Objects it does not own are
+// never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
 	gang := gangKeys(s)
 	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {

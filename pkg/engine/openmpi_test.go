@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -145,5 +146,19 @@ func TestScaledOutside(t *testing.T) {
 	}
 	if scaledOutside(written, BuildWorkerStatefulSet(s, &s.WorkerSets[0], true)) {
 		t.Error("releasing the workers taken for a scale outside the job")
+	}
+}
+
+// A missing Secret of the user's is the job's Initialized condition, after a name conflict
+// and before children still being created.
+func TestInitializedReportsMissingSecrets(t *testing.T) {
+	s := testSpec()
+	o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).obj()
+	o.SecretProblems = []string{`spec.ssh.secretName: Secret "k" not found; create it with the keys ssh-privatekey, authorized_keys`}
+	o.Missing = []ChildRef{{Kind: "Job", Name: "train-master"}}
+	st := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != troupev1.ReasonSecretMissing || c.Message != o.SecretProblems[0] {
+		t.Errorf("Initialized = %+v, want False, SecretMissing, %q", c, o.SecretProblems[0])
 	}
 }

@@ -186,7 +186,7 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 }
 
 // requeue asks to be woken for the next time-driven step: a TTL expiry, or a recheck of taken
-// child names. Everything else is driven by watches.
+// child names or missing Secrets. Everything else is driven by watches.
 func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
 	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
