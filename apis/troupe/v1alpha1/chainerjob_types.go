@@ -86,6 +86,7 @@ type ChainerWorkerSet struct {
 }
 
 // ChainerJobSpec is the desired state of a ChainerJob.
+// +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || (has(self.transport) && self.transport == 'SSH')",message="only the SSH transport uses SSH keys (a ChainerJob's default is KubeExec); set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.

@@ -77,6 +77,7 @@ type MPIJobSpec struct {
 
 // MPIProgramSpec is what MPIJob and HorovodJob share: a launcher running an MPI program on a
 // set of worker pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || !has(self.transport) || self.transport == 'SSH'",message="the KubeExec transport uses no SSH keys; set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
 type MPIProgramSpec struct {
 	// worker is the worker pods.
 	Worker MPIWorker `json:"worker"`
