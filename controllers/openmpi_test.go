@@ -44,6 +44,14 @@ func TestUserInputsReachTheEngine(t *testing.T) {
 	if got := cs.WorkerSets[0].ScaleHint; got != "kubectl edit chainerjob/mn and set the replicas of worker set ws0 to {replicas}" {
 		t.Errorf("ChainerJob scale hint = %q", got)
 	}
+	// A ChainerJob without MPI clones its code too.
+	alone := testutil.MakeChainerJob("solo", "ml").Obj()
+	alone.Spec.Backend = troupev1.ChainerBackendNone
+	alone.Spec.AppCodesToSync = job.Spec.AppCodesToSync[:1]
+	as := &engine.Spec{Name: "solo", Namespace: "ml"}
+	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(alone, as); err != nil || len(as.CodeSync.Repos) != 1 {
+		t.Errorf("backend none: code sync %+v (err %v), want the repository", as.CodeSync, err)
+	}
 	// A ChainerJob's ssh.secretName counts only with the SSH transport (KubeExec by default).
 	chainer.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-ssh"}
 	cs = &engine.Spec{Name: "mn", Namespace: "ml"}
