@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -161,12 +162,24 @@ func mpiTemplates(p *troupev1.MPIProgramSpec) []podTemplateAt {
 	return out
 }
 
-// chainerTemplates are the pod templates of a ChainerJob.
+// chainerTemplates are the pod templates of a ChainerJob: the master's, then the worker sets'
+// in the order of their paths.
 func chainerTemplates(s *troupev1.ChainerJobSpec) []podTemplateAt {
 	spec := field.NewPath("spec")
 	out := []podTemplateAt{{spec.Child("master", "template"), &s.Master.Template}}
-	for i := range s.WorkerSets {
-		out = append(out, podTemplateAt{spec.Child("workerSets").Index(i).Child("template"), &s.WorkerSets[i].Template})
+	for k, ws := range s.WorkerSets {
+		out = append(out, podTemplateAt{elementPath(spec.Child("workerSets"), k).Child("template"), &ws.Template})
 	}
+	slices.SortFunc(out[1:], func(a, b podTemplateAt) int { return strings.Compare(a.path.String(), b.path.String()) })
 	return out
+}
+
+// elementPath is the path of a list's element by index, or of a map's by key.
+func elementPath[K int | string](p *field.Path, k K) *field.Path {
+	switch v := any(k).(type) {
+	case int:
+		return p.Index(v)
+	default:
+		return p.Key(fmt.Sprint(v))
+	}
 }
