@@ -40,7 +40,7 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 	if len(cs.Repos) == 0 {
 		return
 	}
-	user, group := cloneUser(s, &tmpl.Spec)
+	sec := cloneSecurity(s, &tmpl.Spec)
 	var inits []corev1.Container
 	for _, r := range cs.Repos {
 		volume := codeVolumePrefix + r.Name
@@ -76,13 +76,7 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 				corev1.ResourceCPU:    resource.MustParse("50m"),
 				corev1.ResourceMemory: resource.MustParse("64Mi"),
 			}},
-			SecurityContext: &corev1.SecurityContext{
-				RunAsUser:                copyOf(user),
-				RunAsGroup:               copyOf(group),
-				AllowPrivilegeEscalation: ptr.To(false),
-				ReadOnlyRootFilesystem:   ptr.To(true),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
+			SecurityContext: sec.DeepCopy(),
 		})
 		for i := range tmpl.Spec.Containers {
 			c := &tmpl.Spec.Containers[i]
@@ -92,24 +86,42 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 	tmpl.Spec.InitContainers = append(inits, tmpl.Spec.InitContainers...)
 }
 
-// cloneUser is the user and group the git init containers run as: those the pod's main
-// container (else its first container) sets, so the clone belongs to the user who runs the
-// code and can write into it. Unset leaves them to the pod's security context.
-func cloneUser(s *Spec, pod *corev1.PodSpec) (user, group *int64) {
-	if len(pod.Containers) == 0 {
-		return nil, nil
+// cloneSecurity is the security context of the git init containers. They run as the user and
+// group of the pod's main container (else its first container), so the clone belongs to the
+// user who runs the code and can write into it; when neither that container nor the pod names
+// a user, as the agent image's non-root user 65532. They run as non-root unless that user is
+// root, with no privileges and a read-only root file system (they write only to the emptyDir).
+func cloneSecurity(s *Spec, pod *corev1.PodSpec) corev1.SecurityContext {
+	sec := corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	c := &pod.Containers[0]
-	for i := range pod.Containers {
-		if pod.Containers[i].Name == s.MainContainer {
-			c = &pod.Containers[i]
+	if len(pod.Containers) > 0 {
+		c := &pod.Containers[0]
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == s.MainContainer {
+				c = &pod.Containers[i]
+			}
+		}
+		if cs := c.SecurityContext; cs != nil {
+			sec.RunAsUser, sec.RunAsGroup = copyOf(cs.RunAsUser), copyOf(cs.RunAsGroup)
 		}
 	}
-	if sc := c.SecurityContext; sc != nil {
-		return copyOf(sc.RunAsUser), copyOf(sc.RunAsGroup)
+	user := sec.RunAsUser
+	if user == nil && pod.SecurityContext != nil {
+		user = pod.SecurityContext.RunAsUser // inherited from the pod
 	}
-	return nil, nil
+	if user == nil {
+		user = ptr.To(agentUser)
+		sec.RunAsUser = user
+	}
+	sec.RunAsNonRoot = ptr.To(*user != 0)
+	return sec
 }
+
+// agentUser is the non-root user of the troupe-agent image.
+const agentUser int64 = 65532
 
 func copyOf[T any](p *T) *T {
 	if p == nil {

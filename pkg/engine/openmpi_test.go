@@ -37,7 +37,7 @@ func TestCodeSyncWiring(t *testing.T) {
 		t.Errorf("init containers: the clones come first (-want +got):\n%s", diff)
 	}
 	sec := &corev1.SecurityContext{
-		RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](100),
+		RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](100), RunAsNonRoot: ptr.To(true),
 		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
@@ -88,6 +88,17 @@ func TestCodeSyncWiring(t *testing.T) {
 	// Workers are wired the same way; a job without repositories is left as it was.
 	if w := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false).Spec.Template.Spec; len(w.InitContainers) != 2 {
 		t.Errorf("worker init containers = %v, want the two clones", w.InitContainers)
+	}
+	// A pod that names no user: the clone runs as the agent's non-root user; a pod of root:
+	// as root (the pod's), not refused by runAsNonRoot.
+	w := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false).Spec.Template.Spec.InitContainers[0].SecurityContext
+	if *w.RunAsUser != 65532 || !*w.RunAsNonRoot {
+		t.Errorf("worker clone runs as %v (non-root %v), want 65532, non-root", *w.RunAsUser, *w.RunAsNonRoot)
+	}
+	s.WorkerSets[0].Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+	w = BuildWorkerStatefulSet(s, &s.WorkerSets[0], false).Spec.Template.Spec.InitContainers[0].SecurityContext
+	if w.RunAsUser != nil || *w.RunAsNonRoot {
+		t.Errorf("clone in a root pod: user %v, non-root %v; want the pod's user, runAsNonRoot false", w.RunAsUser, *w.RunAsNonRoot)
 	}
 	plain := testSpec()
 	if pod := BuildMasterJob(plain).Spec.Template.Spec; len(pod.InitContainers) != 0 || len(pod.Volumes) != 0 {
