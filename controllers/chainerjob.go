@@ -67,6 +67,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 			return fmt.Errorf("spec.workerSets: backend %q runs the master alone; remove the worker sets or use backend %q",
 				troupev1.ChainerBackendNone, troupev1.ChainerBackendMPI)
 		}
+		describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))
 		return nil
 	}
 	backend, err := mpiBackend(spec.MPILaunch, troupev1.MPITransportKubeExec, a.AgentImage)
@@ -91,6 +92,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 			Template:        ws.Template,
 		})
 	}
+	describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))
 	return nil
 }
 

@@ -96,6 +96,7 @@ func mpiBackend(l troupev1.MPILaunch, def troupev1.MPITransport, agentImage stri
 		if l.SSH != nil {
 			t.SSHDPath = l.SSH.SSHDPath
 			t.Port = ptr.Deref(l.SSH.Port, 0)
+			t.SecretName = l.SSH.SecretName
 		}
 		b.Transport = t
 	case troupev1.MPITransportKubeExec:

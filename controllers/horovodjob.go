@@ -93,7 +93,7 @@ func horovodrunElastic(p *troupev1.MPIProgramSpec, e *troupev1.HorovodElastic, b
 	}
 	if ssh, ok := b.Transport.(mpi.SSH); ok {
 		cmd = append(cmd, "--ssh-port", strconv.Itoa(int(ssh.SSHPort())),
-			"--ssh-identity-file", mpi.SSHMountPath+"/"+mpi.SSHClientKey)
+			"--ssh-identity-file", ssh.IdentityFile())
 	}
 	cmd = append(cmd, p.Worker.ExtraMPIArgs...)
 	return append(cmd, p.Worker.Cmd...)

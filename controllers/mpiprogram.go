@@ -83,6 +83,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
 	}
+	describeUserInputs(s, p.AppCodesToSync, o, scaleSubresourceHint(resourceOf(job), job.GetName()))
 	return nil
 }
 

@@ -82,7 +82,7 @@ func TestMPIJobPauseAndResumeSpecs(t *testing.T) {
 	if diff := cmp.Diff(want, s.RunMode); diff != "" {
 		t.Errorf("run mode (-want +got):\n%s", diff)
 	}
-	for _, c := range engine.Children(s, engine.WorkersReleased(s, false)) {
+	for _, c := range engine.Children(s, engine.WorkersReleased(s, "")) {
 		if c.GetName() == "mpi-example-launcher" {
 			t.Errorf("a paused job has a launcher Job")
 		}

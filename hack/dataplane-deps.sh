@@ -8,6 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev # mpirun.openmpi, mpicc.openmpi
   mpich libmpich-dev         # mpiexec.hydra, mpicc.mpich
   openssh-server openssh-client
+  git        # git-upload-pack: the git server of the git-sync test
   iproute2   # ip netns, veth, bridge
   util-linux # unshare, mount
   passwd     # useradd

@@ -136,6 +136,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 		errs = append(errs, validateTemplate(p.Child("template"), &ws.Template, workerPod, troupev1.ChainerMainContainer)...)
 	}
 	errs = append(errs, validateLaunch(spec, &s.MPILaunch)...)
+	errs = append(errs, validateUserInputs(spec, s.AppCodesToSync, &s.MPILaunch, troupev1.MPITransportKubeExec, chainerTemplates(s))...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
 	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
@@ -156,6 +157,7 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(o.SchedulingPolicy.Gang, ""), ptr.Deref(n.SchedulingPolicy.Gang, ""))...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
 	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
+	errs = append(errs, unchanged(spec.Child("appCodesToSync"), o.AppCodesToSync, n.AppCodesToSync)...)
 	errs = append(errs, validateTemplateUpdate(spec.Child("master", "template"), &o.Master.Template, &n.Master.Template, suspended)...)
 	if oldNames, newNames := o.WorkerSetNames(), n.WorkerSetNames(); !slices.Equal(oldNames, newNames) {
 		had := "none"

@@ -61,6 +61,7 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
 			fmt.Sprintf("disagrees with cleanPodPolicy %q: true means a policy other than None, false means None", *rp.CleanPodPolicy)))
 	}
 	errs = append(errs, atLeast(p.Child("ttlSecondsAfterFinished"), rp.TTLSecondsAfterFinished, 0)...)
+	errs = append(errs, validateCleanPodPolicyOn(p, rp)...)
 	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)
 }
 
@@ -195,6 +196,9 @@ func defaultPolicies(rp *troupev1.RunPolicy, sp *troupev1.SchedulingPolicy, o Op
 			p = troupev1.CleanPodPolicyNone
 		}
 		rp.CleanPodPolicy = &p
+	}
+	if rp.CleanPodPolicyOn == nil {
+		rp.CleanPodPolicyOn = ptr.To(troupev1.CleanPodPolicyOnFinished)
 	}
 	if sp.Gang == nil && o.DefaultGang != "" {
 		sp.Gang = ptr.To(o.DefaultGang)

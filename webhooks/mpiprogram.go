@@ -106,6 +106,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 		errs = append(errs, field.Invalid(spec.Child("mpiHome"), p.MPIHome, "must be an absolute path"))
 	}
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
+	errs = append(errs, validateUserInputs(spec, p.AppCodesToSync, &p.MPILaunch, troupev1.MPITransportSSH, mpiTemplates(p))...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1)...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), p.RunMode, mpiReplicaTypes)...)
@@ -131,6 +132,7 @@ func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec, at programPaths) fi
 	errs = append(errs, immutable(spec.Child("mpiHome"), o.MPIHome, n.MPIHome)...)
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
 	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
+	errs = append(errs, unchanged(spec.Child("appCodesToSync"), o.AppCodesToSync, n.AppCodesToSync)...)
 	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
 	switch {
 	case (oldLaunch == nil) != (newLaunch == nil):

@@ -3,6 +3,8 @@
 //	troupe-agent wait ...      the launcher's init container: install the agent for the
 //	                           launcher, then wait (bounded) until every host of the hostfile
 //	                           resolves and accepts the job's transport;
+//	troupe-agent git-sync ...  a git init container of a job's pods (appCodesToSync): clone
+//	                           one branch of a repository into the pod's emptyDir;
 //	troupe-rsh [opts] host cmd the KubeExec rsh agent MPI launchers call to start a remote
 //	                           process: it runs cmd in the host's pod through the API server's
 //	                           pods/exec with the job's own ServiceAccount (also "troupe-agent rsh").
@@ -34,6 +36,8 @@ func run(args []string) int {
 		return wait(args[2:])
 	case "rsh":
 		return rsh(args[2:])
+	case "git-sync":
+		return gitSync(args[2:])
 	default:
 		usage()
 		return 2
@@ -41,5 +45,5 @@ func run(args []string) int {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, "usage: troupe-agent wait [flags] | troupe-agent rsh [options] host command... (also as %s)\n", rshName)
+	fmt.Fprintf(os.Stderr, "usage: troupe-agent wait [flags] | troupe-agent git-sync [flags] | troupe-agent rsh [options] host command... (also as %s)\n", rshName)
 }

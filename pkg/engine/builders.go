@@ -152,6 +152,9 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 	// The PodGroup exists before any of its pods, so the scheduler never sees a pod of an
 	// unknown gang.
 	objs = append(objs, BuildGangObjects(s)...)
+	if pdb := BuildPodDisruptionBudget(s, workersReleased); pdb != nil {
+		objs = append(objs, pdb)
+	}
 	for i := range s.WorkerSets {
 		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
 	}
@@ -178,6 +181,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 	if s.Gang != nil {
 		s.Gang.DecoratePod(s, &tmpl)
 	}
+	s.CodeSync.decoratePod(s, &tmpl)
 	s.applyRunMode(&tmpl, ws)
 	return tmpl
 }

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,6 +81,13 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	obs.Pods = pods.Items
+	if p := job.JobStatus().Phase; p != troupev1.JobSucceeded && p != troupev1.JobFailed {
+		problems, err := r.checkSecrets(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		obs.SecretProblems = problems
+	}
 	return obs, nil
 }
 
@@ -101,15 +109,16 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 }
 
 // syncChildren creates missing children and puts owned ones back to their desired shape. It
-// creates nothing while a name conflict exists (a job with half its children would hold
-// resources without being able to run) and nothing once the job has finished (a finished job
-// is never started again). Objects it does not own are never touched.
+// creates nothing while a name conflict exists or a Secret the pods need is missing (a job
+// with half its children would hold resources without being able to run) and nothing once
+// the job has finished (a finished job is never started again). Objects it does not own are
+// never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
 	gang := gangKeys(s)
-	for _, want := range Children(s, WorkersReleased(s, finished)) {
+	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
-			if finished || len(obs.Conflicts) > 0 {
+			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 				continue
 			}
 			if g, ok := s.Backend.(Generator); ok {
@@ -126,6 +135,9 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		}
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {
 			continue // a finished Job's spec is left as it ended
+		}
+		if sts, ok := want.(*appsv1.StatefulSet); ok {
+			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
 		}
 		changed := restore(cur, want)
 		if gang[keyOf(want)] {
@@ -186,6 +198,8 @@ func restore(cur, want client.Object) bool {
 			c.Spec.PublishNotReadyAddresses = w.Spec.PublishNotReadyAddresses
 			changed = true
 		}
+	case *policyv1.PodDisruptionBudget:
+		changed = restorePodDisruptionBudget(cur.(*policyv1.PodDisruptionBudget), w) || changed
 	case *corev1.ConfigMap:
 		c := cur.(*corev1.ConfigMap)
 		if !maps.Equal(c.Data, w.Data) {

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,8 +28,9 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// conflictRecheck is how often a job whose child names are taken looks again. The foreign
-// objects carry none of our labels, so no watch event tells when they go away.
+// conflictRecheck is how often a job whose child names are taken, or whose Secrets are
+// missing, looks again. The foreign objects carry none of our labels, so no watch event tells
+// when they go away (or appear).
 const conflictRecheck = 10 * time.Second
 
 // Adapter turns one kind's spec into the engine's Spec. A kind is a types file, an adapter and
@@ -100,6 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, podToJob)
 	for _, o := range r.owned {
 		b = b.Owns(o)
@@ -160,7 +163,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.syncChildren(ctx, job, spec, obs, finished); err != nil {
 		return ctrl.Result{}, err
 	}
-	if finished && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+	if err := r.deleteDisabledBudget(ctx, job, spec); err != nil {
+		return ctrl.Result{}, err
+	}
+	if spec.CleanUpDue(Outcome(prev, obs.MasterJob)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deleteMasterPods(ctx, obs); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -189,9 +195,9 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 }
 
 // requeue asks to be woken for the next time-driven step: a TTL expiry, or a recheck of taken
-// child names. Everything else is driven by watches.
+// child names or missing Secrets. Everything else is driven by watches.
 func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
-	if len(obs.Conflicts) > 0 {
+	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
 	}
 	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
@@ -273,8 +279,9 @@ func (r *Reconciler) recordTransitions(job Object, prev, next *troupev1.JobStatu
 	}
 	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
 	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
-	if now != nil && now.Reason == troupev1.ReasonChildConflict && (was == nil || was.Message != now.Message) {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventChildConflict, "Create", "%s", now.Message)
+	if now != nil && (now.Reason == troupev1.ReasonChildConflict || now.Reason == troupev1.ReasonSecretMissing) &&
+		(was == nil || was.Message != now.Message) {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestRunModeOverrides(t *testing.T) {
 			s.RunMode = tc.mode
 
 			var master *batchv1.Job
-			for _, o := range Children(s, WorkersReleased(s, false)) {
+			for _, o := range Children(s, WorkersReleased(s, "")) {
 				if j, ok := o.(*batchv1.Job); ok {
 					master = j
 				}
@@ -109,7 +109,7 @@ func TestRunModeOverrides(t *testing.T) {
 					t.Errorf("master (-want +got):\n%s", diff)
 				}
 			}
-			sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], WorkersReleased(s, false))
+			sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], WorkersReleased(s, ""))
 			if diff := cmp.Diff(tc.wantWorker, commandsOf(&sts.Spec.Template)); diff != "" {
 				t.Errorf("worker (-want +got):\n%s", diff)
 			}

@@ -51,6 +51,13 @@ type Spec struct {
 
 	// RunMode is debug mode, pause and the overrides a job runs after a pause (runmode.go).
 	RunMode RunMode
+	// CodeSync clones git repositories into every pod of the job before its containers start.
+	CodeSync CodeSync
+
+	// RequiredSecrets are Secrets of the user's the pods need (an SSH identity, a git deploy
+	// key); while one is missing or lacks a key the job reports it and creates no missing
+	// child.
+	RequiredSecrets []SecretRequirement
 
 	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
 	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
@@ -86,6 +93,10 @@ type WorkerSet struct {
 	// Slots is the number of processes each pod of the set runs.
 	Slots    int32
 	Template corev1.PodTemplateSpec
+	// ScaleHint tells a user who scaled the StatefulSet directly how to scale this set
+	// instead, for example "kubectl scale mpijob/J --replicas={replicas}"; {replicas} becomes
+	// the count they asked for.
+	ScaleHint string
 }
 
 // Backend wires a job's processes together. It is chosen per job by the adapter. Both methods

@@ -30,6 +30,8 @@ type Observed struct {
 	Missing []ChildRef
 	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
 	Gang client.Object
+	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
+	SecretProblems []string
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -63,10 +65,10 @@ func Finished(prev *troupev1.JobStatus, master *batchv1.Job) bool {
 }
 
 // WorkersReleased reports whether the worker sets should be scaled to zero: the job is
-// suspended, or it has finished and its clean-pod policy is not None.
-func WorkersReleased(s *Spec, finished bool) bool {
-	if finished {
-		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone
+// suspended, or it has ended (outcome) and its clean-pod policy, not None, is due.
+func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
+	if outcome != "" {
+		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
 	}
 	return s.Suspended() || s.Paused()
 }
@@ -81,7 +83,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		CompletionTime:     prev.CompletionTime,
 	}
 	finished := Finished(prev, obs.MasterJob)
-	released := WorkersReleased(s, finished)
+	released := WorkersReleased(s, Outcome(prev, obs.MasterJob))
 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
@@ -108,7 +110,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
-	seedStatus(s, obs, &st, finished, set)
+	seedStatus(s, obs, &st, finished, released, set)
 
 	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
@@ -294,6 +296,8 @@ func initializedCondition(obs *Observed) metav1.Condition {
 	case len(obs.Conflicts) > 0:
 		return newCondition(t, false, troupev1.ReasonChildConflict,
 			"objects with the names of this job's children exist and are not owned by it; delete or rename them: "+joinRefs(obs.Conflicts))
+	case len(obs.SecretProblems) > 0:
+		return newCondition(t, false, troupev1.ReasonSecretMissing, strings.Join(obs.SecretProblems, "; "))
 	case len(obs.Missing) > 0:
 		return newCondition(t, false, troupev1.ReasonCreatingChildren, "creating "+joinRefs(obs.Missing))
 	}

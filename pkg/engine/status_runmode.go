@@ -33,7 +33,7 @@ func runModePhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) troupe
 
 // seedStatus sets the Paused, Completed and Complete conditions, succeeded, tasks and
 // aggregate of st, whose phase is already computed.
-func seedStatus(s *Spec, obs *Observed, st *troupev1.JobStatus, finished bool, set func(metav1.Condition)) {
+func seedStatus(s *Spec, obs *Observed, st *troupev1.JobStatus, finished, released bool, set func(metav1.Condition)) {
 	set(pausedCondition(s, obs, st.Conditions))
 	set(completedCondition(st.Phase, st.Conditions))
 	st.Succeeded = 0
@@ -44,7 +44,7 @@ func seedStatus(s *Spec, obs *Observed, st *troupev1.JobStatus, finished bool, s
 		}
 	}
 	st.Tasks = tasks(s, obs.Pods)
-	agg := aggregate(s, obs, finished)
+	agg := aggregate(s, obs, finished, released)
 	st.Aggregate = &agg
 }
 
@@ -115,7 +115,7 @@ func tasks(s *Spec, pods []corev1.Pod) []troupev1.TaskStatus {
 // aggregate counts the job's replicas by state: every observed pod once (a pod being deleted
 // as deleted, whatever its phase said), and as creating the replicas wanted now that have no
 // live pod yet.
-func aggregate(s *Spec, obs *Observed, finished bool) troupev1.Aggregate {
+func aggregate(s *Spec, obs *Observed, finished, released bool) troupev1.Aggregate {
 	var a troupev1.Aggregate
 	var liveMaster, liveWorkers int32
 	for i := range obs.Pods {
@@ -147,7 +147,7 @@ func aggregate(s *Spec, obs *Observed, finished bool) troupev1.Aggregate {
 	if !finished && !s.Suspended() && !s.Paused() && liveMaster == 0 {
 		a.Creating++
 	}
-	if !WorkersReleased(s, finished) {
+	if !released {
 		a.Creating += max(0, s.TotalWorkers()-liveWorkers)
 	}
 	return a

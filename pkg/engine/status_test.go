@@ -355,23 +355,31 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 func TestWorkersReleased(t *testing.T) {
 	tests := []struct {
 		policy    *troupev1.CleanPodPolicy
+		on        *troupev1.CleanPodPolicyOn
 		suspend   bool
-		finished  bool
+		outcome   troupev1.JobPhase
 		wantScale bool
 	}{
-		{nil, false, false, false},
-		{nil, false, true, true},
-		{ptr.To(troupev1.CleanPodPolicyAll), false, true, true},
-		{ptr.To(troupev1.CleanPodPolicyNone), false, true, false},
-		{nil, true, false, true},
+		{nil, nil, false, "", false},
+		{nil, nil, false, troupev1.JobSucceeded, true},
+		{nil, nil, false, troupev1.JobFailed, true},
+		{ptr.To(troupev1.CleanPodPolicyAll), nil, false, troupev1.JobSucceeded, true},
+		{ptr.To(troupev1.CleanPodPolicyNone), nil, false, troupev1.JobSucceeded, false},
+		{nil, nil, true, "", true},
+		// kube-openmpi's autoScaleDownWorkers: only a success releases the workers.
+		{nil, ptr.To(troupev1.CleanPodPolicyOnSucceeded), false, troupev1.JobSucceeded, true},
+		{nil, ptr.To(troupev1.CleanPodPolicyOnSucceeded), false, troupev1.JobFailed, false},
+		{ptr.To(troupev1.CleanPodPolicyAll), ptr.To(troupev1.CleanPodPolicyOnSucceeded), false, troupev1.JobFailed, false},
+		{nil, ptr.To(troupev1.CleanPodPolicyOnFinished), false, troupev1.JobFailed, true},
 	}
 	for _, tc := range tests {
 		s := testSpec()
 		s.RunPolicy.CleanPodPolicy = tc.policy
+		s.RunPolicy.CleanPodPolicyOn = tc.on
 		s.RunPolicy.Suspend = ptr.To(tc.suspend)
-		if got := WorkersReleased(s, tc.finished); got != tc.wantScale {
-			t.Errorf("policy %v suspend %v finished %v: released = %v, want %v",
-				ptr.Deref(tc.policy, ""), tc.suspend, tc.finished, got, tc.wantScale)
+		if got := WorkersReleased(s, tc.outcome); got != tc.wantScale {
+			t.Errorf("policy %v on %v suspend %v outcome %q: released = %v, want %v",
+				ptr.Deref(tc.policy, ""), ptr.Deref(tc.on, ""), tc.suspend, tc.outcome, got, tc.wantScale)
 		}
 	}
 }

@@ -123,6 +123,30 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 		},
 	})
 
+	// The same MPIJob with a key pair of the user's (ssh.secretName): the workers accept only
+	// the user's authorized_keys, so the run proves the launcher uses the user's key, next to
+	// the job's generated host key and known_hosts.
+	runs = append(runs, jobRun{
+		name: "MPIJob/OpenMPI/2x1/user-ssh-key",
+		impl: openMPI,
+		build: func(t *testing.T) *operatorJob {
+			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
+			worker.Spec.Containers[0].WorkingDir = work
+			return buildMPIJob(t, troupev1.MPIProgramSpec{
+				MPIImplementation: troupev1.MPIImplementation(openMPI.impl),
+				MPIHome:           "/usr",
+				MCA:               map[string]string{"btl": "self,vader,tcp", "btl_tcp_if_include": "eth0"},
+				MPILaunch:         troupev1.MPILaunch{SSH: &troupev1.SSHConfig{SecretName: "user-ssh"}},
+				Worker: troupev1.MPIWorker{
+					Replicas: ptr.To[int32](2),
+					Slots:    ptr.To[int32](1),
+					Cmd:      []string{programs[openMPI.impl]},
+					Template: worker,
+				},
+			})
+		},
+	})
+
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			runJob(t, c, u, r.build(t), r.impl, work)

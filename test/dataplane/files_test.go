@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,8 +33,11 @@ type operatorJob struct {
 	services          []*corev1.Service
 	configMap         *corev1.ConfigMap
 	secret            *corev1.Secret
-	workers           *appsv1.StatefulSet
-	master            *batchv1.Job
+	// userSecret is the user's SSH Secret (ssh.secretName), with a key pair of its own; nil
+	// when the job uses the generated keys.
+	userSecret *corev1.Secret
+	workers    *appsv1.StatefulSet
+	master     *batchv1.Job
 }
 
 // jobName and jobNamespace are every test job's: its headless Service is dp.default.svc.
@@ -106,7 +110,13 @@ func buildChainerJob(t *testing.T, impl mpi.Implementation, u testUser, masterCo
 // worker.extraMPIArgs and worker.cmd.
 func buildMPIJob(t *testing.T, spec troupev1.MPIProgramSpec) *operatorJob {
 	t.Helper()
-	spec.MPILaunch = sshLaunch
+	launch := sshLaunch
+	if spec.SSH != nil && spec.SSH.SecretName != "" {
+		ssh := *launch.SSH
+		ssh.SecretName = spec.SSH.SecretName
+		launch.SSH = &ssh
+	}
+	spec.MPILaunch = launch
 	job := &troupev1.MPIJob{
 		ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: jobNamespace, UID: "uid-2"},
 		Spec:       troupev1.MPIJobSpec{MPIProgramSpec: spec},
@@ -152,6 +162,9 @@ func newOperatorJob(t *testing.T, s *engine.Spec, launcherContainer string) *ope
 	}
 	if err := gen.Generate(s, j.secret); err != nil {
 		t.Fatalf("generate the SSH Secret: %v", err)
+	}
+	if ssh, ok := s.Backend.(mpi.Backend).Transport.(mpi.SSH); ok && ssh.SecretName != "" {
+		j.userSecret = userSSHSecret(t, ssh.SecretName)
 	}
 	return j
 }
@@ -264,6 +277,9 @@ func (j *operatorJob) materialise(t *testing.T, dir string, p pod) []bindMount {
 				data[k] = []byte(s)
 			}
 			mode = v.ConfigMap.DefaultMode
+		case v.Projected != nil:
+			data = j.projected(t, v.Projected)
+			mode = v.Projected.DefaultMode
 		case v.Secret != nil:
 			if v.Secret.SecretName != j.secret.Name || len(v.Secret.Items) > 0 {
 				t.Fatalf("volume %s: Secret %s with items %v: the test knows only %s, whole", v.Name, v.Secret.SecretName, v.Secret.Items, j.secret.Name)
@@ -289,6 +305,52 @@ func (j *operatorJob) materialise(t *testing.T, dir string, p pod) []bindMount {
 		mounts = append(mounts, bindMount{src: src, dst: m.MountPath, readOnly: m.ReadOnly})
 	}
 	return mounts
+}
+
+// userSSHSecret is a Secret of the user's as ssh.secretName names it: a key pair the operator
+// did not generate, the private key under ssh-privatekey and its public key in authorized_keys.
+func userSSHSecret(t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	keys, err := mpi.NewSSHKeyMaterial(rand.Reader, "unused.svc")
+	if err != nil {
+		t.Fatalf("generate the user's key: %v", err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: jobNamespace},
+		Type:       corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{
+			troupev1.SSHSecretPrivateKey:     keys[mpi.SSHClientKey],
+			troupev1.SSHSecretAuthorizedKeys: keys[mpi.SSHClientPubKey],
+		},
+	}
+}
+
+// projected gathers the files of a projected volume from the job's Secrets, as the kubelet
+// does: each source's items under their paths.
+func (j *operatorJob) projected(t *testing.T, v *corev1.ProjectedVolumeSource) map[string][]byte {
+	t.Helper()
+	data := map[string][]byte{}
+	for _, src := range v.Sources {
+		var from *corev1.Secret
+		switch {
+		case src.Secret == nil:
+			t.Fatalf("projected source %+v: only Secrets are emulated", src)
+		case src.Secret.Name == j.secret.Name:
+			from = j.secret
+		case j.userSecret != nil && src.Secret.Name == j.userSecret.Name:
+			from = j.userSecret
+		default:
+			t.Fatalf("projected Secret %s: the test knows only %s and the user's", src.Secret.Name, j.secret.Name)
+		}
+		for _, item := range src.Secret.Items {
+			value, ok := from.Data[item.Key]
+			if !ok {
+				t.Fatalf("Secret %s has no key %s", from.Name, item.Key)
+			}
+			data[item.Path] = value
+		}
+	}
+	return data
 }
 
 // writeVolume lays out a volume like the kubelet's atomic writer: the volume directory (an

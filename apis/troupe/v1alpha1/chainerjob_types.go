@@ -87,6 +87,7 @@ type ChainerWorkerSet struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.workerSets) || self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum() <= 4095",messageExpression="'spec.workerSets: the job would have %d pods, more than 4096 (the master and every worker)'.format([1 + self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum()])"
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.debug)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.debug) && self.runMode.debug == oldSelf.runMode.debug) : !(has(oldSelf.runMode) && has(oldSelf.runMode.debug))",message="runMode.debug: cannot change once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
+// +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || (has(self.transport) && self.transport == 'SSH')",message="only the SSH transport uses SSH keys (a ChainerJob's default is KubeExec); set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.
@@ -126,6 +127,16 @@ type ChainerJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.pause) || !has(self.pause.resumeSpecs) || self.pause.resumeSpecs.all(r, r.type == 'master' || r.type == 'worker')",message="pause.resumeSpecs: type must be master or worker"
 	// +optional
 	RunMode *RunMode `json:"runMode,omitempty"`
+	// appCodesToSync are git repositories cloned into every pod of the job before its
+	// containers start (kube-openmpi's appCodesToSync), each mounted at its mountPath in every
+	// container. They cannot change once the job exists.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.mountPath == a.mountPath))",message="mountPath must differ between repositories"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
+	// +optional
+	AppCodesToSync []AppCode `json:"appCodesToSync,omitempty"`
 }
 
 // ChainerJob runs a Chainer or ChainerMN training: one master pod (a batch Job) and zero or

@@ -19,6 +19,7 @@ const (
 )
 
 // RunPolicy is the lifecycle policy every troupe kind shares.
+// +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicyOn) || self.cleanPodPolicyOn != 'Succeeded' || !((has(self.cleanPodPolicy) && self.cleanPodPolicy == 'None') || (has(self.cleanUpWorkers) && !self.cleanUpWorkers))",message="Succeeded applies the clean-pod policy after success only, and the policy is None: there is nothing to clean",fieldPath=".cleanPodPolicyOn"
 // +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicy) || !has(self.cleanUpWorkers) || self.cleanUpWorkers == (self.cleanPodPolicy != 'None')",message="cleanUpWorkers and cleanPodPolicy disagree: cleanUpWorkers true means a cleanPodPolicy other than None, false means None"
 type RunPolicy struct {
 	// cleanPodPolicy says what happens to the job's pods when its master ends: Running (the
@@ -55,6 +56,12 @@ type RunPolicy struct {
 	// cleanUpWorkers, not two that disagree.
 	// +optional
 	CleanUpWorkers *bool `json:"cleanUpWorkers,omitempty"`
+
+	// cleanPodPolicyOn says when the clean-pod policy applies: Finished (the default) whenever
+	// the master ends, Succeeded only when it succeeded (kube-openmpi's autoScaleDownWorkers);
+	// after a failure every pod is then left running, for inspection.
+	// +optional
+	CleanPodPolicyOn *CleanPodPolicyOn `json:"cleanPodPolicyOn,omitempty"`
 }
 
 // DefaultBackoffLimit is a master's (launcher's) retries when neither it nor the run policy sets
@@ -101,6 +108,11 @@ type SchedulingPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+
+	// podDisruptionBudget protects the job's workers from voluntary disruption (drains,
+	// evictions) with a PodDisruptionBudget named like the job.
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudgetPolicy `json:"podDisruptionBudget,omitempty"`
 }
 
 // JobPhase is a one-word summary of where a job is in its life.
@@ -271,7 +283,27 @@ type SSHConfig struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port *int32 `json:"port,omitempty"`
+
+	// secretName names a Secret of the job's namespace with the SSH identity to use instead of
+	// keys the operator generates: key "ssh-privatekey" is the launcher's private key
+	// (unencrypted, OpenSSH or PEM format, as a kubernetes.io/ssh-auth Secret holds it) and key
+	// "authorized_keys" the public keys every worker's sshd accepts. The host key and
+	// known_hosts are still generated for the job. It cannot change.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
 }
+
+// Keys a user's SSH Secret (ssh.secretName) must hold.
+const (
+	// SSHSecretPrivateKey is the launcher's private key; the key name of a
+	// kubernetes.io/ssh-auth Secret.
+	SSHSecretPrivateKey = "ssh-privatekey"
+	// SSHSecretAuthorizedKeys are the public keys every worker's sshd accepts.
+	SSHSecretAuthorizedKeys = "authorized_keys"
+)
 
 // MPILaunch says how an MPI launcher reaches the job's workers. Every MPI kind embeds it.
 type MPILaunch struct {

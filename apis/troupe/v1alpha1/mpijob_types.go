@@ -141,6 +141,7 @@ func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.debug)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.debug) && self.runMode.debug == oldSelf.runMode.debug) : !(has(oldSelf.runMode) && has(oldSelf.runMode.debug))",message="runMode.debug: cannot change once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
 // +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.t9kScheduler) || !has(self.scheduler.t9kScheduler.queue) || !has(self.schedulingPolicy) || !has(self.schedulingPolicy.queue) || self.schedulingPolicy.queue == self.scheduler.t9kScheduler.queue",message="scheduler.t9kScheduler.queue: contradicts schedulingPolicy.queue; give the queue once"
+// +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || !has(self.transport) || self.transport == 'SSH'",message="the KubeExec transport uses no SSH keys; set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
 type MPIProgramSpec struct {
 	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
 	// (spec.workerTemplate).
@@ -190,6 +191,16 @@ type MPIProgramSpec struct {
 	// become schedulingPolicy.queue and schedulingPolicy.priorityClassName.
 	// +optional
 	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
+	// appCodesToSync are git repositories cloned into every pod of the job before its
+	// containers start (kube-openmpi's appCodesToSync), each mounted at its mountPath in every
+	// container. They cannot change once the job exists.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.mountPath == a.mountPath))",message="mountPath must differ between repositories"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
+	// +optional
+	AppCodesToSync []AppCode `json:"appCodesToSync,omitempty"`
 }
 
 // MPIJob runs an MPI program: a launcher (a batch Job running mpirun) and a set of worker pods

@@ -49,6 +49,9 @@ const (
 	ReasonGangPending      = "PodGroupNotCreated"
 	ReasonGangUnavailable  = "GangProviderUnavailable"
 	ReasonNotSuspended     = "JobNotSuspended"
+	// ReasonSecretMissing: a Secret of the user's that the pods need (ssh.secretName, an
+	// appCodesToSync gitSecretName) is missing or lacks keys; missing children wait for it.
+	ReasonSecretMissing = "SecretMissing"
 )
 
 // Event reasons.
@@ -61,4 +64,9 @@ const (
 	EventSucceeded       = "Succeeded"
 	EventFailed          = "Failed"
 	EventTTLExpired      = "TTLExpired"
+	// EventSecretMissing is the Warning for ReasonSecretMissing.
+	EventSecretMissing = ReasonSecretMissing
+	// EventScaledOutsideJob: a worker StatefulSet was scaled directly; the operator put its
+	// replicas back and says how to scale the job instead.
+	EventScaledOutsideJob = "ScaledOutsideJob"
 )

@@ -109,13 +109,13 @@ LogLevel ERROR
 `, port, dir, SSHHostKey, dir, SSHAuthorizedKey)
 }
 
-// SSHClientConfig is the launcher's ssh_config: the job's key, the pinned known_hosts, strict
-// host key checking, and the port every worker's sshd listens on.
-func SSHClientConfig(port int32, dir, knownHostsPath string) string {
+// SSHClientConfig is the launcher's ssh_config: the job's key (identityFile), the pinned
+// known_hosts, strict host key checking, and the port every worker's sshd listens on.
+func SSHClientConfig(port int32, identityFile, knownHostsPath string) string {
 	return fmt.Sprintf(`# ssh client for troupe MPI launchers.
 Host *
   Port %d
-  IdentityFile %s/%s
+  IdentityFile %s
   IdentitiesOnly yes
   UserKnownHostsFile %s
   GlobalKnownHostsFile /dev/null
@@ -123,7 +123,7 @@ Host *
   PasswordAuthentication no
   BatchMode yes
   LogLevel ERROR
-`, port, dir, SSHClientKey, knownHostsPath)
+`, port, identityFile, knownHostsPath)
 }
 
 // SSHAgentScript is the rsh-compatible agent MPI launchers call to start a remote process:

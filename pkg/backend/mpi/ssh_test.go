@@ -137,7 +137,7 @@ func TestSSHConfigs(t *testing.T) {
 			t.Errorf("sshd_config lacks %q:\n%s", want, sshd)
 		}
 	}
-	client := SSHClientConfig(2222, "/etc/troupe/ssh", "/etc/troupe/ssh/known_hosts")
+	client := SSHClientConfig(2222, "/etc/troupe/ssh/id_ed25519", "/etc/troupe/ssh/known_hosts")
 	for _, want := range []string{"Port 2222\n", "StrictHostKeyChecking yes\n", "UserKnownHostsFile /etc/troupe/ssh/known_hosts\n"} {
 		if !strings.Contains(client, want) {
 			t.Errorf("ssh_config lacks %q:\n%s", want, client)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -45,6 +46,9 @@ const (
 type SSH struct {
 	Port     int32
 	SSHDPath string
+	// SecretName is a Secret of the user's with the client identity and the authorized keys
+	// (ssh.secretName); empty uses the generated ones.
+	SecretName string
 }
 
 var (
@@ -75,6 +79,15 @@ func HostDomain(s *engine.Spec) string {
 	return s.ServiceName() + "." + s.Namespace + ".svc"
 }
 
+// IdentityFile is the launcher's private key inside the pods: the user's (ssh.secretName),
+// else the generated one.
+func (t SSH) IdentityFile() string {
+	if t.SecretName != "" {
+		return SSHMountPath + "/" + troupev1.SSHSecretPrivateKey
+	}
+	return SSHMountPath + "/" + SSHClientKey
+}
+
 // Agent is the rsh-compatible script MPI launchers start remote processes with.
 func (t SSH) Agent() string { return ConfigMountPath + "/" + SSHAgentKey }
 
@@ -82,7 +95,7 @@ func (t SSH) Agent() string { return ConfigMountPath + "/" + SSHAgentKey }
 func (t SSH) ConfigFiles(*engine.Spec) map[string]string {
 	return map[string]string{
 		SSHDConfigKey:      SSHDConfig(t.SSHPort(), SSHMountPath),
-		SSHClientConfigKey: SSHClientConfig(t.SSHPort(), SSHMountPath, SSHMountPath+"/"+SSHKnownHosts),
+		SSHClientConfigKey: SSHClientConfig(t.SSHPort(), t.IdentityFile(), SSHMountPath+"/"+SSHKnownHosts),
 		SSHAgentKey:        SSHAgentScript(ConfigMountPath + "/" + SSHClientConfigKey),
 	}
 }
@@ -122,12 +135,7 @@ func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodT
 		}
 		tmpl.Spec.SecurityContext.FSGroup = fsGroup
 	}
-	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
-		Name: sshVolumeName,
-		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: SSHSecretName(s), DefaultMode: ptr.To(mode),
-		}},
-	})
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: sshVolumeName, VolumeSource: t.volume(s, mode)})
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: sshVolumeName, MountPath: SSHMountPath, ReadOnly: true})
@@ -145,6 +153,35 @@ func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodT
 			}
 		}
 	}
+}
+
+// volume is the job's SSH files: the generated Secret, or with a Secret of the user's
+// (ssh.secretName) a projection of its client key and authorized keys beside the job's
+// generated host key and known_hosts, so sshd and ssh find every file at the same paths.
+func (t SSH) volume(s *engine.Spec, mode int32) corev1.VolumeSource {
+	if t.SecretName == "" {
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: SSHSecretName(s), DefaultMode: ptr.To(mode)}}
+	}
+	items := func(keys ...string) []corev1.KeyToPath {
+		out := make([]corev1.KeyToPath, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, corev1.KeyToPath{Key: k, Path: k})
+		}
+		return out
+	}
+	return corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To(mode),
+		Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: SSHSecretName(s)},
+				Items:                items(SSHHostKey, SSHHostPubKey, SSHKnownHosts),
+			}},
+			{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: t.SecretName},
+				Items:                items(troupev1.SSHSecretPrivateKey, troupev1.SSHSecretAuthorizedKeys),
+			}},
+		},
+	}}
 }
 
 // sshFileAccess returns the mode of the SSH Secret's files and, for a pod where a container

@@ -1,0 +1,64 @@
+package controllers
+
+import (
+	"fmt"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// describeUserInputs adds what every kind shares beyond its master and workers (kube-openmpi's
+// features): the git repositories to clone into the pods, the Secrets of the user's the pods
+// need (a git deploy key, an SSH identity), and how a user scales a worker set (told to
+// whoever scales its StatefulSet directly). scaleHint gives the latter per worker set.
+func describeUserInputs(s *engine.Spec, codes []troupev1.AppCode, o Options, scaleHint func(ws *engine.WorkerSet) string) {
+	if len(codes) > 0 {
+		s.CodeSync = engine.CodeSync{Image: o.AgentImage, Repos: codes}
+	}
+	for i, c := range codes {
+		if c.GitSecretName != "" {
+			s.RequiredSecrets = append(s.RequiredSecrets, engine.SecretRequirement{
+				Field: fmt.Sprintf("spec.appCodesToSync[%d].gitSecretName", i),
+				Name:  c.GitSecretName,
+				Keys:  []string{troupev1.GitSecretSSHKey},
+			})
+		}
+	}
+	if b, ok := s.Backend.(mpi.Backend); ok {
+		if t, ok := b.Transport.(mpi.SSH); ok && t.SecretName != "" {
+			s.RequiredSecrets = append(s.RequiredSecrets, engine.SecretRequirement{
+				Field: "spec.ssh.secretName",
+				Name:  t.SecretName,
+				Keys:  []string{troupev1.SSHSecretPrivateKey, troupev1.SSHSecretAuthorizedKeys},
+			})
+		}
+	}
+	for i := range s.WorkerSets {
+		s.WorkerSets[i].ScaleHint = scaleHint(&s.WorkerSets[i])
+	}
+}
+
+// scaleSubresourceHint is the advice for kinds with the scale subresource (MPIJob, HorovodJob).
+func scaleSubresourceHint(resource, name string) func(*engine.WorkerSet) string {
+	return func(*engine.WorkerSet) string {
+		return fmt.Sprintf("kubectl scale %s/%s --replicas=%s", resource, name, engine.ScaleHintReplicas)
+	}
+}
+
+// chainerScaleHint is the advice for ChainerJob, whose worker sets have no scale subresource.
+func chainerScaleHint(name string) func(*engine.WorkerSet) string {
+	return func(ws *engine.WorkerSet) string {
+		return fmt.Sprintf("kubectl edit chainerjob/%s and set the replicas of worker set %s to %s", name, ws.Name, engine.ScaleHintReplicas)
+	}
+}
+
+// resourceOf is the kubectl resource name of an MPI program kind.
+func resourceOf(job engine.Object) string {
+	switch job.(type) {
+	case *troupev1.HorovodJob:
+		return "horovodjob"
+	default:
+		return "mpijob"
+	}
+}

@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
+)
+
+// The kinds hand their repositories, the user's Secrets and how to scale a set to the engine.
+func TestUserInputsReachTheEngine(t *testing.T) {
+	job := t9kExample(t)
+	job.Spec.AppCodesToSync = []troupev1.AppCode{
+		{Name: "public", GitRepo: "https://git.example.com/a.git", MountPath: "/a"},
+		{Name: "private", GitRepo: "git@git.example.com:org/b.git", MountPath: "/b", GitSecretName: "deploy-key"},
+	}
+	job.Spec.SSH.SecretName = "my-ssh"
+	s, err := describeMPIJob(t, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(engine.CodeSync{Image: "agent:1", Repos: job.Spec.AppCodesToSync}, s.CodeSync); diff != "" {
+		t.Errorf("code sync (-want +got):\n%s", diff)
+	}
+	want := []engine.SecretRequirement{
+		{Field: "spec.appCodesToSync[1].gitSecretName", Name: "deploy-key", Keys: []string{"ssh"}},
+		{Field: "spec.ssh.secretName", Name: "my-ssh", Keys: []string{"ssh-privatekey", "authorized_keys"}},
+	}
+	if diff := cmp.Diff(want, s.RequiredSecrets); diff != "" {
+		t.Errorf("required Secrets (-want +got):\n%s", diff)
+	}
+	if got := s.WorkerSets[0].ScaleHint; got != "kubectl scale mpijob/mpi-example --replicas={replicas}" {
+		t.Errorf("MPIJob scale hint = %q", got)
+	}
+
+	chainer := testutil.MakeChainerJob("mn", "ml").WorkerSet("ws0", 2).Obj()
+	cs := &engine.Spec{Name: "mn", Namespace: "ml"}
+	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(chainer, cs); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.WorkerSets[0].ScaleHint; got != "kubectl edit chainerjob/mn and set the replicas of worker set ws0 to {replicas}" {
+		t.Errorf("ChainerJob scale hint = %q", got)
+	}
+	// A ChainerJob without MPI clones its code too.
+	alone := testutil.MakeChainerJob("solo", "ml").Obj()
+	alone.Spec.Backend = troupev1.ChainerBackendNone
+	alone.Spec.AppCodesToSync = job.Spec.AppCodesToSync[:1]
+	as := &engine.Spec{Name: "solo", Namespace: "ml"}
+	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(alone, as); err != nil || len(as.CodeSync.Repos) != 1 {
+		t.Errorf("backend none: code sync %+v (err %v), want the repository", as.CodeSync, err)
+	}
+	// A ChainerJob's ssh.secretName counts only with the SSH transport (KubeExec by default).
+	chainer.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-ssh"}
+	cs = &engine.Spec{Name: "mn", Namespace: "ml"}
+	if err := (ChainerJob{Options{}}).Describe(chainer, cs); err != nil || len(cs.RequiredSecrets) != 0 {
+		t.Errorf("KubeExec job requires %v (err %v), want no Secret", cs.RequiredSecrets, err)
+	}
+}

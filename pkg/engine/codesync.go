@@ -1,0 +1,131 @@
+package engine
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+const (
+	// GitSyncDest is where a git init container clones into: the root of the repository's
+	// emptyDir.
+	GitSyncDest = "/troupe/code"
+	// GitSSHDir is where a git init container finds the repository's Secret (key "ssh", and
+	// "known_hosts" when given).
+	GitSSHDir = "/etc/troupe/git-ssh"
+
+	gitContainerPrefix = "git-"
+	codeVolumePrefix   = "code-"
+	gitSSHVolumePrefix = "git-ssh-"
+)
+
+// CodeSync clones git repositories (appCodesToSync) into every pod of a job, one init
+// container running `troupe-agent git-sync` per repository, before any other container starts.
+type CodeSync struct {
+	// Image is the troupe-agent image.
+	Image string
+	Repos []troupev1.AppCode
+}
+
+// GitContainerName is the init container that clones repository name.
+func GitContainerName(name string) string { return gitContainerPrefix + name }
+
+// decoratePod adds, per repository, an emptyDir, the init container that clones into it, and
+// its mount at mountPath (or the repository's subPath there) in every container. The git init
+// containers run first: a clone that fails stops the pod before it waits for anything, and
+// the user's own init containers may use the code.
+func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
+	if len(cs.Repos) == 0 {
+		return
+	}
+	sec := cloneSecurity(s, &tmpl.Spec)
+	var inits []corev1.Container
+	for _, r := range cs.Repos {
+		volume := codeVolumePrefix + r.Name
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
+			Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		})
+		args := []string{"git-sync", "--repo=" + r.GitRepo, "--dest=" + GitSyncDest}
+		if r.GitBranch != "" {
+			args = append(args, "--branch="+r.GitBranch)
+		}
+		mounts := []corev1.VolumeMount{{Name: volume, MountPath: GitSyncDest}}
+		if r.GitSecretName != "" {
+			secretVolume := gitSSHVolumePrefix + r.Name
+			// The Secret is mounted in this init container only; it may run as any user, so
+			// its files are readable by all of the container's users.
+			tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
+				Name: secretVolume,
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: r.GitSecretName, DefaultMode: ptr.To[int32](0o444),
+				}},
+			})
+			mounts = append(mounts, corev1.VolumeMount{Name: secretVolume, MountPath: GitSSHDir, ReadOnly: true})
+			args = append(args, "--ssh-dir="+GitSSHDir)
+		}
+		inits = append(inits, corev1.Container{
+			Name:                     GitContainerName(r.Name),
+			Image:                    cs.Image,
+			Command:                  []string{"/troupe-agent"},
+			Args:                     args,
+			VolumeMounts:             mounts,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("50m"),
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			}},
+			SecurityContext: sec.DeepCopy(),
+		})
+		for i := range tmpl.Spec.Containers {
+			c := &tmpl.Spec.Containers[i]
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: r.MountPath, SubPath: r.SubPath})
+		}
+	}
+	tmpl.Spec.InitContainers = append(inits, tmpl.Spec.InitContainers...)
+}
+
+// cloneSecurity is the security context of the git init containers. They run as the user and
+// group of the pod's main container (else its first container), so the clone belongs to the
+// user who runs the code and can write into it; when neither that container nor the pod names
+// a user, as the agent image's non-root user 65532. They run as non-root unless that user is
+// root, with no privileges and a read-only root file system (they write only to the emptyDir).
+func cloneSecurity(s *Spec, pod *corev1.PodSpec) corev1.SecurityContext {
+	sec := corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if len(pod.Containers) > 0 {
+		c := &pod.Containers[0]
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == s.MainContainer {
+				c = &pod.Containers[i]
+			}
+		}
+		if cs := c.SecurityContext; cs != nil {
+			sec.RunAsUser, sec.RunAsGroup = copyOf(cs.RunAsUser), copyOf(cs.RunAsGroup)
+		}
+	}
+	user := sec.RunAsUser
+	if user == nil && pod.SecurityContext != nil {
+		user = pod.SecurityContext.RunAsUser // inherited from the pod
+	}
+	if user == nil {
+		user = ptr.To(agentUser)
+		sec.RunAsUser = user
+	}
+	sec.RunAsNonRoot = ptr.To(*user != 0)
+	return sec
+}
+
+// agentUser is the non-root user of the troupe-agent image.
+const agentUser int64 = 65532
+
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	return ptr.To(*p)
+}

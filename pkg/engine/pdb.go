@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+
+// DisruptionBudgetEnabled reports whether the job asks for a PodDisruptionBudget over its
+// workers (schedulingPolicy.podDisruptionBudget.enabled).
+func (s *Spec) DisruptionBudgetEnabled() bool {
+	b := s.SchedulingPolicy.PodDisruptionBudget
+	return b != nil && b.Enabled && len(s.WorkerSets) > 0
+}
+
+// BuildPodDisruptionBudget returns the PodDisruptionBudget named like the job over its worker
+// pods, or nil when the job asks for none. It allows no voluntary disruption of a worker while
+// the workers are meant to run (one lost rank ends an MPI run): minAvailable is the job's
+// worker count, 0 once the workers are released, so a drain is never blocked by a job whose
+// workers are gone anyway.
+func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisruptionBudget {
+	if !s.DisruptionBudgetEnabled() {
+		return nil
+	}
+	var minAvailable int32
+	if !workersReleased {
+		minAvailable = s.TotalWorkers()
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: s.childMeta(s.Name, s.JobLabels()),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				troupev1.LabelJobUID: string(s.Owner.UID),
+				troupev1.LabelRole:   troupev1.RoleWorker,
+			}},
+		},
+	}
+	return withSpecHash(pdb)
+}
+
+// restorePodDisruptionBudget puts the budget's minAvailable and selector back to want's.
+func restorePodDisruptionBudget(cur, want *policyv1.PodDisruptionBudget) bool {
+	if equality.Semantic.DeepEqual(cur.Spec.MinAvailable, want.Spec.MinAvailable) &&
+		equality.Semantic.DeepEqual(cur.Spec.Selector, want.Spec.Selector) && cur.Spec.MaxUnavailable == nil {
+		return false
+	}
+	cur.Spec.MinAvailable, cur.Spec.Selector, cur.Spec.MaxUnavailable = want.Spec.MinAvailable, want.Spec.Selector, nil
+	return true
+}
+
+// deleteDisabledBudget deletes the job's PodDisruptionBudget once the job no longer asks for
+// one: turning the budget off is how a user lets a drain evict the workers of a running job.
+func (r *Reconciler) deleteDisabledBudget(ctx context.Context, job Object, s *Spec) error {
+	if s.DisruptionBudgetEnabled() {
+		return nil
+	}
+	var pdb policyv1.PodDisruptionBudget
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, &pdb)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&pdb, job) || !pdb.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if err := r.client.Delete(ctx, &pdb); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete PodDisruptionBudget %s: %w", pdb.Name, err)
+	}
+	return nil
+}
