@@ -97,17 +97,11 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 
-	var mostReplicas, totalPods int32 = 0, 1
+	var totalPods int32 = 1
 	for _, ws := range s.WorkerSets {
-		r := ptr.Deref(ws.Replicas, 1)
-		mostReplicas = max(mostReplicas, r)
-		totalPods += r
+		totalPods += ptr.Deref(ws.Replicas, 1)
 	}
-	derived := []derivedName{{what: `master Job "<name>-master"`, extra: len("-master"), max: maxLabelLength}}
-	if len(s.WorkerSets) > 0 {
-		derived = append(derived, statefulSetNames("-workerset-x", mostReplicas)...)
-	}
-	errs = append(errs, validateJobName(job.Name, derived)...)
+	errs = append(errs, validateJobName(job.Name, chainerMasterName)...)
 
 	if s.Backend != "" && !oneOf(chainerBackends, s.Backend) {
 		errs = append(errs, field.NotSupported(spec.Child("backend"), s.Backend, chainerBackends))
@@ -128,9 +122,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 		ws := s.WorkerSets[name]
 		p := spec.Child("workerSets").Key(name)
 		replicas := ptr.Deref(ws.Replicas, 1)
-		if len(validateJobName(job.Name, derived)) == 0 {
-			errs = append(errs, validateSetName(p, job.Name, name, replicas)...)
-		}
+		errs = append(errs, validateSetName(p, job.Name, name)...)
 		if replicas < 1 {
 			errs = append(errs, field.Invalid(p.Child("replicas"), replicas, "must be 1 or more; suspend the job to stop its workers"))
 		}

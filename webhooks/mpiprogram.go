@@ -75,9 +75,7 @@ func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITr
 func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
 	replicas := ptr.Deref(p.Worker.Replicas, 1)
-	derived := append([]derivedName{{what: `launcher Job "<name>-launcher"`, extra: len("-launcher"), max: maxLabelLength}},
-		statefulSetNames("-worker", replicas)...)
-	errs := validateJobName(name, derived)
+	errs := validateJobName(name, mpiLauncherName, mpiWorkerSetName)
 
 	if replicas < 1 {
 		errs = append(errs, field.Invalid(at.workerReplicas, replicas, "must be 1 or more; suspend the job to stop its workers"))

@@ -29,7 +29,9 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// Every spec of the corpus is refused, with an error that names the field and the reason.
+// Every spec of the corpus is refused, with an error that names the field and the reason, by
+// the layer its header names: the CRD's schema and CEL rules (checked before the validating
+// webhook is called), or the webhook. test/integration checks the CRD layer without webhooks.
 func TestBadSpecsAreRefused(t *testing.T) {
 	cases, err := testutil.LoadAdmissionCases(filepath.Join("..", "testdata", "admission", "bad"))
 	if err != nil {
@@ -39,7 +41,11 @@ func TestBadSpecsAreRefused(t *testing.T) {
 		t.Fatalf("the corpus has %d specs, want at least 40", len(cases))
 	}
 	ns := newNamespace(t)
+	byCRD := 0
 	for _, c := range cases {
+		if c.RefusedBy == testutil.LayerCRD {
+			byCRD++
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			obj := c.Object.DeepCopy()
 			obj.SetNamespace(ns)
@@ -54,8 +60,13 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			if !strings.Contains(err.Error(), c.Expect) {
 				t.Errorf("error does not name %q:\n%v", c.Expect, err)
 			}
+			byWebhook := strings.Contains(err.Error(), `admission webhook "v`) && strings.Contains(err.Error(), ".troupe.dev\" denied the request")
+			if want := c.RefusedBy == testutil.LayerWebhook; byWebhook != want {
+				t.Errorf("refused by the webhook: %v, but the corpus says refused-by: %s:\n%v", byWebhook, c.RefusedBy, err)
+			}
 		})
 	}
+	t.Logf("%d of %d bad specs are refused by the CRD alone", byCRD, len(cases))
 }
 
 // Every example is admitted, and comes back with the defaults the operator would assume,
