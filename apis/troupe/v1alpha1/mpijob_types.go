@@ -20,6 +20,12 @@ const (
 // +kubebuilder:validation:Enum=OpenMPI;OpenMPI5;IntelMPI;MPICH
 type MPIImplementation string
 
+// Every pod template of these kinds carries CEL rules over its containers (images; for worker
+// templates an nvidia.com/gpu limit for a request). Each costs between 2 and 12 million of the
+// 100 million units of estimated cost one CRD may spend (test/tools/celcost prints them), so
+// they are written once per template, not per container list; their messages give the full
+// path, as a CEL rule's field path cannot hold a list index. docs/admission.md has the figures.
+
 // MPIWorker is the worker pods of an MPIJob or HorovodJob, run as the StatefulSet <job>-worker.
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",fieldPath=".template.spec.restartPolicy",message="a StatefulSet's pods restart Always"
 // +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.worker.template.spec.containers[%d].image: every container needs an image'.format([self.template.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
