@@ -6,6 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
@@ -48,4 +55,31 @@ func TestCRDRulesWithoutWebhook(t *testing.T) {
 		})
 	}
 	t.Logf("%d of %d bad specs are refused by the CRD alone", byCRD, len(cases))
+}
+
+// The CRD's rules hold on the scale subresource too, which the validating webhook does not see:
+// `kubectl scale` cannot leave a job with fewer pods than its gang's minAvailable, which no
+// PodGroup could then ever admit.
+func TestScaleBelowMinAvailableIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	job := &troupev1.MPIJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: troupev1.MPIJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{
+			Worker: troupev1.MPIWorker{Replicas: ptr.To[int32](3), Cmd: []string{"./app"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:test"}}}}},
+			SchedulingPolicy: troupev1.SchedulingPolicy{MinAvailable: ptr.To[int32](3)},
+		}},
+	}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 2}}
+	if err := k8s.SubResource("scale").Update(context.Background(), job, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("scale to 2 workers (3 pods, minAvailable 3): %v", err)
+	}
+	scale.Spec.Replicas = 1
+	err := k8s.SubResource("scale").Update(context.Background(), job, client.WithSubResourceBody(scale))
+	if err == nil || !strings.Contains(err.Error(), "spec.schedulingPolicy.minAvailable") || !strings.Contains(err.Error(), "the job's 2 pods") {
+		t.Errorf("scale to 1 worker (2 pods, minAvailable 3): %v, want the minAvailable refusal", err)
+	}
 }
