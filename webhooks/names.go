@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"fmt"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -31,6 +32,10 @@ type derivedName struct {
 }
 
 var (
+	// dns1035Label is the CRD's pattern for job names (the length is the derived names' to
+	// bound), so that both layers refuse the same names in the same words.
+	dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
 	chainerMasterName = derivedName{what: "master Job", suffix: "-master", max: maxLabelLength}
 	mpiWorkerSetName  = derivedName{what: "StatefulSet", suffix: "-worker", max: maxStatefulSetName}
 	mpiLauncherName   = derivedName{what: "launcher Job", suffix: "-launcher", max: maxLabelLength}
@@ -42,7 +47,7 @@ var (
 func validateJobName(name string, derived ...derivedName) field.ErrorList {
 	path := field.NewPath("metadata", "name")
 	var errs field.ErrorList
-	if len(validation.IsDNS1035Label(name)) > 0 {
+	if !dns1035Label.MatchString(name) {
 		errs = append(errs, field.Invalid(path, name, jobNameMessage))
 	}
 	var binding *derivedName

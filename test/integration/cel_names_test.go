@@ -55,6 +55,7 @@ func TestCRDNameMessagesAreTheWebhooks(t *testing.T) {
 		{name: "chainer one of two sets too long", job: chainer(long(39), "w", "ws0"), want: "at most 38 characters or the worker set name to at most 2"},
 		{name: "mpi starts with a digit", job: mpi("1job")},
 		{name: "mpi too long", job: mpi(long(46)), want: "would have 53 characters"},
+		{name: "mpi longer than a DNS label", job: mpi(long(70)), want: "would have 77 characters"},
 		{name: "horovod too long", job: horovod(long(50)), want: "would have 57 characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
