@@ -77,7 +77,10 @@ func (ChainerJob) ValidateCreate(_ context.Context, job *troupev1.ChainerJob) (a
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+func (w ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+	// A job stored while the webhook was down lacks its defaults, which this update was given.
+	old = old.DeepCopy()
+	DefaultChainerJob(old, w.Options)
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateChainerJob(job)
@@ -156,7 +159,7 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 			had = strings.Join(oldNames, ", ")
 		}
 		return append(errs, field.Forbidden(spec.Child("workerSets"),
-			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists (it has %s); change their replicas instead", had)))
+			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists; change their replicas instead (it has %s)", had)))
 	}
 	for _, name := range n.WorkerSetNames() {
 		p := spec.Child("workerSets").Key(name)

@@ -95,7 +95,10 @@ func (MPIJob) ValidateCreate(_ context.Context, job *troupev1.MPIJob) (admission
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
+func (w MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
+	// A job stored while the webhook was down lacks its defaults, which this update was given.
+	old = old.DeepCopy()
+	DefaultMPIJob(old, w.Options)
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateMPIJob(job)
