@@ -69,6 +69,21 @@ func TestBadSpecsAreRefused(t *testing.T) {
 	t.Logf("%d of %d bad specs are refused by the CRD alone", byCRD, len(cases))
 }
 
+// An elastic HorovodJob that gives no worker count is admitted and starts with elastic.minReplicas
+// workers (the webhook's default; the CRD has none that would come first).
+func TestElasticWorkersDefaultToTheMinimum(t *testing.T) {
+	job := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: newNamespace(t)},
+		Spec: troupev1.HorovodJobSpec{
+			MPIProgramSpec: troupev1.MPIProgramSpec{Worker: troupev1.MPIWorker{Cmd: []string{"./train"},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: troupev1.HorovodMainContainer, Image: "hvd:test"}}}}}},
+			Elastic: &troupev1.HorovodElastic{MinReplicas: 2, MaxReplicas: 4},
+		}}
+	create(t, job)
+	if got := ptr.Deref(job.Spec.Worker.Replicas, 0); got != 2 {
+		t.Errorf("worker.replicas = %d, want elastic.minReplicas 2", got)
+	}
+}
+
 // Every example is admitted, and comes back with the defaults the operator would assume,
 // which a second defaulting leaves as they are.
 func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {

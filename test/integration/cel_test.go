@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -209,4 +210,26 @@ func TestCRDUpdateRulesWithoutWebhook(t *testing.T) {
 	t.Run("HorovodJob elastic", func(t *testing.T) {
 		refuse(t, horovod, func() { horovod.Spec.Elastic.MaxReplicas = 8 }, "spec.elastic: Forbidden: cannot change once the job exists")
 	})
+}
+
+// An elastic HorovodJob that gives no worker count starts with elastic.minReplicas workers, with
+// the webhook or without it: the CRD has no default for worker.replicas (the API server would
+// apply it before the defaulting webhook, which could then not tell it from a count the user
+// wrote, and the elastic bounds would refuse it), and the operator starts a job stored without
+// the webhook's defaults at its minimum.
+func TestElasticWorkersStartAtTheMinimumWithoutWebhook(t *testing.T) {
+	ns := newNamespace(t)
+	job := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: ns},
+		Spec: troupev1.HorovodJobSpec{
+			MPIProgramSpec: troupev1.MPIProgramSpec{Worker: troupev1.MPIWorker{Cmd: []string{"./train"},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: troupev1.HorovodMainContainer, Image: "hvd:test"}}}}}},
+			Elastic: &troupev1.HorovodElastic{MinReplicas: 2, MaxReplicas: 4},
+		}}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatalf("elastic job without worker.replicas: %v", err)
+	}
+	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "elastic-worker")
+	if got := ptr.Deref(sts.Spec.Replicas, 0); got != 2 {
+		t.Errorf("worker StatefulSet replicas = %d, want elastic.minReplicas 2", got)
+	}
 }

@@ -32,9 +32,11 @@ type MPIImplementation string
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.initContainers) || self.template.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.worker.template.spec.initContainers: every init container needs an image",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))",messageExpression="'spec.worker.template.spec.containers[%d].resources.limits[nvidia.com/gpu]: nvidia.com/gpu is an extended resource: set a limit equal to the request'.format([self.template.spec.containers.map(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)).indexOf(false)])",reason=FieldValueRequired
 type MPIWorker struct {
-	// replicas is the number of worker pods. Default 1. Suspend the job to stop its workers.
+	// replicas is the number of worker pods. Default 1 (an elastic HorovodJob's: its
+	// elastic.minReplicas). Suspend the job to stop its workers.
+	// No CRD default: the API server applies it before the defaulting webhook, which could then
+	// not tell it from a count the user wrote.
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
