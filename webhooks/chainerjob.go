@@ -136,7 +136,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	}
 	errs = append(errs, validateLaunch(spec, &s.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
-	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods, "master")...)
 	return errs
 }
 

@@ -106,7 +106,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	}
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
-	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, replicas+1)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, replicas+1, "launcher")...)
 	return errs
 }
 
