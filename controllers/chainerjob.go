@@ -81,7 +81,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	for _, name := range spec.WorkerSetNames() {
 		ws := spec.WorkerSets[name]
-		if err := requireMainContainer(fmt.Sprintf("spec.workerSets.%s.template", name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
+		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
 			return err
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{

@@ -108,7 +108,7 @@ func TestChainerJobDescribe(t *testing.T) {
 			mutate: func(j *troupev1.ChainerJob) {
 				j.Spec.WorkerSets["gpu"].Template.Spec.Containers[0].Name = "main"
 			},
-			wantErr: `spec.workerSets.gpu.template.spec.containers: must contain a container named "chainer"`,
+			wantErr: `spec.workerSets[gpu].template.spec.containers: must contain a container named "chainer"`,
 		},
 	}
 	for name, tc := range tests {

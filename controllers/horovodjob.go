@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -56,6 +57,11 @@ func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
 	p, elastic := &job.Spec.MPIProgramSpec, job.Spec.Elastic
 	if elastic != nil && p.Transport == troupev1.MPITransportKubeExec {
 		return fmt.Errorf("spec.elastic: elastic Horovod starts its workers with ssh itself; use transport %q", troupev1.MPITransportSSH)
+	}
+	if elastic != nil && p.Worker.Replicas == nil {
+		// Stored without the defaulting webhook: start with the minimum, as defaulting would.
+		p = p.DeepCopy()
+		p.Worker.Replicas = ptr.To(elastic.MinReplicas)
 	}
 	launch := func(d mpi.Dialect, b mpi.Backend, ws *engine.WorkerSet) []string {
 		if elastic != nil {

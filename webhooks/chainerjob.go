@@ -77,7 +77,10 @@ func (ChainerJob) ValidateCreate(_ context.Context, job *troupev1.ChainerJob) (a
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+func (w ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+	// A job stored while the webhook was down lacks its defaults, which this update was given.
+	old = old.DeepCopy()
+	DefaultChainerJob(old, w.Options)
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateChainerJob(job)
@@ -97,19 +100,12 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 
-	// Summed in int64: the replicas are not bounded yet, and an int32 sum would wrap.
-	var mostReplicas int32
+	// Summed in int64: a replica count past its bound must not wrap the sum.
 	totalPods := int64(1)
 	for _, ws := range s.WorkerSets {
-		r := ptr.Deref(ws.Replicas, 1)
-		mostReplicas = max(mostReplicas, r)
-		totalPods += int64(r)
+		totalPods += int64(ptr.Deref(ws.Replicas, 1))
 	}
-	derived := []derivedName{{what: `master Job "<name>-master"`, extra: len("-master"), max: maxLabelLength}}
-	if len(s.WorkerSets) > 0 {
-		derived = append(derived, statefulSetNames("-workerset-x", mostReplicas)...)
-	}
-	errs = append(errs, validateJobName(job.Name, derived)...)
+	errs = append(errs, validateJobName(job.Name, chainerMasterName)...)
 
 	if s.Backend != "" && !oneOf(chainerBackends, s.Backend) {
 		errs = append(errs, field.NotSupported(spec.Child("backend"), s.Backend, chainerBackends))
@@ -126,11 +122,9 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	}
 	for _, name := range s.WorkerSetNames() {
 		ws := s.WorkerSets[name]
-		p := spec.Child("workerSets").Child(name)
+		p := spec.Child("workerSets").Key(name)
 		replicas := ptr.Deref(ws.Replicas, 1)
-		if len(validateJobName(job.Name, derived)) == 0 {
-			errs = append(errs, validateSetName(p, job.Name, name, replicas)...)
-		}
+		errs = append(errs, validateSetName(p, job.Name, name)...)
 		errs = append(errs, validateReplicas(p.Child("replicas"), replicas)...)
 		errs = append(errs, validateSlots(p.Child("mpiConfig", "slots"), slotsOf(ws.MPIConfig), &ws.Template, troupev1.ChainerMainContainer)...)
 		errs = append(errs, validateTemplate(p.Child("template"), &ws.Template, workerPod, troupev1.ChainerMainContainer)...)
@@ -139,7 +133,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, validateUserInputs(spec, s.AppCodesToSync, &s.MPILaunch, troupev1.MPITransportKubeExec, chainerTemplates(s))...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
 	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
-	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods, "master")...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), s.RunMode, chainerReplicaTypes)...)
 	return errs
 }
@@ -165,10 +159,10 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 			had = strings.Join(oldNames, ", ")
 		}
 		return append(errs, field.Forbidden(spec.Child("workerSets"),
-			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists (it has %s); change their replicas instead", had)))
+			fmt.Sprintf("worker sets cannot be added, removed or renamed once the job exists; change their replicas instead (it has %s)", had)))
 	}
 	for _, name := range n.WorkerSetNames() {
-		p := spec.Child("workerSets").Child(name)
+		p := spec.Child("workerSets").Key(name)
 		oldSet, newSet := o.WorkerSets[name], n.WorkerSets[name]
 		errs = append(errs, validateTemplateUpdate(p.Child("template"), &oldSet.Template, &newSet.Template, suspended)...)
 	}

@@ -80,15 +80,16 @@ func atLeast[T int32 | int64](p *field.Path, v *T, lowest T) field.ErrorList {
 	return field.ErrorList{field.Invalid(p, *v, fmt.Sprintf("must be %d or more", lowest))}
 }
 
-// validateSchedulingPolicy checks the shared scheduling policy of a job of totalPods pods.
-func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, totalPods int64) field.ErrorList {
+// validateSchedulingPolicy checks the shared scheduling policy of a job of totalPods pods, whose
+// master the kind calls master ("master" or "launcher").
+func validateSchedulingPolicy(p *field.Path, sp *troupev1.SchedulingPolicy, totalPods int64, master string) field.ErrorList {
 	var errs field.ErrorList
 	if g := sp.Gang; g != nil && !oneOf(gangProviders, *g) {
 		errs = append(errs, field.NotSupported(p.Child("gang"), *g, gangProviders))
 	}
 	if m := sp.MinAvailable; m != nil && (*m < 1 || int64(*m) > totalPods) {
 		errs = append(errs, field.Invalid(p.Child("minAvailable"), *m,
-			fmt.Sprintf("must be between 1 and the job's %d pods (the master and every worker)", totalPods)))
+			fmt.Sprintf("must be between 1 and the job's %d pods (the %s and every worker)", totalPods, master)))
 	}
 	return append(errs, atLeast(p.Child("scheduleTimeoutSeconds"), sp.ScheduleTimeoutSeconds, 1)...)
 }

@@ -71,7 +71,10 @@ func (HorovodJob) ValidateCreate(_ context.Context, job *troupev1.HorovodJob) (a
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
+func (w HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
+	// A job stored while the webhook was down lacks its defaults, which this update was given.
+	old = old.DeepCopy()
+	DefaultHorovodJob(old, w.Options)
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateHorovodJob(job)

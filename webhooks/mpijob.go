@@ -51,9 +51,13 @@ func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
 	errs := validateMPIProgram(job.Name, &p, main, mpiJobPaths(&job.Spec))
 	if job.Spec.IsWorkerTemplateForm() {
 		errs = append(errs, validateWorkerTemplateForm(&job.Spec)...)
+	} else if job.Spec.NumWorkers != nil || job.Spec.LauncherTemplate != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "worker"), twoFormsMessage))
 	}
 	return errs
 }
+
+const twoFormsMessage = "spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
 
 // validateWorkerTemplateForm checks what only the FFFFFaraway form can get wrong: fields of the
 // other form, and a transport that would need sshd in workers that run their own command.
@@ -61,8 +65,7 @@ func validateWorkerTemplateForm(s *troupev1.MPIJobSpec) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(s.Worker, troupev1.MPIWorker{}) {
-		errs = append(errs, field.Forbidden(spec.Child("worker"),
-			"spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"))
+		errs = append(errs, field.Forbidden(spec.Child("worker"), twoFormsMessage))
 	}
 	if s.Launcher != nil {
 		errs = append(errs, field.Forbidden(spec.Child("launcher"),
@@ -92,7 +95,10 @@ func (MPIJob) ValidateCreate(_ context.Context, job *troupev1.MPIJob) (admission
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
+func (w MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
+	// A job stored while the webhook was down lacks its defaults, which this update was given.
+	old = old.DeepCopy()
+	DefaultMPIJob(old, w.Options)
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
 		errs = ValidateMPIJob(job)

@@ -76,9 +76,7 @@ func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITr
 func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
 	replicas := ptr.Deref(p.Worker.Replicas, 1)
-	derived := append([]derivedName{{what: `launcher Job "<name>-launcher"`, extra: len("-launcher"), max: maxLabelLength}},
-		statefulSetNames("-worker", replicas)...)
-	errs := validateJobName(name, derived)
+	errs := validateJobName(name, mpiLauncherName, mpiWorkerSetName)
 
 	errs = append(errs, validateReplicas(at.workerReplicas, replicas)...)
 	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots, &p.Worker.Template, mainContainer)...)
@@ -108,7 +106,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateUserInputs(spec, p.AppCodesToSync, &p.MPILaunch, troupev1.MPITransportSSH, mpiTemplates(p))...)
 	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
-	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1)...)
+	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1, "launcher")...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), p.RunMode, mpiReplicaTypes)...)
 	errs = append(errs, validateT9kScheduler(spec, p)...)
 	return errs

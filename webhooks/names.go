@@ -2,78 +2,98 @@ package webhooks
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// The name rules here are also CEL rules of the CRDs (apis/troupe/v1alpha1, on each kind's root
+// type), with the same messages: a spec is refused in the same words whether or not the webhook
+// runs.
+
 const (
 	// maxLabelLength bounds a DNS label: a Service name, a pod host name, a label value.
 	maxLabelLength = validation.DNS1123LabelMaxLength
 	// maxStatefulSetName bounds a StatefulSet's name: its pods carry the label
-	// controller-revision-hash=<name>-<10-character hash>, which must fit a label value.
+	// controller-revision-hash=<name>-<10-character hash>, which must fit a label value. The
+	// pods' host names <name>-<ordinal> then fit a label too: an ordinal has at most 10 digits.
 	maxStatefulSetName = maxLabelLength - 11
+
+	// jobNameMessage is the refusal of a job name that is not a DNS-1035 label.
+	jobNameMessage = "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (the job's name is also its headless Service's)"
 )
 
-// derivedName is a name the operator or a controller derives from the job's name: its length
-// must stay within max.
+// derivedName is a child's name made of the job's name and a suffix; it must fit in max.
 type derivedName struct {
-	what  string // for the message, e.g. `StatefulSet "J-workerset-ws0"`
-	extra int    // characters added to the job name
-	max   int
+	what   string // the child, for the message, e.g. "master Job"
+	suffix string
+	max    int
 }
 
-// statefulSetNames returns the limits for a StatefulSet named <job><suffix> with replicas pods
-// <job><suffix>-<ordinal>, which are also the pods' host names.
-func statefulSetNames(suffix string, replicas int32) []derivedName {
-	last := strconv.Itoa(int(max(replicas, 1) - 1))
-	return []derivedName{
-		{what: fmt.Sprintf("StatefulSet \"<name>%s\"", suffix), extra: len(suffix), max: maxStatefulSetName},
-		{what: fmt.Sprintf("pod host name \"<name>%s-%s\"", suffix, last), extra: len(suffix) + 1 + len(last), max: maxLabelLength},
-	}
-}
+var (
+	// dns1035Label is the CRD's pattern for job names (the length is the derived names' to
+	// bound), so that both layers refuse the same names in the same words.
+	dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+	chainerMasterName = derivedName{what: "master Job", suffix: "-master", max: maxLabelLength}
+	mpiWorkerSetName  = derivedName{what: "StatefulSet", suffix: "-worker", max: maxStatefulSetName}
+	mpiLauncherName   = derivedName{what: "launcher Job", suffix: "-launcher", max: maxLabelLength}
+)
 
 // validateJobName checks that the job's name is a DNS-1035 label (it names the headless
-// Service) and that every name derived from it fits, and reports the longest name allowed.
-func validateJobName(name string, derived []derivedName) field.ErrorList {
+// Service) and that the derived names fit, giving the longest name allowed and the derived name
+// that sets it.
+func validateJobName(name string, derived ...derivedName) field.ErrorList {
 	path := field.NewPath("metadata", "name")
 	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1035Label(name) {
-		errs = append(errs, field.Invalid(path, name, msg+" (the job's name is also its headless Service's)"))
+	if !dns1035Label.MatchString(name) {
+		errs = append(errs, field.Invalid(path, name, jobNameMessage))
 	}
-	longest, limit := maxLabelLength, ""
-	for _, d := range derived {
-		if allowed := d.max - d.extra; allowed < longest {
-			longest, limit = allowed, fmt.Sprintf("%s must fit in %d characters", d.what, d.max)
+	var binding *derivedName
+	for i, d := range derived {
+		if binding == nil || d.max-len(d.suffix) < binding.max-len(binding.suffix) {
+			binding = &derived[i]
 		}
 	}
-	if len(name) > longest {
-		errs = append(errs, field.Invalid(path, name,
-			fmt.Sprintf("must be no more than %d characters: %s", longest, limit)))
+	if binding != nil && len(name)+len(binding.suffix) > binding.max {
+		errs = append(errs, field.Invalid(path, name, fmt.Sprintf("must be no more than %d characters: the %s %q would have %d characters, more than %d",
+			binding.max-len(binding.suffix), binding.what, name+binding.suffix, len(name)+len(binding.suffix), binding.max)))
 	}
 	return errs
 }
 
-// validateSetName checks a worker set's name: a non-empty DNS label short enough for the names
-// derived from it (StatefulSet <job>-workerset-<set>, pods <job>-workerset-<set>-<ordinal>).
-func validateSetName(path *field.Path, job, set string, replicas int32) field.ErrorList {
-	var errs field.ErrorList
+// workerSetNameBudget is how many characters a ChainerJob's name and one of its worker set's
+// names may have together: the StatefulSet <job>-workerset-<set> must fit in 52.
+const workerSetNameBudget = maxStatefulSetName - len("-workerset-")
+
+// validateSetName checks a worker set's name: a non-empty DNS label that, with the job's name,
+// is short enough for the StatefulSet <job>-workerset-<set>. The message says how long each of
+// the two names may be, given the other.
+func validateSetName(path *field.Path, job, set string) field.ErrorList {
 	if set == "" {
 		return field.ErrorList{field.Required(path, "a worker set needs a name")}
 	}
+	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(set) {
 		errs = append(errs, field.Invalid(path, set, msg))
 	}
-	for _, d := range statefulSetNames("-workerset-"+set, replicas) {
-		if total := len(job) + d.extra; total > d.max {
-			longest := d.max - (total - len(set))
-			what := strings.ReplaceAll(d.what, "<name>", job)
-			errs = append(errs, field.Invalid(path, set,
-				fmt.Sprintf("must be no more than %d characters for this job: %s must fit in %d characters", max(longest, 0), what, d.max)))
-			break
-		}
+	if len(job)+len(set) <= workerSetNameBudget {
+		return errs
 	}
-	return errs
+	var fix string
+	switch jobTooLong, setTooLong := len(job) >= workerSetNameBudget, len(set) >= workerSetNameBudget; {
+	case jobTooLong && setTooLong:
+		fix = fmt.Sprintf("the job name and the worker set name may have %d characters together", workerSetNameBudget)
+	case jobTooLong:
+		fix = fmt.Sprintf("with this worker set, metadata.name may have at most %d characters", workerSetNameBudget-len(set))
+	case setTooLong:
+		fix = fmt.Sprintf("with this job name, the worker set name may have at most %d characters", workerSetNameBudget-len(job))
+	default:
+		fix = fmt.Sprintf("shorten metadata.name to at most %d characters or the worker set name to at most %d",
+			workerSetNameBudget-len(set), workerSetNameBudget-len(job))
+	}
+	name := job + "-workerset-" + set
+	return append(errs, field.Invalid(path, set, fmt.Sprintf("StatefulSet %q would have %d characters, more than %d: %s",
+		name, len(name), maxStatefulSetName, fix)))
 }

@@ -3,6 +3,7 @@ package testing
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,19 +14,31 @@ import (
 )
 
 // AdmissionCase is one spec of the admission corpus (test/testdata/admission/bad): a manifest
-// whose header comments say why it is bad, what the refusal must name, and whether the CRD
-// alone (OpenAPI bounds and CEL rules) refuses it when no webhook is registered.
+// whose header comments say why it is bad, what the refusal must contain (the field path, and
+// the reason where it matters), and which layer refuses it: "crd" when the CRD alone (OpenAPI
+// bounds and CEL rules) does, with or without the webhook; "webhook" when only the validating
+// webhook does, and the CRD admits it.
 //
 //	# <why>.
-//	# expect: <text the API server's error must contain, usually the field path>
-//	# refused-without-webhook: yes|no
+//	# expect: <text the API server's error must contain>
+//	# refused-by: crd|webhook
 type AdmissionCase struct {
-	Name                  string
-	Why                   string
-	Expect                string
-	RefusedWithoutWebhook bool
-	Object                *unstructured.Unstructured
+	Name      string
+	Why       string
+	Expect    string
+	RefusedBy Layer
+	Object    *unstructured.Unstructured
 }
+
+// Layer is the part of the API server that refuses a bad spec.
+type Layer string
+
+const (
+	// LayerCRD is the CRD's schema: OpenAPI bounds and CEL rules, checked by the API server.
+	LayerCRD Layer = "crd"
+	// LayerWebhook is the validating admission webhook.
+	LayerWebhook Layer = "webhook"
+)
 
 // LoadAdmissionCases reads every case of dir, sorted by name.
 func LoadAdmissionCases(dir string) ([]AdmissionCase, error) {
@@ -50,14 +63,17 @@ func LoadAdmissionCases(dir string) ([]AdmissionCase, error) {
 			switch {
 			case strings.HasPrefix(line, "expect: "):
 				c.Expect = strings.TrimPrefix(line, "expect: ")
-			case strings.HasPrefix(line, "refused-without-webhook: "):
-				c.RefusedWithoutWebhook = strings.TrimPrefix(line, "refused-without-webhook: ") == "yes"
+			case strings.HasPrefix(line, "refused-by: "):
+				c.RefusedBy = Layer(strings.TrimPrefix(line, "refused-by: "))
 			default:
 				c.Why = line
 			}
 		}
+		if c.Expect == "" || (c.RefusedBy != LayerCRD && c.RefusedBy != LayerWebhook) {
+			return nil, fmt.Errorf("%s: the header must have \"# expect: <text>\" and \"# refused-by: crd|webhook\"", f)
+		}
 		if err := yaml.Unmarshal(data, &c.Object.Object); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		cases = append(cases, c)
 	}

@@ -29,7 +29,9 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// Every spec of the corpus is refused, with an error that names the field and the reason.
+// Every spec of the corpus is refused, with an error that names the field and the reason, by
+// the layer its header names: the CRD's schema and CEL rules (checked before the validating
+// webhook is called), or the webhook. test/integration checks the CRD layer without webhooks.
 func TestBadSpecsAreRefused(t *testing.T) {
 	cases, err := testutil.LoadAdmissionCases(filepath.Join("..", "testdata", "admission", "bad"))
 	if err != nil {
@@ -39,7 +41,11 @@ func TestBadSpecsAreRefused(t *testing.T) {
 		t.Fatalf("the corpus has %d specs, want at least 40", len(cases))
 	}
 	ns := newNamespace(t)
+	byCRD := 0
 	for _, c := range cases {
+		if c.RefusedBy == testutil.LayerCRD {
+			byCRD++
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			obj := c.Object.DeepCopy()
 			obj.SetNamespace(ns)
@@ -54,7 +60,27 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			if !strings.Contains(err.Error(), c.Expect) {
 				t.Errorf("error does not name %q:\n%v", c.Expect, err)
 			}
+			byWebhook := strings.Contains(err.Error(), `admission webhook "v`) && strings.Contains(err.Error(), ".troupe.dev\" denied the request")
+			if want := c.RefusedBy == testutil.LayerWebhook; byWebhook != want {
+				t.Errorf("refused by the webhook: %v, but the corpus says refused-by: %s:\n%v", byWebhook, c.RefusedBy, err)
+			}
 		})
+	}
+	t.Logf("%d of %d bad specs are refused by the CRD alone", byCRD, len(cases))
+}
+
+// An elastic HorovodJob that gives no worker count is admitted and starts with elastic.minReplicas
+// workers (the webhook's default; the CRD has none that would come first).
+func TestElasticWorkersDefaultToTheMinimum(t *testing.T) {
+	job := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: newNamespace(t)},
+		Spec: troupev1.HorovodJobSpec{
+			MPIProgramSpec: troupev1.MPIProgramSpec{Worker: troupev1.MPIWorker{Cmd: []string{"./train"},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: troupev1.HorovodMainContainer, Image: "hvd:test"}}}}}},
+			Elastic: &troupev1.HorovodElastic{MinReplicas: 2, MaxReplicas: 4},
+		}}
+	create(t, job)
+	if got := ptr.Deref(job.Spec.Worker.Replicas, 0); got != 2 {
+		t.Errorf("worker.replicas = %d, want elastic.minReplicas 2", got)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestChainerJobUpdates(t *testing.T) {
 		name, expect string
 		mutate       func(*troupev1.ChainerJob)
 	}{
-		{"worker image", "spec.workerSets.ws0.template: Forbidden", func(j *troupev1.ChainerJob) {
+		{"worker image", "spec.workerSets[ws0].template", func(j *troupev1.ChainerJob) {
 			j.Spec.WorkerSets["ws0"].Template.Spec.Containers[0].Image = "other:2"
 		}},
 		{"master node selector while running", "spec.master.template: Forbidden", func(j *troupev1.ChainerJob) {

@@ -11,7 +11,7 @@ import (
 func TestKubectlCreateOfABadSpec(t *testing.T) {
 	ns := newNamespace(t)
 	for file, want := range map[string]string{
-		"chainer-gpu-fraction.yaml": "spec.workerSets.ws0.template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"500m\": nvidia.com/gpu is an extended resource: must be a whole number",
+		"chainer-gpu-fraction.yaml": "spec.workerSets[ws0].template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"500m\": nvidia.com/gpu is an extended resource: must be a whole number",
 		"mpi-nothing-to-run.yaml":   "spec.worker.cmd: Required value: nothing to run",
 	} {
 		out, err := kubectl("create", "-n", ns, "-f", filepath.Join(repoRoot, "test", "testdata", "admission", "bad", file))

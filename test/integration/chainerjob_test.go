@@ -341,7 +341,7 @@ func TestWorkerSetWithoutMainContainerIsReported(t *testing.T) {
 		return c != nil && c.Reason == troupev1.ReasonInvalidSpec
 	})
 	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized)
-	if !strings.Contains(c.Message, `spec.workerSets.ws0.template.spec.containers`) {
+	if !strings.Contains(c.Message, `spec.workerSets[ws0].template.spec.containers`) {
 		t.Errorf("Initialized message = %q, want the field path", c.Message)
 	}
 	expectEvent(t, ns, "bad", troupev1.EventInvalidSpec)

@@ -117,7 +117,7 @@ func TestHorovodElasticBoundsAreValidated(t *testing.T) {
 	five := int32(5)
 	job.Spec.Worker.Replicas = &five
 	err := k8s.Create(context.Background(), job)
-	if err == nil || !strings.Contains(err.Error(), "worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas") {
+	if err == nil || !strings.Contains(err.Error(), "spec.worker.replicas") || !strings.Contains(err.Error(), "must lie within elastic.minReplicas and elastic.maxReplicas") {
 		t.Errorf("create with 5 replicas for 2..4: %v, want the bounds error", err)
 	}
 }

@@ -27,16 +27,22 @@ const (
 type MPIConfig struct {
 	// slots is the number of MPI processes per pod of this set. Default: the nvidia.com/gpu
 	// limit of the "chainer" container, else 1. At most 1024.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1024
+	// A CEL rule rather than an OpenAPI minimum: under spec.workerSets the API server reports
+	// an OpenAPI bound at spec.workerSets.<set>.mpiConfig.slots but a CEL rule, as the webhook,
+	// at spec.workerSets[<set>].mpiConfig.slots; one spelling for every refusal.
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be 1 or more"
+// +kubebuilder:validation:XValidation:rule="self <= 1024",message="must be no more than 1024 MPI processes per pod"
 	// +optional
 	Slots *int32 `json:"slots,omitempty"`
 }
 
 // ChainerMaster is the ChainerJob's master: a batch Job of one pod that runs mpiexec and is
 // itself the first MPI host (rank 0).
-// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.exists(c, c.name == 'chainer')",message="template.spec.containers must contain a container named \"chainer\""
-// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",message="template.spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
+// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.exists(c, c.name == 'chainer')",fieldPath=".template.spec.containers",reason=FieldValueRequired,message="must contain a container named \"chainer\": it runs the job's processes"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",fieldPath=".template.spec.restartPolicy",message="a batch Job's pod cannot restart Always; use Never or OnFailure"
+// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.master.template.spec.containers[%d].image: every container needs an image'.format([self.template.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.initContainers) || self.template.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.master.template.spec.initContainers: every init container needs an image",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))",messageExpression="'spec.master.template.spec.containers[%d].resources.limits[nvidia.com/gpu]: nvidia.com/gpu is an extended resource: set a limit equal to the request'.format([self.template.spec.containers.map(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)).indexOf(false)])",reason=FieldValueRequired
 type ChainerMaster struct {
 	// template is the master pod. It must contain a container named "chainer".
 	Template corev1.PodTemplateSpec `json:"template"`
@@ -58,19 +64,21 @@ type ChainerMaster struct {
 	MPIConfig *MPIConfig `json:"mpiConfig,omitempty"`
 }
 
-// The "chainer" container rule of a worker set is not a CEL rule: over a map of worker sets
-// of unbounded container lists its estimated cost exceeds the API server's budget, so the
-// operator (and the admission webhook) check it instead.
+// A worker set's template has no CEL rules over its containers (the "chainer" container,
+// images, GPU limits), unlike the master's: such a rule costs about 1.7 million units for one
+// template of the API server's worst-case container list (about 240,000 containers in a 3 MiB
+// request), and a rule under spec.workerSets counts once per possible set (32), well past the
+// 10 million a rule may cost. The admission webhook checks them; docs/admission.md lists them.
 
 // ChainerWorkerSet is one group of identical worker pods, run as a StatefulSet named
 // <job>-workerset-<name>, where name is the set's key in spec.workerSets. Worker sets of one
 // job may differ in image, resources and slots (heterogeneous workers).
-// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",fieldPath=".template.spec.restartPolicy",message="a StatefulSet's pods restart Always"
 type ChainerWorkerSet struct {
 	// replicas is the number of worker pods in this set. Default 1. Suspend the job to stop
-	// its workers. The job's pods, master included, are at most 4096.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=4095
+	// its workers. The job's pods, master included, are at most 4096. (A CEL rule rather than an OpenAPI minimum: see MPIConfig.slots.)
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be 1 or more; suspend the job to stop its workers"
+// +kubebuilder:validation:XValidation:rule="self <= 4095",message="must be no more than 4095: a job has at most 4096 pods, the master included"
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -88,6 +96,11 @@ type ChainerWorkerSet struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.debug)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.debug) && self.runMode.debug == oldSelf.runMode.debug) : !(has(oldSelf.runMode) && has(oldSelf.runMode.debug))",message="runMode.debug: cannot change once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
 // +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || (has(self.transport) && self.transport == 'SSH')",message="only the SSH transport uses SSH keys (a ChainerJob's default is KubeExec); set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
+// +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'none' || !has(self.workerSets) || size(self.workerSets) == 0",fieldPath=".workerSets",reason=FieldValueForbidden,message="backend \"none\" runs the master alone: remove the worker sets or use backend \"mpi\""
+// +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.workerSets) ? self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum() : 0)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the master and every worker)\".format([1 + (has(self.workerSets) ? self.workerSets.map(k, has(self.workerSets[k].replicas) ? self.workerSets[k].replicas : 1).sum() : 0)])"
+// +kubebuilder:validation:XValidation:rule="(has(self.workerSets) ? self.workerSets.size() : 0) == (has(oldSelf.workerSets) ? oldSelf.workerSets.size() : 0) && (!has(self.workerSets) || self.workerSets.all(k, has(oldSelf.workerSets) && k in oldSelf.workerSets))",fieldPath=".workerSets",reason=FieldValueForbidden,message="worker sets cannot be added, removed or renamed once the job exists; change their replicas instead"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || self.master.template == oldSelf.master.template",fieldPath=".master.template",reason=FieldValueForbidden,message="cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || !has(self.workerSets) || !has(oldSelf.workerSets) || self.workerSets.all(k, !(k in oldSelf.workerSets) || self.workerSets[k].template == oldSelf.workerSets[k].template)",fieldPath=".workerSets",reason=FieldValueForbidden,messageExpression="'spec.workerSets[%s].template: cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may'.format([self.workerSets.filter(k, k in oldSelf.workerSets && self.workerSets[k].template != oldSelf.workerSets[k].template)[0]])"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.
@@ -141,11 +154,14 @@ type ChainerJobSpec struct {
 
 // ChainerJob runs a Chainer or ChainerMN training: one master pod (a batch Job) and zero or
 // more heterogeneous worker sets (StatefulSets) wired together by MPI.
-// The name bounds keep derived names within their limits: the master Job <name>-master and its
-// pod host name (63), and each StatefulSet <name>-workerset-<set> (52, for the pods'
-// controller-revision-hash label; its pods' host names then fit in 63 for any replica count).
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",message="metadata.name: must be no more than 56 characters: the master Job \"<name>-master\" must fit in 63 characters"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.workerSets) || self.spec.workerSets.all(k, self.metadata.name.size() + k.size() <= 41)",messageExpression="self.spec.workerSets.map(k, k.size()).max() >= 41 ? 'spec.workerSets: a worker set name of %d characters leaves no room for the job name: StatefulSet <name>-workerset-<set> must fit in 52 characters'.format([self.spec.workerSets.map(k, k.size()).max()]) : 'metadata.name: must be no more than %d characters for this job, so that StatefulSet <name>-workerset-<set> of its longest worker set name (%d characters) fits in 52 characters'.format([41 - self.spec.workerSets.map(k, k.size()).max(), self.spec.workerSets.map(k, k.size()).max()])"
+// The name is a DNS-1035 label (it names the headless Service), and short enough for the names
+// derived from it: the master Job <name>-master (63) and each StatefulSet
+// <name>-workerset-<set> (52, for its pods' controller-revision-hash label <sts>-<10-character
+// hash>); the pods' host names <sts>-<ordinal> then fit in 63 for any replica count. The
+// messages give the limits computed for this job, as the webhook's do (webhooks/names.go).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (the job's name is also its headless Service's)",fieldPath=".metadata"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",fieldPath=".metadata",messageExpression="'metadata.name: must be no more than 56 characters: the master Job \"%s-master\" would have %d characters, more than 63'.format([self.metadata.name, self.metadata.name.size() + 7])"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.workerSets) || self.spec.workerSets.all(k, self.metadata.name.size() + k.size() <= 41)",fieldPath=".spec.workerSets",messageExpression="'spec.workerSets[%s]: StatefulSet \"%s-workerset-%s\" would have %d characters, more than 52: %s'.format([self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0], self.metadata.name, self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0], self.metadata.name.size() + 11 + self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size(), self.metadata.name.size() >= 41 && self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size() >= 41 ? 'the job name and the worker set name may have 41 characters together' : self.metadata.name.size() >= 41 ? 'with this worker set, metadata.name may have at most %d characters'.format([41 - self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size()]) : self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size() >= 41 ? 'with this job name, the worker set name may have at most %d characters'.format([41 - self.metadata.name.size()]) : 'shorten metadata.name to at most %d characters or the worker set name to at most %d'.format([41 - self.spec.workerSets.filter(k, self.metadata.name.size() + k.size() > 41)[0].size(), 41 - self.metadata.name.size()])])"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=chj,categories=troupe

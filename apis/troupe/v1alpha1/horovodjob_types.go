@@ -25,10 +25,13 @@ type HorovodElastic struct {
 }
 
 // HorovodJobSpec is the desired state of a HorovodJob: MPIJob's shape with Horovod's defaults.
-// +kubebuilder:validation:XValidation:rule="has(self.worker)",message="spec.worker is required"
-// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'horovod')",message="worker.template.spec.containers must contain a container named \"horovod\""
-// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || self.elastic.minReplicas <= self.elastic.maxReplicas",message="elastic.minReplicas must not exceed elastic.maxReplicas"
-// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.worker) || !has(self.worker.replicas) || (self.worker.replicas >= self.elastic.minReplicas && self.worker.replicas <= self.elastic.maxReplicas)",message="worker.replicas must lie within elastic.minReplicas and elastic.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.worker)",fieldPath=".worker",reason=FieldValueRequired,message="the worker pods are required"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'horovod')",fieldPath=".worker.template.spec.containers",reason=FieldValueRequired,message="must contain a container named \"horovod\": it runs the job's processes"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || self.elastic.minReplicas <= self.elastic.maxReplicas",fieldPath=".elastic.maxReplicas",message="must not be less than minReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.worker) || !has(self.worker.replicas) || (self.worker.replicas >= self.elastic.minReplicas && self.worker.replicas <= self.elastic.maxReplicas)",fieldPath=".worker.replicas",message="must lie within elastic.minReplicas and elastic.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.transport) || self.transport != 'KubeExec'",fieldPath=".transport",reason=FieldValueForbidden,message="elastic Horovod starts its workers with ssh itself: use transport SSH"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.elastic) ? self.elastic.minReplicas : 1)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the launcher and every worker)\".format([1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.elastic) ? self.elastic.minReplicas : 1)])"
+// +kubebuilder:validation:XValidation:rule="has(self.elastic) == has(oldSelf.elastic) && (!has(self.elastic) || self.elastic == oldSelf.elastic)",fieldPath=".elastic",reason=FieldValueForbidden,message="cannot change once the job exists"
 type HorovodJobSpec struct {
 	MPIProgramSpec `json:",inline"`
 
@@ -41,7 +44,9 @@ type HorovodJobSpec struct {
 
 // HorovodJob runs a Horovod training: a launcher (a batch Job running mpirun, or horovodrun when
 // elastic) and a set of worker pods (a StatefulSet), with what horovodrun adds by default.
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",message="metadata.name: must be no more than 45 characters so that the StatefulSet <name>-worker fits in 52"
+// The name is bounded as an MPIJob's is (see MPIJob).
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (the job's name is also its headless Service's)",fieldPath=".metadata"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",fieldPath=".metadata",messageExpression="'metadata.name: must be no more than 45 characters: the StatefulSet \"%s-worker\" would have %d characters, more than 52'.format([self.metadata.name, self.metadata.name.size() + 7])"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.worker.replicas,statuspath=.status.workerReplicas,selectorpath=.status.workerSelector

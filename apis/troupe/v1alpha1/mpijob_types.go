@@ -20,14 +20,25 @@ const (
 // +kubebuilder:validation:Enum=OpenMPI;OpenMPI5;IntelMPI;MPICH
 type MPIImplementation string
 
+// Every pod template of these kinds carries CEL rules over its containers (images; for worker
+// templates an nvidia.com/gpu limit for a request). Each costs between 2 and 12 million of the
+// 100 million units of estimated cost one CRD may spend (test/tools/celcost prints them), so
+// they are written once per template, not per container list; their messages give the full
+// path, as a CEL rule's field path cannot hold a list index. docs/admission.md has the figures.
+
 // MPIWorker is the worker pods of an MPIJob or HorovodJob, run as the StatefulSet <job>-worker.
-// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy: a StatefulSet's pods restart Always"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",fieldPath=".template.spec.restartPolicy",message="a StatefulSet's pods restart Always"
+// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.worker.template.spec.containers[%d].image: every container needs an image'.format([self.template.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.initContainers) || self.template.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.worker.template.spec.initContainers: every init container needs an image",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.template.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))",messageExpression="'spec.worker.template.spec.containers[%d].resources.limits[nvidia.com/gpu]: nvidia.com/gpu is an extended resource: set a limit equal to the request'.format([self.template.spec.containers.map(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)).indexOf(false)])",reason=FieldValueRequired
 type MPIWorker struct {
-	// replicas is the number of worker pods. Default 1, at most 4095 (4096 pods with the
-	// launcher). Suspend the job to stop its workers.
+	// replicas is the number of worker pods. Default 1 (an elastic HorovodJob's: its
+	// elastic.minReplicas), at most 4095 (4096 pods with the launcher). Suspend the job to stop
+	// its workers.
+	// No CRD default: the API server applies it before the defaulting webhook, which could then
+	// not tell it from a count the user wrote.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4095
-	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
@@ -53,7 +64,10 @@ type MPIWorker struct {
 }
 
 // MPILauncher is the launcher of an MPIJob: a batch Job of one pod that runs mpirun.
-// +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",message="template.spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",fieldPath=".template.spec.restartPolicy",message="a batch Job's pod cannot restart Always; use Never or OnFailure"
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || size(self.template.spec.containers) > 0",fieldPath=".template.spec.containers",reason=FieldValueRequired,message="a pod needs at least one container"
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || self.template.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.launcher.template.spec.containers[%d].image: every container needs an image'.format([self.template.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.spec.initContainers) || self.template.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.launcher.template.spec.initContainers: every init container needs an image",reason=FieldValueRequired
 type MPILauncher struct {
 	// template is the launcher pod; its command runs mpirun and finds the hostfile and the
 	// transport through the environment. Unset: the operator builds the launcher from the
@@ -77,12 +91,16 @@ type MPILauncher struct {
 // (spec.worker, with an optional spec.launcher) or FFFFFaraway MPI-Operator's (spec.numWorkers,
 // spec.launcherTemplate and spec.workerTemplate, whose workers run their own command). The
 // operator runs both the same way; see Program.
-// +kubebuilder:validation:XValidation:rule="has(self.worker) || has(self.workerTemplate)",message="spec.worker is required (or spec.workerTemplate, with spec.numWorkers and spec.launcherTemplate, in the FFFFFaraway form)"
-// +kubebuilder:validation:XValidation:rule="!has(self.worker) || !(has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers))",message="spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
-// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.launcher)",message="spec.launcher belongs to the spec.worker form: with spec.workerTemplate the launcher is spec.launcherTemplate"
-// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || has(self.launcherTemplate)",message="spec.launcherTemplate is required with spec.workerTemplate: its command runs the program (for example horovodrun --hostfile $OMPI_MCA_orte_default_hostfile ...)"
-// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.transport) || self.transport == 'KubeExec'",message="spec.transport: the spec.workerTemplate form runs the workers' own commands and reaches them with KubeExec; write the spec.worker form for sshd workers"
-// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",message="worker.template.spec.containers must contain a container named \"mpi-worker\""
+// +kubebuilder:validation:XValidation:rule="has(self.worker) || has(self.workerTemplate)",fieldPath=".worker",reason=FieldValueRequired,message="the worker pods are required (or spec.workerTemplate, with spec.numWorkers and spec.launcherTemplate, in the FFFFFaraway form)"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || !(has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers))",fieldPath=".worker",reason=FieldValueForbidden,message="spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.launcher)",fieldPath=".launcher",reason=FieldValueForbidden,message="belongs to the spec.worker form: with spec.workerTemplate the launcher is spec.launcherTemplate"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || has(self.launcherTemplate)",fieldPath=".launcherTemplate",reason=FieldValueRequired,message="its command runs the program (for example horovodrun --hostfile $OMPI_MCA_orte_default_hostfile ...)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.transport) || self.transport == 'KubeExec'",fieldPath=".transport",message="the spec.workerTemplate form runs the workers' own commands and reaches them with KubeExec; write the spec.worker form for sshd workers"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",fieldPath=".worker.template.spec.containers",reason=FieldValueRequired,message="must contain a container named \"mpi-worker\": it runs the job's processes"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : 1)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the launcher and every worker)\".format([1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : 1)])"
+// +kubebuilder:validation:XValidation:rule="has(self.workerTemplate) == has(oldSelf.workerTemplate)",reason=FieldValueForbidden,message="the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || !has(self.workerTemplate) || !has(oldSelf.workerTemplate) || self.workerTemplate == oldSelf.workerTemplate",fieldPath=".workerTemplate",reason=FieldValueForbidden,message="cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || !has(self.launcherTemplate) || !has(oldSelf.launcherTemplate) || self.launcherTemplate == oldSelf.launcherTemplate",fieldPath=".launcherTemplate",reason=FieldValueForbidden,message="cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may"
 type MPIJobSpec struct {
 	MPIProgramSpec `json:",inline"`
 
@@ -96,7 +114,10 @@ type MPIJobSpec struct {
 	// launcherTemplate is the launcher pod in the FFFFFaraway form: its command runs the
 	// program, finding the hostfile in $OMPI_MCA_orte_default_hostfile (Open MPI) or
 	// $TROUPE_HOSTFILE. Its first container is the main one.
-	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy != 'Always'",message="spec.restartPolicy: a batch Job's pod cannot restart Always; use Never or OnFailure"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy != 'Always'",fieldPath=".spec.restartPolicy",message="a batch Job's pod cannot restart Always; use Never or OnFailure"
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0",fieldPath=".spec.containers",reason=FieldValueRequired,message="a pod needs at least one container"
+	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.launcherTemplate.spec.containers[%d].image: every container needs an image'.format([self.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.initContainers) || self.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.launcherTemplate.spec.initContainers: every init container needs an image",reason=FieldValueRequired
 	// +optional
 	LauncherTemplate *corev1.PodTemplateSpec `json:"launcherTemplate,omitempty"`
 
@@ -104,7 +125,11 @@ type MPIJobSpec struct {
 	// names; the first is the main one, the container the launcher's processes are started in.
 	// It runs its own command, and its readinessProbe gates the launcher: the launcher starts
 	// once every worker pod is Ready.
-	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",message="spec.restartPolicy: a StatefulSet's pods restart Always"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'",fieldPath=".spec.restartPolicy",message="a StatefulSet's pods restart Always"
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0",fieldPath=".spec.containers",reason=FieldValueRequired,message="a pod needs at least one container"
+	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, has(c.image) && c.image.size() > 0)",messageExpression="'spec.workerTemplate.spec.containers[%d].image: every container needs an image'.format([self.spec.containers.map(c, has(c.image) && c.image.size() > 0).indexOf(false)])",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.initContainers) || self.spec.initContainers.all(c, has(c.image) && c.image.size() > 0)",message="spec.workerTemplate.spec.initContainers: every init container needs an image",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))",messageExpression="'spec.workerTemplate.spec.containers[%d].resources.limits[nvidia.com/gpu]: nvidia.com/gpu is an extended resource: set a limit equal to the request'.format([self.spec.containers.map(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)).indexOf(false)])",reason=FieldValueRequired
 	// +optional
 	WorkerTemplate *corev1.PodTemplateSpec `json:"workerTemplate,omitempty"`
 }
@@ -142,6 +167,15 @@ func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
 // +kubebuilder:validation:XValidation:rule="(has(self.runMode) && has(self.runMode.pause) && has(self.runMode.pause.resumeSpecs)) ? (has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs) && self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : !(has(oldSelf.runMode) && has(oldSelf.runMode.pause) && has(oldSelf.runMode.pause.resumeSpecs))",message="runMode.pause.resumeSpecs: cannot change once the job exists; set them when you create the job"
 // +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.t9kScheduler) || !has(self.scheduler.t9kScheduler.queue) || !has(self.schedulingPolicy) || !has(self.schedulingPolicy.queue) || self.schedulingPolicy.queue == self.scheduler.t9kScheduler.queue",message="scheduler.t9kScheduler.queue: contradicts schedulingPolicy.queue; give the queue once"
 // +kubebuilder:validation:XValidation:rule="!has(self.ssh) || !has(self.ssh.secretName) || !has(self.transport) || self.transport == 'SSH'",message="the KubeExec transport uses no SSH keys; set transport SSH or remove ssh.secretName",fieldPath=".ssh.secretName"
+// +kubebuilder:validation:XValidation:rule="!has(self.mca) || size(self.mca) == 0 || !has(self.mpiImplementation) || self.mpiImplementation in ['OpenMPI', 'OpenMPI5']",fieldPath=".mca",reason=FieldValueForbidden,messageExpression="\"MCA parameters are Open MPI's; %s does not read them\".format([self.mpiImplementation])"
+// +kubebuilder:validation:XValidation:rule="!has(self.worker) || (has(self.worker.cmd) && size(self.worker.cmd) > 0) || (has(self.launcher) && has(self.launcher.template))",fieldPath=".worker.cmd",reason=FieldValueRequired,message="nothing to run: give the program in worker.cmd (the operator builds the launcher) or a launcher.template"
+// +kubebuilder:validation:XValidation:rule="(has(self.worker) && has(self.worker.cmd)) == (has(oldSelf.worker) && has(oldSelf.worker.cmd)) && (!has(self.worker) || !has(self.worker.cmd) || self.worker.cmd == oldSelf.worker.cmd)",fieldPath=".worker.cmd",reason=FieldValueForbidden,message="cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.worker) && has(self.worker.extraMPIArgs)) == (has(oldSelf.worker) && has(oldSelf.worker.extraMPIArgs)) && (!has(self.worker) || !has(self.worker.extraMPIArgs) || self.worker.extraMPIArgs == oldSelf.worker.extraMPIArgs)",fieldPath=".worker.extraMPIArgs",reason=FieldValueForbidden,message="cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="has(self.mca) == has(oldSelf.mca) && (!has(self.mca) || self.mca == oldSelf.mca)",fieldPath=".mca",reason=FieldValueForbidden,message="cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiHome) == has(oldSelf.mpiHome) && (!has(self.mpiHome) || self.mpiHome == oldSelf.mpiHome)",fieldPath=".mpiHome",messageExpression="has(oldSelf.mpiHome) ? 'cannot change once the job exists (was \\\"%s\\\")'.format([oldSelf.mpiHome]) : 'cannot change once the job exists (was unset)'"
+// +kubebuilder:validation:XValidation:rule="(has(self.launcher) && has(self.launcher.template)) == (has(oldSelf.launcher) && has(oldSelf.launcher.template))",fieldPath=".launcher.template",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || !has(self.worker) || !has(oldSelf.worker) || self.worker.template == oldSelf.worker.template",fieldPath=".worker.template",reason=FieldValueForbidden,message="cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.suspend) && self.runPolicy.suspend && has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || !has(self.launcher) || !has(self.launcher.template) || !has(oldSelf.launcher) || !has(oldSelf.launcher.template) || self.launcher.template == oldSelf.launcher.template",fieldPath=".launcher.template",reason=FieldValueForbidden,message="cannot change once the job exists; while the job is suspended its labels, annotations, nodeSelector, tolerations, affinity and schedulingGates may"
 type MPIProgramSpec struct {
 	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
 	// (spec.workerTemplate).
@@ -204,9 +238,12 @@ type MPIProgramSpec struct {
 }
 
 // MPIJob runs an MPI program: a launcher (a batch Job running mpirun) and a set of worker pods
-// (a StatefulSet) it starts the processes on. The name bound keeps the StatefulSet
-// <name>-worker within 52 characters (its pods' controller-revision-hash label).
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",message="metadata.name: must be no more than 45 characters so that the StatefulSet <name>-worker fits in 52"
+// (a StatefulSet) it starts the processes on. The name is a DNS-1035 label (it names the
+// headless Service) of at most 45 characters, so that the StatefulSet <name>-worker fits in 52
+// (its pods' controller-revision-hash label); the launcher Job <name>-launcher and the pods'
+// host names <name>-worker-<ordinal> then fit in 63 for any replica count.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name: must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (the job's name is also its headless Service's)",fieldPath=".metadata"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 45",fieldPath=".metadata",messageExpression="'metadata.name: must be no more than 45 characters: the StatefulSet \"%s-worker\" would have %d characters, more than 52'.format([self.metadata.name, self.metadata.name.size() + 7])"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.worker.replicas,statuspath=.status.workerReplicas,selectorpath=.status.workerSelector

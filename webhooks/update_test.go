@@ -1,0 +1,57 @@
+package webhooks
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// A job created while the webhook was down is stored without the webhook's defaults (only the
+// CRD's). Its first update through the webhook gets them, and that must not read as a change of
+// what is fixed once the job exists: labelling or scaling such a job is allowed.
+func TestUpdateOfAJobStoredWithoutDefaults(t *testing.T) {
+	o := Options{DefaultGang: troupev1.GangVolcano}
+	meta := metav1.ObjectMeta{Name: "j", Namespace: "ns"}
+	worker := troupev1.MPIWorker{Replicas: ptr.To[int32](2), Cmd: []string{"./app"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}}
+	hvd := *worker.DeepCopy()
+	hvd.Template.Spec.Containers[0].Name = troupev1.HorovodMainContainer
+
+	t.Run("ChainerJob", func(t *testing.T) {
+		stored := &troupev1.ChainerJob{ObjectMeta: meta, Spec: troupev1.ChainerJobSpec{Backend: troupev1.ChainerBackendMPI,
+			Master:     troupev1.ChainerMaster{Template: chainerTemplate(0)},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{"ws0": {Replicas: ptr.To[int32](1), Template: chainerTemplate(0)}}}}
+		updated := stored.DeepCopy()
+		updated.Labels = map[string]string{"team": "a"}
+		ws := updated.Spec.WorkerSets["ws0"]
+		ws.Replicas = ptr.To[int32](3)
+		updated.Spec.WorkerSets["ws0"] = ws
+		DefaultChainerJob(updated, o)
+		if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("MPIJob", func(t *testing.T) {
+		stored := &troupev1.MPIJob{ObjectMeta: meta, Spec: troupev1.MPIJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{Worker: *worker.DeepCopy()}}}
+		updated := stored.DeepCopy()
+		updated.Spec.Worker.Replicas = ptr.To[int32](4)
+		DefaultMPIJob(updated, o)
+		if _, err := (MPIJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("HorovodJob", func(t *testing.T) {
+		stored := &troupev1.HorovodJob{ObjectMeta: meta, Spec: troupev1.HorovodJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{Worker: hvd}}}
+		updated := stored.DeepCopy()
+		updated.Labels = map[string]string{"team": "a"}
+		DefaultHorovodJob(updated, o)
+		if _, err := (HorovodJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
+			t.Error(err)
+		}
+	})
+}
