@@ -31,7 +31,7 @@ type MPIConfig struct {
 	// an OpenAPI bound at spec.workerSets.<set>.mpiConfig.slots but a CEL rule, as the webhook,
 	// at spec.workerSets[<set>].mpiConfig.slots; one spelling for every refusal.
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be 1 or more"
-// +kubebuilder:validation:XValidation:rule="self <= 1024",message="must be no more than 1024 MPI processes per pod"
+	// +kubebuilder:validation:XValidation:rule="self <= 1024",message="must be no more than 1024 MPI processes per pod"
 	// +optional
 	Slots *int32 `json:"slots,omitempty"`
 }
@@ -76,9 +76,10 @@ type ChainerMaster struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",fieldPath=".template.spec.restartPolicy",message="a StatefulSet's pods restart Always"
 type ChainerWorkerSet struct {
 	// replicas is the number of worker pods in this set. Default 1. Suspend the job to stop
-	// its workers. The job's pods, master included, are at most 4096. (A CEL rule rather than an OpenAPI minimum: see MPIConfig.slots.)
+	// its workers. The job's pods, master included, are at most 4096. (CEL rules rather than
+	// OpenAPI bounds: see MPIConfig.slots.)
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="must be 1 or more; suspend the job to stop its workers"
-// +kubebuilder:validation:XValidation:rule="self <= 4095",message="must be no more than 4095: a job has at most 4096 pods, the master included"
+	// +kubebuilder:validation:XValidation:rule="self <= 4095",message="must be no more than 4095: a job has at most 4096 pods, the master included"
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
