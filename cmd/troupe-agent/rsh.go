@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
@@ -70,6 +71,9 @@ func execInPod(ctx context.Context, host string, argv []string, stdin io.Reader,
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
+		return 255, err
+	}
+	if err := ofOwnJob(ctx, cs, namespace, pod); err != nil {
 		return 255, err
 	}
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
@@ -131,4 +135,25 @@ func podReady(ctx context.Context, host string) error {
 		}
 	}
 	return fmt.Errorf("pod %s is not Ready (phase %s)", name, pod.Status.Phase)
+}
+
+// ofOwnJob refuses a pod that is not of the launcher's own job ($TROUPE_JOB_UID against the
+// pod's troupe.dev/job-uid label). The job's Role already allows exec into its worker pods only,
+// by name; this holds even if a token of wider rights reached the launcher, so that a hostfile
+// naming another job's pod (edited, or of a job of the same name recreated) never runs a
+// process there. Without $TROUPE_JOB_UID (the agent run by hand) nothing is checked.
+func ofOwnJob(ctx context.Context, cs kubernetes.Interface, namespace, name string) error {
+	uid := os.Getenv(mpi.EnvJobUID)
+	if uid == "" {
+		return nil
+	}
+	pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if got := pod.Labels[troupev1.LabelJobUID]; got != uid {
+		return fmt.Errorf("pod %s is not of this job (its %s is %q, the launcher's job is %s): refusing to exec into it",
+			name, troupev1.LabelJobUID, got, uid)
+	}
+	return nil
 }

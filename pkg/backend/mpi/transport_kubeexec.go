@@ -18,6 +18,9 @@ const (
 
 	// EnvExecContainer names the container of the worker pods the KubeExec agent execs into.
 	EnvExecContainer = "TROUPE_EXEC_CONTAINER"
+	// EnvJobUID is the launcher's job's UID: the KubeExec agent execs only into pods that carry
+	// it in their troupe.dev/job-uid label, whatever else its token might allow.
+	EnvJobUID = "TROUPE_JOB_UID"
 
 	execSuffix = "-exec"
 )
@@ -94,7 +97,8 @@ func (KubeExec) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.P
 	}
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
-		c.Env = append(c.Env, corev1.EnvVar{Name: EnvExecContainer, Value: s.MainContainer})
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvExecContainer, Value: s.MainContainer},
+			corev1.EnvVar{Name: EnvJobUID, Value: string(s.Owner.UID)})
 		// Open MPI spawns daemons from daemons in large jobs (tree spawn); worker pods have
 		// neither the agent nor the right to exec, so the launcher starts every daemon itself.
 		c.Env = append(c.Env,

@@ -161,6 +161,7 @@ func TestKubeExecObjects(t *testing.T) {
 
 func TestKubeExecLauncherPod(t *testing.T) {
 	s := chainerSpec()
+	s.Owner.UID = "job-uid-1"
 	tmpl := template("chainer")
 	Backend{Transport: KubeExec{}}.DecoratePod(s, nil, &tmpl)
 	if tmpl.Spec.ServiceAccountName != "mn-exec" {
@@ -169,6 +170,9 @@ func TestKubeExecLauncherPod(t *testing.T) {
 	c := &tmpl.Spec.Containers[0]
 	if envValue(c, "OMPI_MCA_plm_rsh_agent") != KubeExecAgent || envValue(c, EnvExecContainer) != "chainer" {
 		t.Errorf("launcher env = %v, want troupe-agent as rsh agent into container chainer", c.Env)
+	}
+	if got := envValue(c, EnvJobUID); got == "" || got != string(s.Owner.UID) {
+		t.Errorf("launcher env %s = %q, want the job's UID %q (the agent execs only into its pods)", EnvJobUID, got, s.Owner.UID)
 	}
 
 	own := template("chainer")
