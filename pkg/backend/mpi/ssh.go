@@ -95,17 +95,21 @@ PidFile none
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
+# Key only, for root too: the seeds' images run MPI as root (mpirun --allow-run-as-root).
 PermitRootLogin prohibit-password
 UsePAM no
 # The Secret's files are mounted by Kubernetes with modes sshd's owner checks would refuse.
 StrictModes no
-# MPI launchers start one session per remote daemon and forward nothing else.
-AllowTcpForwarding no
-X11Forwarding no
+# MPI launchers start one session per remote daemon and forward nothing: no TCP, stream-local,
+# agent or X11 forwarding.
+DisableForwarding yes
 PermitUserEnvironment no
 PrintMotd no
-AcceptEnv OMPI_* PRTE_* PMIX_* HYDRA_* I_MPI_* NCCL_* LD_LIBRARY_PATH PATH
-LogLevel ERROR
+# MPI's own variables only: never PATH or LD_LIBRARY_PATH, which would choose the programs and
+# libraries a session runs (MPI forwards its environment through its daemons, not sshd).
+AcceptEnv OMPI_* PRTE_* PMIX_* HYDRA_* I_MPI_* NCCL_*
+# INFO logs every accepted and failed login (to the container's log with -e).
+LogLevel INFO
 `, port, dir, SSHHostKey, dir, SSHAuthorizedKey)
 }
 
