@@ -146,3 +146,16 @@ func TestMPIJobDescribe(t *testing.T) {
 		})
 	}
 }
+
+// A worker StatefulSet of the FFFFFaraway form scaled by hand is answered with the command that
+// works for that form: the scale subresource writes spec.worker.replicas, which it does not have.
+func TestFFFFFarawayScaleHint(t *testing.T) {
+	job := testutil.Load[*troupev1.MPIJob](t, "../examples/mpijob-ffffaraway.yaml", "ns")
+	s := &engine.Spec{Name: job.Name, Namespace: job.Namespace}
+	if err := (MPIJob{}).Describe(job, s); err != nil {
+		t.Fatal(err)
+	}
+	if hint := s.WorkerSets[0].ScaleHint; !strings.Contains(hint, `"numWorkers"`) || strings.Contains(hint, "kubectl scale") {
+		t.Errorf("scale hint = %q, want a patch of spec.numWorkers", hint)
+	}
+}

@@ -83,7 +83,11 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
 	}
-	describeUserInputs(s, p.AppCodesToSync, o, scaleSubresourceHint(resourceOf(job), job.GetName()))
+	hint := scaleSubresourceHint(resourceOf(job), job.GetName())
+	if mj, ok := job.(*troupev1.MPIJob); ok && mj.Spec.IsWorkerTemplateForm() {
+		hint = numWorkersHint(job.GetName())
+	}
+	describeUserInputs(s, p.AppCodesToSync, o, hint)
 	return nil
 }
 

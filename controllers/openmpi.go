@@ -46,6 +46,14 @@ func scaleSubresourceHint(resource, name string) func(*engine.WorkerSet) string 
 	}
 }
 
+// numWorkersHint is the advice for an MPIJob of the FFFFFaraway form: the scale subresource
+// writes spec.worker.replicas, which that form does not have, so its count is numWorkers.
+func numWorkersHint(name string) func(*engine.WorkerSet) string {
+	return func(*engine.WorkerSet) string {
+		return fmt.Sprintf(`kubectl patch mpijob/%s --type=merge -p '{"spec":{"numWorkers":%s}}'`, name, engine.ScaleHintReplicas)
+	}
+}
+
 // chainerScaleHint is the advice for ChainerJob, whose worker sets have no scale subresource.
 func chainerScaleHint(name string) func(*engine.WorkerSet) string {
 	return func(ws *engine.WorkerSet) string {

@@ -153,11 +153,10 @@ type podTemplateAt struct {
 }
 
 // mpiTemplates are the pod templates of an MPIJob or HorovodJob.
-func mpiTemplates(p *troupev1.MPIProgramSpec) []podTemplateAt {
-	spec := field.NewPath("spec")
-	out := []podTemplateAt{{spec.Child("worker", "template"), &p.Worker.Template}}
+func mpiTemplates(p *troupev1.MPIProgramSpec, at programPaths) []podTemplateAt {
+	out := []podTemplateAt{{at.workerTemplate, &p.Worker.Template}}
 	if p.Launcher != nil && p.Launcher.Template != nil {
-		out = append(out, podTemplateAt{spec.Child("launcher", "template"), p.Launcher.Template})
+		out = append(out, podTemplateAt{at.launcherTemplate, p.Launcher.Template})
 	}
 	return out
 }

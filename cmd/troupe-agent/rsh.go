@@ -129,6 +129,9 @@ func podReady(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
+	if pod.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s is terminating", name)
+	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			return nil

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -128,4 +130,9 @@ func copyOf[T any](p *T) *T {
 		return nil
 	}
 	return ptr.To(*p)
+}
+
+// isCloner reports whether name is the init container that clones one of the repositories.
+func (cs CodeSync) isCloner(name string) bool {
+	return slices.ContainsFunc(cs.Repos, func(r troupev1.AppCode) bool { return GitContainerName(r.Name) == name })
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -129,6 +130,13 @@ func TestPodDisruptionBudget(t *testing.T) {
 	if got := BuildPodDisruptionBudget(s, true).Spec.MinAvailable.IntValue(); got != 0 {
 		t.Errorf("minAvailable of released workers = %d, want 0", got)
 	}
+	// Workers kept after the job ended (cleanPodPolicy None, or a failure with
+	// cleanPodPolicyOn Succeeded) are not released, but a drain must not wait for them.
+	ended := *s
+	ended.Ended = true
+	if got := BuildPodDisruptionBudget(&ended, false).Spec.MinAvailable.IntValue(); got != 0 {
+		t.Errorf("minAvailable of the kept workers of an ended job = %d, want 0", got)
+	}
 	var kinds []string
 	for _, o := range Children(s, false) {
 		kinds = append(kinds, keyOf(o).kind)
@@ -171,5 +179,21 @@ func TestInitializedReportsMissingSecrets(t *testing.T) {
 	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != troupev1.ReasonSecretMissing || c.Message != o.SecretProblems[0] {
 		t.Errorf("Initialized = %+v, want False, SecretMissing, %q", c, o.SecretProblems[0])
+	}
+}
+
+// A run mode's skipInitContainer skips the job's init containers and the launcher's wait, but
+// never the clones of appCodesToSync: debug and resumed pods still find their code.
+func TestSkipInitContainerKeepsTheCode(t *testing.T) {
+	s := testSpec()
+	s.CodeSync = CodeSync{Image: "agent:1", Repos: []troupev1.AppCode{{Name: "app", GitRepo: "https://example.com/app.git", MountPath: "/app"}}}
+	s.Master.Template.Spec.InitContainers = []corev1.Container{{Name: "prepare", Image: "busybox"}}
+	s.RunMode.Debug = &ReplicaOverrides{Master: ReplicaOverride{SkipInitContainers: true}}
+	var names []string
+	for _, c := range BuildMasterJob(s).Spec.Template.Spec.InitContainers {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{GitContainerName("app")}) {
+		t.Errorf("init containers with skipInitContainer = %v, want only the clone %s", names, GitContainerName("app"))
 	}
 }

@@ -26,14 +26,15 @@ func (s *Spec) DisruptionBudgetEnabled() bool {
 // BuildPodDisruptionBudget returns the PodDisruptionBudget named like the job over its worker
 // pods, or nil when the job asks for none. It allows no voluntary disruption of a worker while
 // the workers are meant to run (one lost rank ends an MPI run): minAvailable is the job's
-// worker count, 0 once the workers are released, so a drain is never blocked by a job whose
-// workers are gone anyway.
+// worker count, 0 once the workers are released or the job has ended (workers kept by
+// cleanPodPolicy None, or after a failure with cleanPodPolicyOn Succeeded, are there to be
+// inspected, not to be protected), so a drain is never blocked by a job that runs nothing.
 func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisruptionBudget {
 	if !s.DisruptionBudgetEnabled() {
 		return nil
 	}
 	var minAvailable int32
-	if !workersReleased {
+	if !workersReleased && !s.Ended {
 		minAvailable = s.TotalWorkers()
 	}
 	pdb := &policyv1.PodDisruptionBudget{

@@ -154,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	spec.ReadyWorkers = ReadyWorkers(spec, obs)
 	finished := Finished(prev, obs.MasterJob)
+	spec.Ended = finished
 
 	if finished {
 		if expired, err := r.expireTTL(ctx, job, spec, prev); err != nil || expired {

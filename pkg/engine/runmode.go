@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +86,14 @@ func (s *Spec) applyRunMode(tmpl *corev1.PodTemplateSpec, ws *WorkerSet) {
 		ov = o.Master
 	}
 	if ov.SkipInitContainers {
-		tmpl.Spec.InitContainers = nil
+		// Skipping init containers skips the job's own and the launcher's wait, never the
+		// clones of appCodesToSync: without them the code's mount would be empty.
+		tmpl.Spec.InitContainers = slices.DeleteFunc(tmpl.Spec.InitContainers, func(c corev1.Container) bool {
+			return !s.CodeSync.isCloner(c.Name)
+		})
+		if len(tmpl.Spec.InitContainers) == 0 {
+			tmpl.Spec.InitContainers = nil
+		}
 	}
 	c := mainContainer(tmpl, s.MainContainer, ws == nil)
 	if c == nil {

@@ -63,6 +63,10 @@ type Spec struct {
 	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
 	// the children, for backends that publish the live membership (elastic discovery).
 	ReadyWorkers map[string][]string
+
+	// Ended is observed, not desired: the job has succeeded or failed. Whatever happens to its
+	// workers then, nothing is left to protect from a drain (the disruption budget).
+	Ended bool
 }
 
 // Master is the job's master (launcher): one pod run to completion by a batch Job.
