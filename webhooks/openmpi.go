@@ -23,9 +23,11 @@ import (
 var (
 	cleanPodPolicyOns = []troupev1.CleanPodPolicyOn{troupev1.CleanPodPolicyOnFinished, troupev1.CleanPodPolicyOnSucceeded}
 	// gitURL is a repository URL go-git clones from; gitSCP is git's user@host:path form.
-	gitURL    = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
-	gitSCP    = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
-	gitBranch = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
+	gitURL = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
+	gitSCP = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
+	// gitURLPassword is a URL whose user information carries a password (user:secret@host).
+	gitURLPassword = regexp.MustCompile(`^[a-z]+://[^/@]*:[^/@]*@`)
+	gitBranch      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
 	// maxAppCodeName keeps the volume code-<name> and the container git-<name> DNS labels.
 	maxAppCodeName = 50
 	maxAppCodes    = 8
@@ -76,6 +78,11 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 		switch {
 		case !gitURL.MatchString(c.GitRepo) && !gitSCP.MatchString(c.GitRepo):
 			errs = append(errs, field.Invalid(cp.Child("gitRepo"), c.GitRepo, "must be an https://, http://, ssh:// or git:// URL, or user@host:path (file:// has nothing to read in a pod)"))
+		case gitURLPassword.MatchString(c.GitRepo):
+			// The URL is in the init container's arguments and its messages, for anyone who
+			// may read pods or their logs.
+			errs = append(errs, field.Invalid(cp.Child("gitRepo"), "<redacted>",
+				"must not carry a password or token: the URL is visible in the pod's spec and logs; use an ssh:// URL with gitSecretName"))
 		case c.GitSecretName != "" && !strings.HasPrefix(c.GitRepo, "ssh://") && strings.Contains(c.GitRepo, "://"):
 			errs = append(errs, field.Invalid(cp.Child("gitSecretName"), c.GitSecretName,
 				"holds an SSH key, which only an ssh:// or user@host:path repository uses"))

@@ -20,6 +20,7 @@ type AppCode struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh|git)://[^ ]+$') || self.matches('^[^@/: ]+@[^/: ]+:[^ ]+$')",message="must be an https://, http://, ssh:// or git:// URL, or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z]+://[^/@]*:[^/@]*@')",message="must not carry a password or token: the URL is visible in the pod's spec and logs; use an ssh:// URL with gitSecretName"
 	GitRepo string `json:"gitRepo"`
 
 	// gitBranch is the branch to check out. Default: the repository's default branch (HEAD).
