@@ -4,6 +4,8 @@
 #   CLUSTER_NAME  (default troupe-demo)
 #   NODES         the cluster's Node objects (default hack/controlplane/nodes.yaml; see
 #                 nodes-gang.yaml for a cluster of exactly two 4-CPU nodes)
+#   REAL_NODE=1   also join this machine to the cluster as a real node (realnode-up.sh): pods
+#                 that tolerate troupe.dev/real-node run there in containers
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
 # and kube-scheduler, all processes on this machine (kwokctl's binary runtime, no containers),
 # with kwok faking the nodes of $NODES and the pods' lifecycle of pod-stages.yaml, and
@@ -91,13 +93,16 @@ flock "$lock"
 if [[ -d $cluster_dir ]]; then
   if [[ $(cat "$cluster_dir/troupe-fingerprint" 2>/dev/null) == "$fingerprint" ]] &&
     kubectl get --raw /readyz >/dev/null 2>&1 &&
-    kubectl wait --for=condition=Ready nodes --all --timeout=10s >/dev/null 2>&1 &&
+    kubectl wait --for=condition=Ready nodes -l '!troupe.dev/real-node' --timeout=10s >/dev/null 2>&1 &&
     schedulers_ready; then
     log "reusing cluster $CLUSTER_NAME"
+    exec {lock}>&-
+    if [[ ${REAL_NODE:-} == 1 ]]; then CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-up.sh" >/dev/null; fi
     echo "$kubeconfig"
     exit 0
   fi
   log "cluster $CLUSTER_NAME is stale or unhealthy; recreating it"
+  CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-down.sh"
   "$kwokctl" delete cluster --name "$CLUSTER_NAME" --kubeconfig "$contexts" >&2
   rm -rf "$cluster_dir"
 fi
@@ -145,4 +150,6 @@ fi
 
 echo "$fingerprint" >"$cluster_dir/troupe-fingerprint"
 log "cluster $CLUSTER_NAME up in $((SECONDS - start))s (kubectl: $KUBE_BIN/kubectl)"
+exec {lock}>&-
+if [[ ${REAL_NODE:-} == 1 ]]; then CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-up.sh" >/dev/null; fi
 echo "$kubeconfig"
