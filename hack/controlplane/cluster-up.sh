@@ -43,9 +43,14 @@ start=$SECONDS
 kwokctl=$KWOK_BIN/kwokctl
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
+# The API server listens on loopback only, unless the cluster has a real node: its pods reach the
+# API server through the kubernetes Service, whose endpoint is this machine's address.
+APISERVER_BIND_ADDRESS=127.0.0.1
+[[ ${REAL_NODE:-} != 1 ]] || APISERVER_BIND_ADDRESS=0.0.0.0
+
 # What the cluster is made from; a cluster made from anything else is recreated.
 fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" |
-  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION
+  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$APISERVER_BIND_ADDRESS
 
 # schedulers_ready: both gang schedulers answer on their ports (written down by the run that
 # made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
@@ -77,11 +82,13 @@ free_port() {
 }
 
 # render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
-# ${COSCHEDULER_PORT} and ${VOLCANO_PORT} filled in (nothing else, so other $ stays as is).
+# ${COSCHEDULER_PORT}, ${VOLCANO_PORT} and ${APISERVER_BIND_ADDRESS} filled in (nothing else,
+# so other $ stays as is).
 render() {
   sed -e "s|\${CLUSTER_DIR}|$cluster_dir|g" \
     -e "s|\${SCHEDULER_PLUGINS_BIN}|$SCHEDULER_PLUGINS_BIN|g" -e "s|\${VOLCANO_BIN}|$VOLCANO_BIN|g" \
-    -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" "$1"
+    -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" \
+    -e "s|\${APISERVER_BIND_ADDRESS}|$APISERVER_BIND_ADDRESS|g" "$1"
 }
 
 # One cluster-up or cluster-down at a time on this machine: the e2e tests and the demo may race

@@ -144,3 +144,23 @@ else:
 		t.Errorf("this machine fetched the ClusterIP Service web (%s): got %q, want b", ip, body)
 	}
 }
+
+// TestAPIServerFromPod: a pod on the real node reaches the API server at
+// https://kubernetes.default.svc, as in-cluster clients (the operator, troupe-agent) do. Only
+// reachability is checked: /version needs no credentials, so the server's certificate is not.
+func TestAPIServerFromPod(t *testing.T) {
+	ns := namespace(t, "realnode-api")
+	py := `import json, ssl, urllib.request
+ctx = ssl._create_unverified_context()
+print(json.load(urllib.request.urlopen("https://kubernetes.default.svc/version", context=ctx, timeout=10))["gitVersion"])`
+	mustKubectl(t, `apiVersion: v1
+kind: Pod
+metadata: {name: version}
+spec:
+  restartPolicy: Never`+podSpec("python3 -c '"+py+"'"), "apply", "-n", ns, "-f", "-")
+	out, err := kubectl("", "wait", "-n", ns, "pod/version", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s")
+	logs, _ := kubectl("", "logs", "-n", ns, "version")
+	if err != nil || !strings.Contains(logs, "v1.35") {
+		t.Errorf("a pod fetching https://kubernetes.default.svc/version: %v %s\nlogs:\n%s", err, out, logs)
+	}
+}
