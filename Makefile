@@ -65,7 +65,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -92,6 +92,12 @@ fuzz: test-fuzz ## Fuzz defaulting and validation of every kind, 200,000 inputs 
 bench: envtest-assets ## Benchmarks that print figures: webhook latency at 50 creates/s for 60 s.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/webhook -rate 50 -duration 60s
 
+.PHONY: test-realnode
+test-realnode: ## Smoke test of the local cluster's real node: troupe-mpi pods in containers, logs, exec, DNS, Services (root).
+	hack/container-deps.sh
+	hack/controlplane/build.sh kubectl
+	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 20m ./test/realnode/...
+
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.
 	hack/dataplane-deps.sh
@@ -100,6 +106,15 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 .PHONY: cluster-assets
 cluster-assets: ## Build (once, cached) every binary of the local simulated cluster.
 	hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl coscheduler volcano-scheduler
+
+##@ Images
+
+IMAGES := troupe-operator troupe-agent troupe-mpi troupe-train
+
+.PHONY: images
+images: ## Build the images of images/ with buildah, offline, cached by content hash (docs/images.md).
+	hack/container-deps.sh
+	hack/images/build.sh $(IMAGES)
 
 ##@ Demo
 

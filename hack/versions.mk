@@ -16,9 +16,19 @@ SCHEDULER_PLUGINS_KUBE_STAGING_VERSION ?= v0.34.3
 # The newest volcano.sh/volcano the proxy serves; built with its own replace list.
 VOLCANO_VERSION ?= v1.10.0
 
+# The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module.
+COREDNS_VERSION ?= v1.15.0
+
 # Code generation and lint.
 CONTROLLER_GEN_VERSION ?= v0.20.0
 GOLANGCI_LINT_VERSION ?= v2.7.2
 
 # Built binaries live outside the checkout, keyed by version, so a clean clone reuses them.
 TROUPE_CACHE ?= $(HOME)/.cache/troupe
+
+# Images (make images, hack/images/build.sh): names are $(IMAGE_REGISTRY)/<image>:$(IMAGE_TAG),
+# the operator's defaults (--agent-image, deploy/). The Debian images are made from this suite
+# of the machine's apt sources.
+IMAGE_REGISTRY ?= ghcr.io/troupe-dev
+IMAGE_TAG ?= v0.1.0
+DEBIAN_SUITE ?= bookworm

@@ -2,12 +2,13 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-#              coscheduler volcano-scheduler
-#   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl}
+#              coscheduler volcano-scheduler kubelet kube-proxy coredns
+#   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
 #   $TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin/coscheduler
 #   $TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin/volcano-scheduler
+#   $TROUPE_CACHE/coredns-$COREDNS_VERSION/bin/coredns
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -77,11 +78,17 @@ build_kube() {
     -X $v.gitTreeState=clean"
 }
 
-[[ $# -gt 0 ]] || { sed -n '2,10s/^# //p' "$0" >&2; exit 2; }
+[[ $# -gt 0 ]] || { sed -n '2,11s/^# //p' "$0" >&2; exit 2; }
 for c in "$@"; do
   case $c in
     # kubectl too: a client of the server's own version, on machines that have none.
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) build_kube "$c" ;;
+    # kubelet and kube-proxy: the local cluster's real node (realnode-up.sh).
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) build_kube "$c" ;;
+    coredns)
+      [[ -x $COREDNS_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/coredns" github.com/coredns/coredns "$COREDNS_VERSION" COREDNS_VERSION
+      build "$c" "$COREDNS_BIN" "$TOOLS_MODULES/coredns" github.com/coredns/coredns -ldflags "-s -w"
+      ;;
     etcd)
       [[ -x $ETCD_BIN/etcd ]] && continue
       check_pin "$TOOLS_MODULES/etcd" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ETCD_VERSION

@@ -4,6 +4,8 @@
 #   CLUSTER_NAME  (default troupe-demo)
 #   NODES         the cluster's Node objects (default hack/controlplane/nodes.yaml; see
 #                 nodes-gang.yaml for a cluster of exactly two 4-CPU nodes)
+#   REAL_NODE=1   also join this machine to the cluster as a real node (realnode-up.sh): pods
+#                 that tolerate troupe.dev/real-node run there in containers
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
 # and kube-scheduler, all processes on this machine (kwokctl's binary runtime, no containers),
 # with kwok faking the nodes of $NODES and the pods' lifecycle of pod-stages.yaml, and
@@ -41,9 +43,14 @@ start=$SECONDS
 kwokctl=$KWOK_BIN/kwokctl
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
+# The API server listens on loopback only, unless the cluster has a real node: its pods reach the
+# API server through the kubernetes Service, whose endpoint is this machine's address.
+APISERVER_BIND_ADDRESS=127.0.0.1
+[[ ${REAL_NODE:-} != 1 ]] || APISERVER_BIND_ADDRESS=0.0.0.0
+
 # What the cluster is made from; a cluster made from anything else is recreated.
 fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" |
-  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION
+  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$APISERVER_BIND_ADDRESS
 
 # schedulers_ready: both gang schedulers answer on their ports (written down by the run that
 # made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
@@ -75,11 +82,13 @@ free_port() {
 }
 
 # render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
-# ${COSCHEDULER_PORT} and ${VOLCANO_PORT} filled in (nothing else, so other $ stays as is).
+# ${COSCHEDULER_PORT}, ${VOLCANO_PORT} and ${APISERVER_BIND_ADDRESS} filled in (nothing else,
+# so other $ stays as is).
 render() {
   sed -e "s|\${CLUSTER_DIR}|$cluster_dir|g" \
     -e "s|\${SCHEDULER_PLUGINS_BIN}|$SCHEDULER_PLUGINS_BIN|g" -e "s|\${VOLCANO_BIN}|$VOLCANO_BIN|g" \
-    -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" "$1"
+    -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" \
+    -e "s|\${APISERVER_BIND_ADDRESS}|$APISERVER_BIND_ADDRESS|g" "$1"
 }
 
 # One cluster-up or cluster-down at a time on this machine: the e2e tests and the demo may race
@@ -91,13 +100,16 @@ flock "$lock"
 if [[ -d $cluster_dir ]]; then
   if [[ $(cat "$cluster_dir/troupe-fingerprint" 2>/dev/null) == "$fingerprint" ]] &&
     kubectl get --raw /readyz >/dev/null 2>&1 &&
-    kubectl wait --for=condition=Ready nodes --all --timeout=10s >/dev/null 2>&1 &&
+    kubectl wait --for=condition=Ready nodes -l '!troupe.dev/real-node' --timeout=10s >/dev/null 2>&1 &&
     schedulers_ready; then
     log "reusing cluster $CLUSTER_NAME"
+    exec {lock}>&-
+    if [[ ${REAL_NODE:-} == 1 ]]; then CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-up.sh" >/dev/null; fi
     echo "$kubeconfig"
     exit 0
   fi
   log "cluster $CLUSTER_NAME is stale or unhealthy; recreating it"
+  CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-down.sh"
   "$kwokctl" delete cluster --name "$CLUSTER_NAME" --kubeconfig "$contexts" >&2
   rm -rf "$cluster_dir"
 fi
@@ -145,4 +157,6 @@ fi
 
 echo "$fingerprint" >"$cluster_dir/troupe-fingerprint"
 log "cluster $CLUSTER_NAME up in $((SECONDS - start))s (kubectl: $KUBE_BIN/kubectl)"
+exec {lock}>&-
+if [[ ${REAL_NODE:-} == 1 ]]; then CLUSTER_NAME=$CLUSTER_NAME "$here/realnode-up.sh" >/dev/null; fi
 echo "$kubeconfig"

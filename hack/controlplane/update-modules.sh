@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
-# Run it after changing a version there (every module, or only those named: kube etcd kwok
+# Run it after changing a version there (every module, or only those named: kube etcd kwok coredns
 # scheduler-plugins volcano), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
@@ -52,7 +52,9 @@ update_kube() {
     "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION" \
     "k8s.io/kubernetes/cmd/kube-scheduler@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" && go mod tidy)
+    "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" \
+    "k8s.io/kubernetes/cmd/kubelet@$KUBE_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-proxy@$KUBE_VERSION" && go mod tidy)
 }
 
 update_etcd() {
@@ -66,6 +68,13 @@ update_kwok() {
   local dir=$TOOLS_MODULES/kwok
   new_module "$dir" github.com/troupe-dev/troupe/test/tools/kwok
   (cd "$dir" && go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" && go mod tidy)
+}
+
+update_coredns() {
+  local dir=$TOOLS_MODULES/coredns
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/coredns
+  # The root package of github.com/coredns/coredns is its main package, with every plugin.
+  (cd "$dir" && go get -tool "github.com/coredns/coredns@$COREDNS_VERSION" && go mod tidy)
 }
 
 # replace_lines GOMOD: every replace directive of GOMOD (block or single line) as "OLD => NEW V".
@@ -115,11 +124,11 @@ update_volcano() {
   (cd "$dir" && go get -tool "volcano.sh/volcano/cmd/scheduler@$VOLCANO_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano)
+all=(kube etcd kwok scheduler-plugins volcano coredns)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
-    kube | etcd | kwok | volcano) "update_$t" ;;
+    kube | etcd | kwok | volcano | coredns) "update_$t" ;;
     scheduler-plugins) update_scheduler_plugins ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;
   esac
