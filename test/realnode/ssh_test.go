@@ -38,12 +38,10 @@ func TestMPIOverSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{
-		"hostfile":             dialect.Hostfile([]mpi.Host{{Name: "w0." + domain, Slots: 1}, {Name: "w1." + domain, Slots: 1}}),
-		mpi.SSHDConfigKey:      mpi.SSHDConfig(port, mpi.SSHMountPath),
-		mpi.SSHClientConfigKey: mpi.SSHClientConfig(port, mpi.SSHMountPath, mpi.SSHMountPath+"/"+mpi.SSHKnownHosts),
-		mpi.SSHAgentKey:        mpi.SSHAgentScript(mpi.ConfigMountPath + "/" + mpi.SSHClientConfigKey),
-	}
+	// The SSH transport's own files (sshd_config, ssh_config, the rsh agent), as the operator
+	// writes them into a job's ConfigMap, so that this test follows what troupe generates.
+	files := mpi.SSH{}.ConfigFiles(nil)
+	files["hostfile"] = dialect.Hostfile([]mpi.Host{{Name: "w0." + domain, Slots: 1}, {Name: "w1." + domain, Slots: 1}})
 	var config strings.Builder
 	for _, k := range []string{"hostfile", mpi.SSHDConfigKey, mpi.SSHClientConfigKey, mpi.SSHAgentKey} {
 		fmt.Fprintf(&config, "  %s: %q\n", k, files[k])
