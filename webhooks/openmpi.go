@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
 // The rules of kube-openmpi's features every kind shares: code from git (appCodesToSync), a
@@ -119,12 +120,25 @@ func validateCodeMount(p *field.Path, c *troupev1.AppCode, templates []podTempla
 	default:
 		for _, t := range templates {
 			tp, tmpl := t.path, t.tmpl
-			for i := range tmpl.Spec.Containers {
-				for _, m := range tmpl.Spec.Containers[i].VolumeMounts {
+			for _, ctr := range slices.Concat(tmpl.Spec.InitContainers, tmpl.Spec.Containers) {
+				for _, m := range ctr.VolumeMounts {
 					if path.Clean(m.MountPath) == clean {
 						errs = append(errs, field.Invalid(mp, c.MountPath, fmt.Sprintf(
-							"container %q of %s mounts %s there already", tmpl.Spec.Containers[i].Name, tp, m.Name)))
+							"container %q of %s mounts %s there already", ctr.Name, tp, m.Name)))
 					}
+				}
+			}
+			// The names troupe gives the repository's volumes and init container.
+			for _, v := range tmpl.Spec.Volumes {
+				if v.Name == engine.CodeVolumeName(c.Name) || v.Name == engine.GitSSHVolumeName(c.Name) {
+					errs = append(errs, field.Invalid(p.Child("name"), c.Name, fmt.Sprintf(
+						"%s has a volume %q, the name troupe gives this repository's volume: rename one", tp, v.Name)))
+				}
+			}
+			for _, ctr := range tmpl.Spec.InitContainers {
+				if ctr.Name == engine.GitContainerName(c.Name) {
+					errs = append(errs, field.Invalid(p.Child("name"), c.Name, fmt.Sprintf(
+						"%s has an init container %q, the name of this repository's clone: rename one", tp, ctr.Name)))
 				}
 			}
 		}

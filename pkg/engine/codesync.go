@@ -31,13 +31,19 @@ type CodeSync struct {
 	Repos []troupev1.AppCode
 }
 
+// CodeVolumeName is the emptyDir a repository is cloned into.
+func CodeVolumeName(name string) string { return codeVolumePrefix + name }
+
+// GitSSHVolumeName is the volume of a repository's deploy key.
+func GitSSHVolumeName(name string) string { return gitSSHVolumePrefix + name }
+
 // GitContainerName is the init container that clones repository name.
 func GitContainerName(name string) string { return gitContainerPrefix + name }
 
 // decoratePod adds, per repository, an emptyDir, the init container that clones into it, and
-// its mount at mountPath (or the repository's subPath there) in every container. The git init
-// containers run first: a clone that fails stops the pod before it waits for anything, and
-// the user's own init containers may use the code.
+// its mount at mountPath (or the repository's subPath there) in every container, init
+// containers included. The git init containers run first: a clone that fails stops the pod
+// before it waits for anything, and the user's own init containers may use the code.
 func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 	if len(cs.Repos) == 0 {
 		return
@@ -45,7 +51,7 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 	sec := cloneSecurity(s, &tmpl.Spec)
 	var inits []corev1.Container
 	for _, r := range cs.Repos {
-		volume := codeVolumePrefix + r.Name
+		volume := CodeVolumeName(r.Name)
 		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
 			Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 		})
@@ -55,7 +61,7 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 		}
 		mounts := []corev1.VolumeMount{{Name: volume, MountPath: GitSyncDest}}
 		if r.GitSecretName != "" {
-			secretVolume := gitSSHVolumePrefix + r.Name
+			secretVolume := GitSSHVolumeName(r.Name)
 			// The Secret is mounted in this init container only; it may run as any user, so
 			// its files are readable by all of the container's users.
 			tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
@@ -80,9 +86,13 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 			}},
 			SecurityContext: sec.DeepCopy(),
 		})
+		code := corev1.VolumeMount{Name: volume, MountPath: r.MountPath, SubPath: r.SubPath}
 		for i := range tmpl.Spec.Containers {
-			c := &tmpl.Spec.Containers[i]
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: r.MountPath, SubPath: r.SubPath})
+			tmpl.Spec.Containers[i].VolumeMounts = append(tmpl.Spec.Containers[i].VolumeMounts, code)
+		}
+		// The init containers already there (the user's, the launcher's wait); not the clones.
+		for i := range tmpl.Spec.InitContainers {
+			tmpl.Spec.InitContainers[i].VolumeMounts = append(tmpl.Spec.InitContainers[i].VolumeMounts, code)
 		}
 	}
 	tmpl.Spec.InitContainers = append(inits, tmpl.Spec.InitContainers...)

@@ -58,6 +58,11 @@ func TestCodeSyncWiring(t *testing.T) {
 	if diff := cmp.Diff(want, pod.InitContainers[1]); diff != "" {
 		t.Errorf("git init container (-want +got):\n%s", diff)
 	}
+	// The user's own init container runs after the clones and sees the code too.
+	userInit := pod.InitContainers[2].VolumeMounts
+	if !slices.ContainsFunc(userInit, func(m corev1.VolumeMount) bool { return m.Name == "code-app" && m.MountPath == "/app" }) {
+		t.Errorf("user init container mounts %v, want the code of app at /app", userInit)
+	}
 	for _, c := range pod.Containers {
 		var mounts []corev1.VolumeMount
 		for _, m := range c.VolumeMounts {
