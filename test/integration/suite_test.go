@@ -76,7 +76,10 @@ func run(m *testing.M) int {
 	}
 	cfg, err := testEnv.Start()
 	if err != nil {
+		// Start can fail after it started etcd and kube-apiserver (a CRD the API server
+		// refuses): stop what it started, or they outlive the test.
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		_ = testEnv.Stop()
 		return 1
 	}
 	defer func() { _ = testEnv.Stop() }()
