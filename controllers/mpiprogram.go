@@ -35,7 +35,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if len(p.MCA) > 0 && !dialect.Implementation.IsOpenMPI() {
 		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
 	}
-	sp := t9kSchedulingPolicy(p.SchedulingPolicy, p.Scheduler)
+	sp := p.Scheduler.FoldInto(p.SchedulingPolicy)
 	g, err := gangFor(sp, o)
 	if err != nil {
 		return err

@@ -79,21 +79,3 @@ func nonEmpty(s []string) []string {
 	}
 	return s
 }
-
-// t9kSchedulingPolicy is the scheduling policy with a T9k scheduler section folded in: its
-// queue becomes the gang provider's queue and its priority the PriorityClass
-// t9k-priority-<priority>, where the policy does not name them itself (the CRD refuses the two
-// when they disagree).
-func t9kSchedulingPolicy(sp troupev1.SchedulingPolicy, sched *troupev1.SchedulerSpec) troupev1.SchedulingPolicy {
-	if sched == nil || sched.T9kScheduler == nil {
-		return sp
-	}
-	t := sched.T9kScheduler
-	if sp.Queue == "" {
-		sp.Queue = t.Queue
-	}
-	if sp.PriorityClassName == "" && t.Priority != nil {
-		sp.PriorityClassName = troupev1.T9kPriorityClassName(*t.Priority)
-	}
-	return sp
-}

@@ -25,16 +25,7 @@ var (
 // defaultT9kScheduler writes the T9k scheduler's queue and priority into the scheduling policy
 // where it names none, so the stored spec says what the gang provider and the pods get.
 func defaultT9kScheduler(p *troupev1.MPIProgramSpec) {
-	if p.Scheduler == nil || p.Scheduler.T9kScheduler == nil {
-		return
-	}
-	t := p.Scheduler.T9kScheduler
-	if p.SchedulingPolicy.Queue == "" {
-		p.SchedulingPolicy.Queue = t.Queue
-	}
-	if p.SchedulingPolicy.PriorityClassName == "" && t.Priority != nil {
-		p.SchedulingPolicy.PriorityClassName = troupev1.T9kPriorityClassName(*t.Priority)
-	}
+	p.SchedulingPolicy = p.Scheduler.FoldInto(p.SchedulingPolicy)
 }
 
 // validateRunMode checks the replica types of the debug and resume specs.

@@ -133,6 +133,25 @@ type T9kScheduler struct {
 // T9kPriorityClassPrefix prefixes the PriorityClass name a t9kScheduler priority maps to.
 const T9kPriorityClassPrefix = "t9k-priority-"
 
+// FoldInto returns the scheduling policy with the T9k scheduler section folded in: its queue
+// becomes the gang provider's queue and its priority the PriorityClass t9k-priority-<priority>,
+// where the policy does not name them itself (the CRD refuses the two when they disagree). The
+// defaulting webhook writes the result into the stored spec; the adapter folds again for jobs
+// stored without the webhook. A nil section changes nothing.
+func (s *SchedulerSpec) FoldInto(sp SchedulingPolicy) SchedulingPolicy {
+	if s == nil || s.T9kScheduler == nil {
+		return sp
+	}
+	t := s.T9kScheduler
+	if sp.Queue == "" {
+		sp.Queue = t.Queue
+	}
+	if sp.PriorityClassName == "" && t.Priority != nil {
+		sp.PriorityClassName = T9kPriorityClassName(*t.Priority)
+	}
+	return sp
+}
+
 // T9kPriorityClassName is the PriorityClass a t9kScheduler priority selects.
 func T9kPriorityClassName(priority int32) string {
 	return T9kPriorityClassPrefix + strconv.Itoa(int(priority))
