@@ -53,7 +53,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	s.MainContainer = troupev1.ChainerMainContainer
 	s.RunPolicy = sharedRunPolicy(spec.RunPolicy)
 	s.SchedulingPolicy = spec.SchedulingPolicy
-	s.Master = masterOf(job.Name+"-master", spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds, spec.RunPolicy)
+	s.Master = masterOf(troupev1.ChainerMasterJob.For(job.Name), spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds, spec.RunPolicy)
 	s.Master.Slots = mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig))
 	s.Master.IsHost = true
 	transport := spec.Transport
@@ -86,7 +86,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
 			Name:            name,
-			StatefulSetName: job.Name + "-workerset-" + name,
+			StatefulSetName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
 			Replicas:        ptr.Deref(ws.Replicas, 1),
 			Slots:           mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, slotsOf(ws.MPIConfig)),
 			Template:        ws.Template,

@@ -13,10 +13,6 @@ import (
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
-// mpiWorkerSet is the name of the one worker set of an MPIJob or HorovodJob (label
-// troupe.dev/worker-set).
-const mpiWorkerSet = "worker"
-
 // mpiProgram describes the launcher and workers every MPIProgramSpec kind (MPIJob, HorovodJob)
 // shares: a launcher Job <job>-launcher that only launches (it is not a host of the hostfile),
 // one worker StatefulSet <job>-worker whose main container is mainContainer, the MPI backend
@@ -61,8 +57,8 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		}
 	}
 	s.WorkerSets = []engine.WorkerSet{{
-		Name:            mpiWorkerSet,
-		StatefulSetName: job.GetName() + "-worker",
+		Name:            troupev1.MPIWorkerSetName,
+		StatefulSetName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
 		Replicas:        ptr.Deref(p.Worker.Replicas, 1),
 		Slots:           mpi.Slots(&worker, mainContainer, p.Worker.Slots),
 		Template:        worker,
@@ -78,7 +74,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	s.MainContainer = mainContainer
 	s.RunPolicy = sharedRunPolicy(p.RunPolicy)
 	s.SchedulingPolicy = sp
-	s.Master = masterOf(job.GetName()+"-launcher", tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds, p.RunPolicy)
+	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds, p.RunPolicy)
 	s.Backend = backend
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)

@@ -105,7 +105,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	for _, ws := range s.WorkerSets {
 		totalPods += int64(ptr.Deref(ws.Replicas, 1))
 	}
-	errs = append(errs, validateJobName(job.Name, chainerMasterName)...)
+	errs = append(errs, validateJobName(job.Name, job.DerivedNames())...)
 
 	if s.Backend != "" && !oneOf(chainerBackends, s.Backend) {
 		errs = append(errs, field.NotSupported(spec.Child("backend"), s.Backend, chainerBackends))

@@ -76,7 +76,7 @@ func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITr
 func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
 	replicas := ptr.Deref(p.Worker.Replicas, 1)
-	errs := validateJobName(name, mpiLauncherName, mpiWorkerSetName)
+	errs := validateJobName(name, troupev1.MPIProgramDerivedNames)
 
 	errs = append(errs, validateReplicas(at.workerReplicas, replicas)...)
 	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots, &p.Worker.Template, mainContainer)...)

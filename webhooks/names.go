@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // The name rules here are also CEL rules of the CRDs (apis/troupe/v1alpha1, on each kind's root
@@ -13,59 +15,33 @@ import (
 // runs.
 
 const (
-	// maxLabelLength bounds a DNS label: a Service name, a pod host name, a label value.
-	maxLabelLength = validation.DNS1123LabelMaxLength
-	// maxStatefulSetName bounds a StatefulSet's name: its pods carry the label
-	// controller-revision-hash=<name>-<10-character hash>, which must fit a label value. The
-	// pods' host names <name>-<ordinal> then fit a label too: an ordinal has at most 10 digits.
-	maxStatefulSetName = maxLabelLength - 11
-
 	// jobNameMessage is the refusal of a job name that is not a DNS-1035 label.
 	jobNameMessage = "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter and ending with a letter or digit (the job's name is also its headless Service's)"
 )
 
-// derivedName is a child's name made of the job's name and a suffix; it must fit in max.
-type derivedName struct {
-	what   string // the child, for the message, e.g. "master Job"
-	suffix string
-	max    int
-}
-
-var (
-	// dns1035Label is the CRD's pattern for job names (the length is the derived names' to
-	// bound), so that both layers refuse the same names in the same words.
-	dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-
-	chainerMasterName = derivedName{what: "master Job", suffix: "-master", max: maxLabelLength}
-	mpiWorkerSetName  = derivedName{what: "StatefulSet", suffix: "-worker", max: maxStatefulSetName}
-	mpiLauncherName   = derivedName{what: "launcher Job", suffix: "-launcher", max: maxLabelLength}
-)
+// dns1035Label is the CRD's pattern for job names (the length is the derived names' to bound),
+// so that both layers refuse the same names in the same words.
+var dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 // validateJobName checks that the job's name is a DNS-1035 label (it names the headless
 // Service) and that the derived names fit, giving the longest name allowed and the derived name
 // that sets it.
-func validateJobName(name string, derived ...derivedName) field.ErrorList {
+func validateJobName(name string, derived []troupev1.DerivedName) field.ErrorList {
 	path := field.NewPath("metadata", "name")
 	var errs field.ErrorList
 	if !dns1035Label.MatchString(name) {
 		errs = append(errs, field.Invalid(path, name, jobNameMessage))
 	}
-	var binding *derivedName
-	for i, d := range derived {
-		if binding == nil || d.max-len(d.suffix) < binding.max-len(binding.suffix) {
-			binding = &derived[i]
-		}
-	}
-	if binding != nil && len(name)+len(binding.suffix) > binding.max {
+	if b, ok := troupev1.BindingName(derived); ok && len(b.For(name)) > b.Max {
 		errs = append(errs, field.Invalid(path, name, fmt.Sprintf("must be no more than %d characters: the %s %q would have %d characters, more than %d",
-			binding.max-len(binding.suffix), binding.what, name+binding.suffix, len(name)+len(binding.suffix), binding.max)))
+			b.MaxJobName(), b.What, b.For(name), len(b.For(name)), b.Max)))
 	}
 	return errs
 }
 
 // workerSetNameBudget is how many characters a ChainerJob's name and one of its worker set's
-// names may have together: the StatefulSet <job>-workerset-<set> must fit in 52.
-const workerSetNameBudget = maxStatefulSetName - len("-workerset-")
+// names may have together: the StatefulSet <job>-workerset-<set> must fit.
+const workerSetNameBudget = troupev1.ChainerWorkerSetNameBudget
 
 // validateSetName checks a worker set's name: a non-empty DNS label that, with the job's name,
 // is short enough for the StatefulSet <job>-workerset-<set>. The message says how long each of
@@ -93,7 +69,7 @@ func validateSetName(path *field.Path, job, set string) field.ErrorList {
 		fix = fmt.Sprintf("shorten metadata.name to at most %d characters or the worker set name to at most %d",
 			workerSetNameBudget-len(set), workerSetNameBudget-len(job))
 	}
-	name := job + "-workerset-" + set
+	name := troupev1.ChainerWorkerSetStatefulSetName(job, set)
 	return append(errs, field.Invalid(path, set, fmt.Sprintf("StatefulSet %q would have %d characters, more than %d: %s",
-		name, len(name), maxStatefulSetName, fix)))
+		name, len(name), troupev1.MaxStatefulSetNameLength, fix)))
 }
