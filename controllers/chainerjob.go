@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -23,11 +22,6 @@ type ChainerJob struct {
 }
 
 var _ engine.Adapter = ChainerJob{}
-
-// SetupChainerJob registers the ChainerJob reconciler with the manager.
-func SetupChainerJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, ChainerJob{Options: opts}, opts)
-}
 
 // NewObject returns an empty ChainerJob.
 func (ChainerJob) NewObject() engine.Object { return &troupev1.ChainerJob{} }

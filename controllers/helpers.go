@@ -50,8 +50,8 @@ func gangFor(sp troupev1.SchedulingPolicy, o Options) (engine.Gang, error) {
 	return nil, fmt.Errorf("spec.schedulingPolicy.gang: unsupported value %q", provider)
 }
 
-// setup registers the engine's reconciler for an adapter's kind with the manager.
-func setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
+// Setup registers the engine's reconciler for an adapter's kind with the manager.
+func Setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
 	r, err := engine.NewReconciler(mgr, a, o.ownedTypes()...)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -36,11 +35,6 @@ type HorovodJob struct {
 }
 
 var _ engine.Adapter = HorovodJob{}
-
-// SetupHorovodJob registers the HorovodJob reconciler with the manager.
-func SetupHorovodJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, HorovodJob{Options: opts}, opts)
-}
 
 // NewObject returns an empty HorovodJob.
 func (HorovodJob) NewObject() engine.Object { return &troupev1.HorovodJob{} }

@@ -3,8 +3,6 @@ package controllers
 import (
 	"fmt"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -22,11 +20,6 @@ type MPIJob struct {
 }
 
 var _ engine.Adapter = MPIJob{}
-
-// SetupMPIJob registers the MPIJob reconciler with the manager.
-func SetupMPIJob(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, MPIJob{Options: opts}, opts)
-}
 
 // NewObject returns an empty MPIJob.
 func (MPIJob) NewObject() engine.Object { return &troupev1.MPIJob{} }

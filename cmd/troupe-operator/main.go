@@ -20,18 +20,9 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
-
-// kinds lists every kind the operator runs, each registered explicitly.
-var kinds = []struct {
-	name  string
-	setup func(ctrl.Manager, controllers.Options) error
-}{
-	{"ChainerJob", controllers.SetupChainerJob},
-	{"MPIJob", controllers.SetupMPIJob},
-	{"HorovodJob", controllers.SetupHorovodJob},
-}
 
 // defaultAgentImage is the troupe-agent image released with this operator.
 const defaultAgentImage = "ghcr.io/troupe-dev/troupe-agent:v0.1.0"
@@ -108,10 +99,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	for _, k := range kinds {
-		if err := k.setup(mgr, opts); err != nil {
-			return fmt.Errorf("set up %s: %w", k.name, err)
-		}
+	// Every kind of the registry: each registers itself from its own file of package kinds.
+	if err := kinds.SetupControllers(mgr, opts); err != nil {
+		return err
 	}
 	if err := hooks.setup(mgr); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
@@ -103,7 +104,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if err := webhooks.Setup(mgr, opts); err != nil {
+		if err := kinds.SetupWebhooks(mgr, opts); err != nil {
 			return err
 		}
 		registered.Store(true)

@@ -110,9 +110,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs;horovodjobs;mpijobs,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/status;horovodjobs/status;mpijobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/finalizers;horovodjobs/finalizers;mpijobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete

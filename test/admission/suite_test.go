@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
@@ -79,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	if err := webhooks.Setup(mgr, webhooks.Options{DefaultGang: defaultGang}); err != nil {
+	if err := kinds.SetupWebhooks(mgr, webhooks.Options{DefaultGang: defaultGang}); err != nil {
 		fmt.Fprintln(os.Stderr, "webhooks:", err)
 		return 1
 	}

@@ -28,6 +28,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -124,13 +125,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 		AgentImage: testAgentImage, AvailableGangs: gangs,
 		VolcanoScheduler: "volcano", CoschedulingScheduler: testCoscheduler,
 	}
-	if err := controllers.SetupChainerJob(mgr, opts); err != nil {
-		return nil, err
-	}
-	if err := controllers.SetupMPIJob(mgr, opts); err != nil {
-		return nil, err
-	}
-	if err := controllers.SetupHorovodJob(mgr, opts); err != nil {
+	if err := kinds.SetupControllers(mgr, opts); err != nil {
 		return nil, err
 	}
 	stopped := make(chan struct{})

@@ -1,0 +1,104 @@
+// Package kinds is the registry of troupe's job kinds. Each kind registers itself, from its own
+// file of this package, with everything the operator and the tests need of it: its API object,
+// its adapter to the engine, its webhooks, its admission as a function (for fuzzing) and, in
+// the same file, the RBAC markers of its resources. The operator, the webhook server and the
+// test suites range over All, so adding a kind touches no shared file (docs/architecture.md).
+//
+// Registration only records a kind; nothing is started until the operator calls
+// SetupControllers or SetupWebhooks on its manager.
+package kinds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/webhooks"
+)
+
+// Kind is one registered job kind.
+type Kind struct {
+	// Name is the API kind, for example "ChainerJob".
+	Name string
+	// NewObject returns an empty job of the kind.
+	NewObject func() engine.Object
+	// Adapter is the kind's adapter to the engine, with the operator's settings.
+	Adapter func(controllers.Options) engine.Adapter
+	// SetupWebhook registers the kind's defaulting and validating webhooks with the manager's
+	// webhook server.
+	SetupWebhook func(ctrl.Manager, webhooks.Options) error
+	// Admit does what the webhooks do to a new job: it defaults the job in place and returns
+	// what validation refuses. The job must be of the kind.
+	Admit func(engine.Object, webhooks.Options) field.ErrorList
+}
+
+var registry []Kind
+
+// Register adds a kind; each kind's file calls it once, from init. Two kinds of one name are
+// a programming error.
+func Register(k Kind) {
+	if k.Name == "" || k.NewObject == nil || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil {
+		panic(fmt.Sprintf("kinds.Register: kind %q lacks a part", k.Name))
+	}
+	if slices.ContainsFunc(registry, func(r Kind) bool { return r.Name == k.Name }) {
+		panic(fmt.Sprintf("kinds.Register: kind %q registered twice", k.Name))
+	}
+	registry = append(registry, k)
+	// Sorted, so that the operator sets kinds up and the tests run them in a stable order
+	// whatever the order of the files' init.
+	slices.SortFunc(registry, func(a, b Kind) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// All returns every registered kind, sorted by name.
+func All() []Kind { return slices.Clone(registry) }
+
+// SetupControllers registers the engine's reconciler of every kind with the manager.
+func SetupControllers(mgr ctrl.Manager, o controllers.Options) error {
+	for _, k := range registry {
+		if err := controllers.Setup(mgr, k.Adapter(o), o); err != nil {
+			return fmt.Errorf("set up %s: %w", k.Name, err)
+		}
+	}
+	return nil
+}
+
+// SetupWebhooks registers every kind's defaulting and validating webhook with the manager's
+// webhook server, at the paths deploy/webhook names.
+func SetupWebhooks(mgr ctrl.Manager, o webhooks.Options) error {
+	for _, k := range registry {
+		if err := k.SetupWebhook(mgr, o); err != nil {
+			return fmt.Errorf("set up the webhooks of %s: %w", k.Name, err)
+		}
+	}
+	return nil
+}
+
+// webhook is what a kind's webhook type in package webhooks is: a typed defaulter and validator.
+type webhook[T runtime.Object] interface {
+	admission.Defaulter[T]
+	admission.Validator[T]
+}
+
+// setupWebhook registers a kind's webhook for objects of obj's type.
+func setupWebhook[T runtime.Object](mgr ctrl.Manager, obj T, w webhook[T]) error {
+	return ctrl.NewWebhookManagedBy(mgr, obj).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// admit turns a kind's defaulting and validation functions into a Kind's Admit.
+func admit[T engine.Object](def func(T, webhooks.Options), validate func(T) field.ErrorList) func(engine.Object, webhooks.Options) field.ErrorList {
+	return func(obj engine.Object, o webhooks.Options) field.ErrorList {
+		job, ok := obj.(T)
+		if !ok {
+			return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected %T, got %T", *new(T), obj))}
+		}
+		def(job, o)
+		return validate(job)
+	}
+}
