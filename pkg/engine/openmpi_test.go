@@ -146,7 +146,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	for _, o := range Children(s, false) {
 		kinds = append(kinds, keyOf(o).kind)
 	}
-	if diff := cmp.Diff([]string{"Service", "PodDisruptionBudget", "StatefulSet", "StatefulSet", "Job"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{"Service", "PodDisruptionBudget", "NetworkPolicy", "StatefulSet", "StatefulSet", "Job"}, kinds); diff != "" {
 		t.Errorf("children (-want +got):\n%s", diff)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -103,6 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, podToJob)
 	for _, o := range r.owned {
 		b = b.Owns(o)
@@ -165,6 +167,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if err := r.deleteDisabledBudget(ctx, job, spec); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteDisabledNetworkPolicy(ctx, job, spec); err != nil {
 		return ctrl.Result{}, err
 	}
 	if spec.CleanUpDue(Outcome(prev, obs.MasterJob)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
