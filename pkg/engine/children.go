@@ -88,6 +88,9 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			return nil, err
 		}
 		obs.SecretProblems = problems
+		if obs.PodCreateFailures, obs.LackingPods, err = r.podCreateFailures(ctx, s, obs); err != nil {
+			return nil, err
+		}
 	}
 	return obs, nil
 }

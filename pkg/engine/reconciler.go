@@ -206,6 +206,9 @@ func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctr
 	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
 	}
+	if obs.LackingPods {
+		return ctrl.Result{RequeueAfter: podCreateRecheck}
+	}
 	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
 		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 		if d := expiry.Sub(r.clock.Now()); d > 0 {
