@@ -23,7 +23,7 @@ func TestRefusedPodsShowOnTheJob(t *testing.T) {
 	refusal := `create Pod mpi-example-worker-0 in StatefulSet mpi-example-worker failed error: pods "mpi-example-worker-0" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=4, limited: pods=4`
 	now := metav1.Now()
 	event := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "mpi-example-worker.", Namespace: ns},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "mpi-example-worker.", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: ns, Name: sts.Name, UID: sts.UID},
 		Reason:         "FailedCreate", Message: refusal, Type: corev1.EventTypeWarning,
 		Source:         corev1.EventSource{Component: "statefulset-controller"},

@@ -54,7 +54,7 @@ func TestSSHWorkerPod(t *testing.T) {
 	}
 	wantVol := corev1.Volume{Name: "troupe-ssh", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName: "mn-ssh", DefaultMode: ptr.To[int32](0o440),
-		Items:      []corev1.KeyToPath{{Key: SSHHostKey, Path: SSHHostKey}, {Key: SSHAuthorizedKey, Path: SSHAuthorizedKey}}}}}
+		Items: []corev1.KeyToPath{{Key: SSHHostKey, Path: SSHHostKey}, {Key: SSHAuthorizedKey, Path: SSHAuthorizedKey}}}}}
 	if diff := cmp.Diff(wantVol, tmpl.Spec.Volumes[1]); diff != "" {
 		t.Errorf("SSH volume: a worker gets its host key and authorized_keys only (-want +got):\n%s", diff)
 	}
