@@ -43,6 +43,7 @@ func TestMPIJobT9kExample(t *testing.T) {
 	}
 	wantLauncher := corev1.Container{
 		Name: "mpi-launcher", Image: "t9kpublic/mpi-tutorial:2021022-2", WorkingDir: "/usr/local/code", Command: wantCmd,
+		Resources: engine.InjectedResources("100m", "256Mi", "2", "2Gi"),
 	}
 	if diff := cmp.Diff(wantLauncher, launcher[0]); diff != "" {
 		t.Errorf("generated launcher (-want +got):\n%s", diff)

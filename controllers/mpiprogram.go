@@ -107,6 +107,9 @@ func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string,
 		VolumeMounts:    worker.VolumeMounts,
 		SecurityContext: worker.SecurityContext,
 		Command:         command,
+		// mpirun (or horovodrun) only starts the remote processes and relays their output; a
+		// launcher that needs more is written as launcher.template.
+		Resources: engine.InjectedResources("100m", "256Mi", "2", "2Gi"),
 	}}
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	return tmpl

@@ -201,6 +201,7 @@ func defaultPolicies(rp *troupev1.RunPolicy, sp *troupev1.SchedulingPolicy, o Op
 	if rp.CleanPodPolicyOn == nil {
 		rp.CleanPodPolicyOn = ptr.To(troupev1.CleanPodPolicyOnFinished)
 	}
+	defaultNetworkPolicy(rp)
 	if sp.Gang == nil && o.DefaultGang != "" {
 		sp.Gang = ptr.To(o.DefaultGang)
 	}

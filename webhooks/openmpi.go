@@ -40,6 +40,7 @@ var (
 func validateUserInputs(spec *field.Path, codes []troupev1.AppCode, l *troupev1.MPILaunch, defTransport troupev1.MPITransport,
 	templates []podTemplateAt) field.ErrorList {
 	errs := validateAppCodes(spec.Child("appCodesToSync"), codes, templates)
+	errs = append(errs, validateCredentialRefs(spec, codes, l, templates)...)
 	if l == nil || l.SSH == nil || l.SSH.SecretName == "" {
 		return errs
 	}

@@ -155,6 +155,9 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 	if pdb := BuildPodDisruptionBudget(s, workersReleased); pdb != nil {
 		objs = append(objs, pdb)
 	}
+	if np := BuildNetworkPolicy(s); np != nil {
+		objs = append(objs, np)
+	}
 	for i := range s.WorkerSets {
 		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
 	}

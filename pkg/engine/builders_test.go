@@ -236,7 +236,7 @@ func TestChildrenOrder(t *testing.T) {
 		got = append(got, keyOf(o).kind+"/"+o.GetName())
 	}
 	want := []string{
-		"Service/train", "ConfigMap/train-wiring",
+		"Service/train", "ConfigMap/train-wiring", "NetworkPolicy/train",
 		"StatefulSet/train-workerset-cpu", "StatefulSet/train-workerset-gpu",
 		"Job/train-master",
 	}

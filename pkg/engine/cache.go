@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,8 @@ func CacheOptions(owned ...client.Object) (cache.Options, error) {
 	}
 	// The workers' PodDisruptionBudget (schedulingPolicy.podDisruptionBudget).
 	opts.ByObject[&policyv1.PodDisruptionBudget{}] = cache.ByObject{Label: ours}
+	// The job's NetworkPolicy (runPolicy.networkPolicy).
+	opts.ByObject[&networkingv1.NetworkPolicy{}] = cache.ByObject{Label: ours}
 	for _, o := range owned {
 		opts.ByObject[o] = cache.ByObject{Label: ours}
 	}

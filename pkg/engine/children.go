@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -87,6 +88,9 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			return nil, err
 		}
 		obs.SecretProblems = problems
+		if obs.PodCreateFailures, obs.LackingPods, err = r.podCreateFailures(ctx, s, obs); err != nil {
+			return nil, err
+		}
 	}
 	return obs, nil
 }
@@ -200,6 +204,8 @@ func restore(cur, want client.Object) bool {
 		}
 	case *policyv1.PodDisruptionBudget:
 		changed = restorePodDisruptionBudget(cur.(*policyv1.PodDisruptionBudget), w) || changed
+	case *networkingv1.NetworkPolicy:
+		changed = restoreNetworkPolicy(cur.(*networkingv1.NetworkPolicy), w) || changed
 	case *corev1.ConfigMap:
 		c := cur.(*corev1.ConfigMap)
 		if !maps.Equal(c.Data, w.Data) {

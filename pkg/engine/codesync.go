@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -80,11 +79,9 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 			Args:                     args,
 			VolumeMounts:             mounts,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("50m"),
-				corev1.ResourceMemory: resource.MustParse("64Mi"),
-			}},
-			SecurityContext: sec.DeepCopy(),
+			// A clone of a large repository holds pack data in memory: room for it, bounded.
+			Resources:       InjectedResources("50m", "64Mi", "1", "1Gi"),
+			SecurityContext: RestrictedSecurityContext(&sec),
 		})
 		code := corev1.VolumeMount{Name: volume, MountPath: r.MountPath, SubPath: r.SubPath}
 		for i := range tmpl.Spec.Containers {

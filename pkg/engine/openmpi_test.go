@@ -40,7 +40,8 @@ func TestCodeSyncWiring(t *testing.T) {
 	sec := &corev1.SecurityContext{
 		RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](100), RunAsNonRoot: ptr.To(true),
 		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	want := corev1.Container{
 		Name: "git-data", Image: "agent:1", Command: []string{"/troupe-agent"},
@@ -50,9 +51,10 @@ func TestCodeSyncWiring(t *testing.T) {
 			{Name: "git-ssh-data", MountPath: "/etc/troupe/git-ssh", ReadOnly: true},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-		}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
 		SecurityContext: sec,
 	}
 	if diff := cmp.Diff(want, pod.InitContainers[1]); diff != "" {
@@ -146,7 +148,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	for _, o := range Children(s, false) {
 		kinds = append(kinds, keyOf(o).kind)
 	}
-	if diff := cmp.Diff([]string{"Service", "PodDisruptionBudget", "StatefulSet", "StatefulSet", "Job"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{"Service", "PodDisruptionBudget", "NetworkPolicy", "StatefulSet", "StatefulSet", "Job"}, kinds); diff != "" {
 		t.Errorf("children (-want +got):\n%s", diff)
 	}
 }

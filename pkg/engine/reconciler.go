@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -103,6 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, podToJob)
 	for _, o := range r.owned {
 		b = b.Owns(o)
@@ -164,6 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.deleteDisabledBudget(ctx, job, spec); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.deleteDisabledNetworkPolicy(ctx, job, spec); err != nil {
+		return ctrl.Result{}, err
+	}
 	if spec.CleanUpDue(Outcome(prev, obs.MasterJob)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deleteMasterPods(ctx, obs); err != nil {
 			return ctrl.Result{}, err
@@ -197,6 +202,9 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
 	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
+	}
+	if obs.LackingPods {
+		return ctrl.Result{RequeueAfter: podCreateRecheck}
 	}
 	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
 		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)

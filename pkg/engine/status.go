@@ -32,6 +32,10 @@ type Observed struct {
 	Gang client.Object
 	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
 	SecretProblems []string
+	// PodCreateFailures are the API server's refusals of the job's pods (podcreate.go), and
+	// LackingPods says a child has fewer pods than it asks for.
+	PodCreateFailures []string
+	LackingPods       bool
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -102,7 +106,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, finished, released))
 	set(runningCondition(st.Phase))
-	set(replicaFailureCondition(st.ReplicaStatuses))
+	set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses)))
 	set(suspendedCondition(s, finished))
 	if s.Gang != nil {
 		set(s.Gang.Condition(obs.Gang, obs.Pods))

@@ -136,7 +136,7 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 				MPIImplementation: troupev1.MPIImplementation(openMPI.impl),
 				MPIHome:           "/usr",
 				MCA:               map[string]string{"btl": "self,vader,tcp", "btl_tcp_if_include": "eth0"},
-				MPILaunch:         troupev1.MPILaunch{SSH: &troupev1.SSHConfig{SecretName: "user-ssh"}},
+				MPILaunch:         troupev1.MPILaunch{SSH: &troupev1.SSHConfig{SecretName: "user-key"}},
 				Worker: troupev1.MPIWorker{
 					Replicas: ptr.To[int32](2),
 					Slots:    ptr.To[int32](1),

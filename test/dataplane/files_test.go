@@ -281,10 +281,21 @@ func (j *operatorJob) materialise(t *testing.T, dir string, p pod) []bindMount {
 			data = j.projected(t, v.Projected)
 			mode = v.Projected.DefaultMode
 		case v.Secret != nil:
-			if v.Secret.SecretName != j.secret.Name || len(v.Secret.Items) > 0 {
-				t.Fatalf("volume %s: Secret %s with items %v: the test knows only %s, whole", v.Name, v.Secret.SecretName, v.Secret.Items, j.secret.Name)
+			if v.Secret.SecretName != j.secret.Name {
+				t.Fatalf("volume %s: Secret %s: the test knows only %s", v.Name, v.Secret.SecretName, j.secret.Name)
 			}
+			// The items a pod's role needs, or the whole Secret.
 			data = j.secret.Data
+			if len(v.Secret.Items) > 0 {
+				data = map[string][]byte{}
+				for _, item := range v.Secret.Items {
+					value, ok := j.secret.Data[item.Key]
+					if !ok {
+						t.Fatalf("Secret %s has no key %s", j.secret.Name, item.Key)
+					}
+					data[item.Path] = value
+				}
+			}
 			mode = v.Secret.DefaultMode
 		default:
 			t.Fatalf("volume %s: only ConfigMap and Secret volumes are emulated", v.Name)

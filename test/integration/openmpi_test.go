@@ -157,7 +157,7 @@ func volume(tmpl *corev1.PodTemplateSpec, name string) *corev1.Volume {
 func TestUserSSHSecret(t *testing.T) {
 	ns := newNamespace(t)
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "my-ssh", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "my-key", Namespace: ns},
 		Type:       corev1.SecretTypeSSHAuth,
 		Data:       map[string][]byte{corev1.SSHAuthPrivateKey: []byte("private")},
 	}
@@ -165,13 +165,13 @@ func TestUserSSHSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := smallMPIJob(t, ns)
-	job.Spec.SSH.SecretName = "my-ssh"
+	job.Spec.SSH.SecretName = "my-key"
 	createMPIJob(t, job)
 	got := waitForMPIJob(t, ns, "mpi-example", "Initialized=False for the incomplete Secret", func(j *troupev1.MPIJob) bool {
 		c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized)
 		return c != nil && c.Reason == troupev1.ReasonSecretMissing
 	})
-	if msg := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized).Message; msg != `spec.ssh.secretName: Secret "my-ssh" lacks the keys authorized_keys` {
+	if msg := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized).Message; msg != `spec.ssh.secretName: Secret "my-key" lacks the keys authorized_keys` {
 		t.Errorf("Initialized message = %q", msg)
 	}
 	waitForEvent(t, ns, "mpi-example", troupev1.EventSecretMissing, "authorized_keys")
@@ -183,7 +183,7 @@ func TestUserSSHSecret(t *testing.T) {
 	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "mpi-example-worker")
 	v := volume(&sts.Spec.Template, "troupe-ssh")
 	if v == nil || v.Projected == nil || len(v.Projected.Sources) != 2 ||
-		v.Projected.Sources[0].Secret.Name != "mpi-example-ssh" || v.Projected.Sources[1].Secret.Name != "my-ssh" {
+		v.Projected.Sources[0].Secret.Name != "mpi-example-ssh" || v.Projected.Sources[1].Secret.Name != "my-key" {
 		t.Fatalf("SSH volume = %+v, want the job's host key and the user's Secret projected together", v)
 	}
 	cm := waitFor(t, &corev1.ConfigMap{}, ns, "mpi-example-mpi")

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,9 +83,16 @@ func TestSSHSecretsArePerJob(t *testing.T) {
 
 func scale(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	job := waitForJob(t, ns, name, "to scale", func(*troupev1.ChainerJob) bool { return true })
-	testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Replicas = ptr.To(replicas) })
-	if err := k8s.Update(context.Background(), job); err != nil {
+	// The operator writes the job's status meanwhile: read and update again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job := &troupev1.ChainerJob{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+			return err
+		}
+		testutil.EditWorkerSet(job, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Replicas = ptr.To(replicas) })
+		return k8s.Update(context.Background(), job)
+	})
+	if err != nil {
 		t.Fatalf("scale %s: %v", name, err)
 	}
 }

@@ -62,6 +62,11 @@ type RunPolicy struct {
 	// after a failure every pod is then left running, for inspection.
 	// +optional
 	CleanPodPolicyOn *CleanPodPolicyOn `json:"cleanPodPolicyOn,omitempty"`
+
+	// networkPolicy isolates the job's pods: by default a NetworkPolicy named like the job lets
+	// only the job's own pods reach them. Set enabled: false to create none.
+	// +optional
+	NetworkPolicy *NetworkPolicyConfig `json:"networkPolicy,omitempty"`
 }
 
 // DefaultBackoffLimit is a master's (launcher's) retries when neither it nor the run policy sets

@@ -43,12 +43,15 @@ const (
 	ReasonMasterFailed     = "MasterFailed"
 	ReasonPodsFailed       = "PodsFailed"
 	ReasonNoPodFailures    = "NoPodFailures"
-	ReasonSuspended        = "JobSuspended"
-	ReasonGangScheduled    = "GangScheduled"
-	ReasonGangWaiting      = "WaitingForResources"
-	ReasonGangPending      = "PodGroupNotCreated"
-	ReasonGangUnavailable  = "GangProviderUnavailable"
-	ReasonNotSuspended     = "JobNotSuspended"
+	// ReasonFailedCreate: the API server refused to create pods of the job (a ResourceQuota,
+	// Pod Security admission); the message is the API server's.
+	ReasonFailedCreate    = "FailedCreate"
+	ReasonSuspended       = "JobSuspended"
+	ReasonGangScheduled   = "GangScheduled"
+	ReasonGangWaiting     = "WaitingForResources"
+	ReasonGangPending     = "PodGroupNotCreated"
+	ReasonGangUnavailable = "GangProviderUnavailable"
+	ReasonNotSuspended    = "JobNotSuspended"
 	// ReasonSecretMissing: a Secret of the user's that the pods need (ssh.secretName, an
 	// appCodesToSync gitSecretName) is missing or lacks keys; missing children wait for it.
 	ReasonSecretMissing = "SecretMissing"

@@ -5,7 +5,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -83,17 +82,12 @@ func (b Backend) decorateLauncher(s *engine.Spec, tmpl *corev1.PodTemplateSpec) 
 			{Name: configVolumeName, MountPath: ConfigMountPath, ReadOnly: true},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("10m"),
-			corev1.ResourceMemory: resource.MustParse("32Mi"),
-		}},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To[int64](65532),
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		Resources:                engine.InjectedResources("10m", "32Mi", "500m", "128Mi"),
+		SecurityContext: engine.RestrictedSecurityContext(&corev1.SecurityContext{
+			RunAsNonRoot:           ptr.To(true),
+			RunAsUser:              ptr.To[int64](65532),
+			ReadOnlyRootFilesystem: ptr.To(true),
+		}),
 	}
 	tmpl.Spec.InitContainers = append([]corev1.Container{wait}, tmpl.Spec.InitContainers...)
 }

@@ -9,12 +9,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// With a Secret of the user's (ssh.secretName), every container finds the user's key and
-// authorized_keys beside the job's generated host key and known_hosts, in one directory, and
-// the launcher's ssh uses the user's key.
+// With a Secret of the user's (ssh.secretName), a worker finds the user's authorized_keys
+// beside the job's generated host key, the launcher the user's key beside the generated
+// known_hosts, in one directory, and the launcher's ssh uses the user's key.
 func TestSSHWithTheUsersSecret(t *testing.T) {
 	s := chainerSpec()
-	ssh := SSH{SecretName: "my-ssh"}
+	ssh := SSH{SecretName: "my-key"}
 	b := Backend{Transport: ssh}
 	tmpl := template("chainer")
 	b.DecoratePod(s, &s.WorkerSets[0], &tmpl)
@@ -30,13 +30,11 @@ func TestSSHWithTheUsersSecret(t *testing.T) {
 		Sources: []corev1.VolumeProjection{
 			{Secret: &corev1.SecretProjection{
 				LocalObjectReference: corev1.LocalObjectReference{Name: SSHSecretName(s)},
-				Items: []corev1.KeyToPath{
-					{Key: SSHHostKey, Path: SSHHostKey}, {Key: SSHHostPubKey, Path: SSHHostPubKey}, {Key: SSHKnownHosts, Path: SSHKnownHosts},
-				},
+				Items:                []corev1.KeyToPath{{Key: SSHHostKey, Path: SSHHostKey}},
 			}},
 			{Secret: &corev1.SecretProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "my-ssh"},
-				Items:                []corev1.KeyToPath{{Key: "ssh-privatekey", Path: "ssh-privatekey"}, {Key: "authorized_keys", Path: "authorized_keys"}},
+				LocalObjectReference: corev1.LocalObjectReference{Name: "my-key"},
+				Items:                []corev1.KeyToPath{{Key: "authorized_keys", Path: "authorized_keys"}},
 			}},
 		},
 	}}
@@ -45,6 +43,17 @@ func TestSSHWithTheUsersSecret(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got.VolumeSource); diff != "" {
 		t.Errorf("SSH volume (-want +got):\n%s", diff)
+	}
+	launcher := template("chainer")
+	b.DecoratePod(s, nil, &launcher)
+	for _, v := range launcher.Spec.Volumes {
+		if v.Name == sshVolumeName {
+			srcs := v.Projected.Sources
+			if !cmp.Equal(srcs[0].Secret.Items, []corev1.KeyToPath{{Key: SSHKnownHosts, Path: SSHKnownHosts}}) ||
+				!cmp.Equal(srcs[1].Secret.Items, []corev1.KeyToPath{{Key: "ssh-privatekey", Path: "ssh-privatekey"}}) {
+				t.Errorf("launcher SSH volume = %+v, want known_hosts and the user's private key", srcs)
+			}
+		}
 	}
 	if id := ssh.IdentityFile(); id != "/etc/troupe/ssh/ssh-privatekey" {
 		t.Errorf("IdentityFile = %s", id)

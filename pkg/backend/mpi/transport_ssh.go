@@ -124,44 +124,65 @@ func (t SSH) Generate(s *engine.Spec, obj client.Object) error {
 	return nil
 }
 
-// DecoratePod mounts the job's SSH Secret into every container. On workers it also runs sshd
-// in the main container when the template gives it no command, and makes the pod Ready only
-// once sshd accepts connections.
+// DecoratePod mounts the SSH files a pod's role needs into its main container only: the
+// launcher gets the client key and known_hosts (it connects), a worker gets the host key and
+// authorized_keys (it accepts). No other container, and no pod of another role, holds a key it
+// does not use: a worker cannot log into its peers, a sidecar reads no key at all. The main
+// container is the one named s.MainContainer, else (a launcher written with other names) the
+// first. On workers it also runs sshd in the main container when the template gives it no
+// command, and makes the pod Ready only once sshd accepts connections.
 func (t SSH) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.PodTemplateSpec) {
-	mode, fsGroup := sshFileAccess(&tmpl.Spec)
+	c := mainContainerOf(tmpl, s.MainContainer)
+	if c == nil {
+		return
+	}
+	mode, fsGroup := sshFileAccess(&tmpl.Spec, c.Name)
 	if fsGroup != nil && (tmpl.Spec.SecurityContext == nil || tmpl.Spec.SecurityContext.FSGroup == nil) {
 		if tmpl.Spec.SecurityContext == nil {
 			tmpl.Spec.SecurityContext = &corev1.PodSecurityContext{}
 		}
 		tmpl.Spec.SecurityContext.FSGroup = fsGroup
 	}
-	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: sshVolumeName, VolumeSource: t.volume(s, mode)})
-	for i := range tmpl.Spec.Containers {
-		c := &tmpl.Spec.Containers[i]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: sshVolumeName, MountPath: SSHMountPath, ReadOnly: true})
-		c.Env = append(c.Env, corev1.EnvVar{Name: EnvSSHDConfig, Value: ConfigMountPath + "/" + SSHDConfigKey})
-		if ws == nil || c.Name != s.MainContainer {
-			continue
-		}
-		if len(c.Command) == 0 && len(c.Args) == 0 {
-			c.Command = []string{t.sshdPath(), "-D", "-e", "-f", ConfigMountPath + "/" + SSHDConfigKey}
-		}
-		if c.ReadinessProbe == nil {
-			c.ReadinessProbe = &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(t.SSHPort())}},
-				PeriodSeconds: 5, FailureThreshold: 1,
-			}
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: sshVolumeName, VolumeSource: t.volume(s, ws != nil, mode)})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: sshVolumeName, MountPath: SSHMountPath, ReadOnly: true})
+	c.Env = append(c.Env, corev1.EnvVar{Name: EnvSSHDConfig, Value: ConfigMountPath + "/" + SSHDConfigKey})
+	if ws == nil {
+		// Open MPI spawns daemons from daemons in large jobs (tree spawn), which would need
+		// the client key on workers: the launcher starts every daemon itself.
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "OMPI_MCA_plm_rsh_no_tree_spawn", Value: "1"},
+			corev1.EnvVar{Name: "PRTE_MCA_plm_ssh_no_tree_spawn", Value: "1"})
+		return
+	}
+	if len(c.Command) == 0 && len(c.Args) == 0 {
+		c.Command = []string{t.sshdPath(), "-D", "-e", "-f", ConfigMountPath + "/" + SSHDConfigKey}
+	}
+	if c.ReadinessProbe == nil {
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(t.SSHPort())}},
+			PeriodSeconds: 5, FailureThreshold: 1,
 		}
 	}
 }
 
-// volume is the job's SSH files: the generated Secret, or with a Secret of the user's
-// (ssh.secretName) a projection of its client key and authorized keys beside the job's
-// generated host key and known_hosts, so sshd and ssh find every file at the same paths.
-func (t SSH) volume(s *engine.Spec, mode int32) corev1.VolumeSource {
-	if t.SecretName == "" {
-		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: SSHSecretName(s), DefaultMode: ptr.To(mode)}}
+// mainContainerOf is the container named name, else the first.
+func mainContainerOf(tmpl *corev1.PodTemplateSpec, name string) *corev1.Container {
+	for i := range tmpl.Spec.Containers {
+		if tmpl.Spec.Containers[i].Name == name {
+			return &tmpl.Spec.Containers[i]
+		}
 	}
+	if len(tmpl.Spec.Containers) > 0 {
+		return &tmpl.Spec.Containers[0]
+	}
+	return nil
+}
+
+// volume is the SSH files of one role: for a worker the host key and authorized_keys, for the
+// launcher the client key and known_hosts; from the generated Secret, or with a Secret of the
+// user's (ssh.secretName) the user's key or authorized keys beside the job's generated host key
+// or known_hosts, so sshd and ssh find every file at the same paths.
+func (t SSH) volume(s *engine.Spec, worker bool, mode int32) corev1.VolumeSource {
 	items := func(keys ...string) []corev1.KeyToPath {
 		out := make([]corev1.KeyToPath, 0, len(keys))
 		for _, k := range keys {
@@ -169,31 +190,44 @@ func (t SSH) volume(s *engine.Spec, mode int32) corev1.VolumeSource {
 		}
 		return out
 	}
+	generated, users := []string{SSHKnownHosts}, []string{troupev1.SSHSecretPrivateKey}
+	ownKey := SSHClientKey
+	if worker {
+		generated, users = []string{SSHHostKey}, []string{troupev1.SSHSecretAuthorizedKeys}
+		ownKey = SSHAuthorizedKey
+	}
+	if t.SecretName == "" {
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: SSHSecretName(s), DefaultMode: ptr.To(mode), Items: items(append(generated, ownKey)...),
+		}}
+	}
 	return corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		DefaultMode: ptr.To(mode),
 		Sources: []corev1.VolumeProjection{
 			{Secret: &corev1.SecretProjection{
 				LocalObjectReference: corev1.LocalObjectReference{Name: SSHSecretName(s)},
-				Items:                items(SSHHostKey, SSHHostPubKey, SSHKnownHosts),
+				Items:                items(generated...),
 			}},
 			{Secret: &corev1.SecretProjection{
 				LocalObjectReference: corev1.LocalObjectReference{Name: t.SecretName},
-				Items:                items(troupev1.SSHSecretPrivateKey, troupev1.SSHSecretAuthorizedKeys),
+				Items:                items(users...),
 			}},
 		},
 	}}
 }
 
-// sshFileAccess returns the mode of the SSH Secret's files and, for a pod where a container
-// that mounts them runs as a non-root user and no fsGroup is set, the fsGroup that lets that
-// user read them. Every container mounts the Secret (a generated launcher carries the worker's
-// user on its own container), so each one's effective user counts; root reads a 0440 file too.
-func sshFileAccess(pod *corev1.PodSpec) (int32, *int64) {
+// sshFileAccess returns the mode of the SSH Secret's files and, for a pod whose container that
+// mounts them (container) runs as a non-root user and no fsGroup is set, the fsGroup that lets
+// that user read them; root reads a 0440 file too.
+func sshFileAccess(pod *corev1.PodSpec, container string) (int32, *int64) {
 	var podUser, podGroup *int64
 	if sc := pod.SecurityContext; sc != nil {
 		podUser, podGroup = sc.RunAsUser, sc.RunAsGroup
 	}
 	for i := range pod.Containers {
+		if pod.Containers[i].Name != container {
+			continue
+		}
 		user, group := podUser, podGroup
 		if sc := pod.Containers[i].SecurityContext; sc != nil {
 			if sc.RunAsUser != nil {

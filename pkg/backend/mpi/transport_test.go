@@ -53,14 +53,50 @@ func TestSSHWorkerPod(t *testing.T) {
 		t.Errorf("fsGroup = %d, want the run-as group 1001 so the non-root user reads the keys", got)
 	}
 	wantVol := corev1.Volume{Name: "troupe-ssh", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: "mn-ssh", DefaultMode: ptr.To[int32](0o440)}}}
+		SecretName: "mn-ssh", DefaultMode: ptr.To[int32](0o440),
+		Items: []corev1.KeyToPath{{Key: SSHHostKey, Path: SSHHostKey}, {Key: SSHAuthorizedKey, Path: SSHAuthorizedKey}}}}}
 	if diff := cmp.Diff(wantVol, tmpl.Spec.Volumes[1]); diff != "" {
-		t.Errorf("SSH volume (-want +got):\n%s", diff)
+		t.Errorf("SSH volume: a worker gets its host key and authorized_keys only (-want +got):\n%s", diff)
 	}
-	for _, c := range tmpl.Spec.Containers {
-		if !cmp.Equal(c.VolumeMounts[1], corev1.VolumeMount{Name: "troupe-ssh", MountPath: "/etc/troupe/ssh", ReadOnly: true}) {
-			t.Errorf("container %s lacks the SSH mount: %v", c.Name, c.VolumeMounts)
+	if !cmp.Equal(main.VolumeMounts[1], corev1.VolumeMount{Name: "troupe-ssh", MountPath: "/etc/troupe/ssh", ReadOnly: true}) {
+		t.Errorf("the main container lacks the SSH mount: %v", main.VolumeMounts)
+	}
+	for _, m := range tmpl.Spec.Containers[1].VolumeMounts {
+		if m.Name == "troupe-ssh" {
+			t.Errorf("the sidecar mounts the SSH keys: %v", tmpl.Spec.Containers[1].VolumeMounts)
 		}
+	}
+}
+
+// The launcher gets the client key and known_hosts only, in its main container only, and
+// starts every Open MPI daemon itself: workers hold no client key to spawn daemons with.
+func TestSSHLauncherPod(t *testing.T) {
+	s := chainerSpec()
+	tmpl := template("sidecar", "chainer")
+	Backend{Transport: SSH{}}.DecoratePod(s, nil, &tmpl)
+	var vol *corev1.Volume
+	for i := range tmpl.Spec.Volumes {
+		if tmpl.Spec.Volumes[i].Name == sshVolumeName {
+			vol = &tmpl.Spec.Volumes[i]
+		}
+	}
+	want := []corev1.KeyToPath{{Key: SSHKnownHosts, Path: SSHKnownHosts}, {Key: SSHClientKey, Path: SSHClientKey}}
+	if vol == nil || vol.Secret == nil || !cmp.Equal(want, vol.Secret.Items) {
+		t.Fatalf("launcher SSH volume = %+v, want the items %v", vol, want)
+	}
+	mounts := func(c *corev1.Container) bool {
+		for _, m := range c.VolumeMounts {
+			if m.Name == sshVolumeName {
+				return true
+			}
+		}
+		return false
+	}
+	if mounts(&tmpl.Spec.Containers[0]) || !mounts(&tmpl.Spec.Containers[1]) {
+		t.Errorf("the keys must be mounted in container chainer only: %+v", tmpl.Spec.Containers)
+	}
+	if got := envValue(&tmpl.Spec.Containers[1], "OMPI_MCA_plm_rsh_no_tree_spawn"); got != "1" {
+		t.Errorf("OMPI_MCA_plm_rsh_no_tree_spawn = %q, want 1", got)
 	}
 }
 

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// A StatefulSet short of pods and a running master Job without a pod lack pods; a suspended or
+// finished master Job, or one with its pod, does not.
+func TestChildrenLackingPods(t *testing.T) {
+	sts := func(name string, want, have int32) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(want)},
+			Status: appsv1.StatefulSetStatus{Replicas: have}}
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j-launcher"}}
+	masterPod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelRole: troupev1.RoleMaster}}}
+	names := func(obs *Observed) (out []string) {
+		for _, o := range childrenLackingPods(obs) {
+			out = append(out, o.GetName())
+		}
+		return out
+	}
+	obs := &Observed{MasterJob: job, StatefulSets: map[string]*appsv1.StatefulSet{"b": sts("j-b", 2, 1), "a": sts("j-a", 1, 1)}}
+	if got := names(obs); len(got) != 2 || got[0] != "j-b" || got[1] != "j-launcher" {
+		t.Errorf("lacking pods: %v, want [j-b j-launcher]", got)
+	}
+	obs.Pods = []corev1.Pod{masterPod}
+	if got := names(obs); len(got) != 1 {
+		t.Errorf("with the master's pod: %v, want [j-b]", got)
+	}
+	obs.Pods = nil
+	job.Spec.Suspend = ptr.To(true)
+	if got := names(obs); len(got) != 1 {
+		t.Errorf("suspended master: %v, want [j-b]", got)
+	}
+	job.Spec.Suspend = nil
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	if got := names(obs); len(got) != 1 {
+		t.Errorf("finished master: %v, want [j-b]", got)
+	}
+}
+
+// The newest refusal is reported, by whichever time its writer keeps.
+func TestNewestEvent(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	events := []corev1.Event{
+		{Message: "old", LastTimestamp: metav1.NewTime(t0)},
+		{Message: "series", LastTimestamp: metav1.NewTime(t0), Series: &corev1.EventSeries{LastObservedTime: metav1.NewMicroTime(t0.Add(2 * time.Minute))}},
+		{Message: "new", LastTimestamp: metav1.NewTime(t0.Add(time.Minute))},
+	}
+	if got := newestEvent(events); got == nil || got.Message != "series" {
+		t.Errorf("newest = %v, want the series", got)
+	}
+}
+
+// Refused pods make ReplicaFailure True with the API server's words, before failed pods.
+func TestReplicaFailureOfRefusedPods(t *testing.T) {
+	failed := replicaFailureCondition(nil)
+	if c := withPodCreateFailures(&Observed{}, failed); c.Reason != troupev1.ReasonNoPodFailures {
+		t.Errorf("nothing refused: %+v", c)
+	}
+	c := withPodCreateFailures(&Observed{PodCreateFailures: []string{`StatefulSet j-worker: pods "j-worker-0" is forbidden: exceeded quota`}}, failed)
+	if c.Status != metav1.ConditionTrue || c.Reason != troupev1.ReasonFailedCreate ||
+		c.Message != `the API server refused pods: StatefulSet j-worker: pods "j-worker-0" is forbidden: exceeded quota` {
+		t.Errorf("refused: %+v", c)
+	}
+}
