@@ -27,9 +27,6 @@ import (
 // defaultAgentImage is the troupe-agent image released with this operator.
 const defaultAgentImage = "ghcr.io/troupe-dev/troupe-agent:v0.1.0"
 
-// Leader election keeps a Lease; its events go through the events API.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "troupe-operator:", err)
@@ -45,6 +42,7 @@ func run() error {
 		leaderElect    bool
 		leaderElectNS  string
 		maxConcurrency int
+		watchNS        namespaceList
 		opts           controllers.Options
 		hooks          webhookFlags
 	)
@@ -52,6 +50,8 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one of several replicas reconciles.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
+	flag.Var(&watchNS, "watch-namespaces",
+		"Comma-separated namespaces whose jobs the operator runs; empty: every namespace. The namespace-scoped install (deploy/namespaced) gives it rights in these only.")
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 4, "Jobs of one kind reconciled in parallel.")
 	flag.StringVar(&opts.AgentImage, "agent-image", defaultAgentImage, "troupe-agent image of MPI launchers' wait init container.")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
@@ -77,7 +77,10 @@ func run() error {
 		return err
 	}
 	ctrl.Log.Info("gang providers whose PodGroup CRD the cluster serves", "available", opts.AvailableGangs)
-	cacheOpts, err := engine.CacheOptions(controllers.GangTypes(opts.AvailableGangs)...)
+	if len(watchNS) > 0 {
+		ctrl.Log.Info("running the jobs of these namespaces only", "namespaces", []string(watchNS))
+	}
+	cacheOpts, err := engine.CacheOptions(watchNS, controllers.GangTypes(opts.AvailableGangs)...)
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,6 @@ import (
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
-// The certificate rotator keeps the serving certificate in a Secret and the CA in the webhook
-// configurations' caBundle.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
-
 // webhookFlags configure the admission webhooks and their certificate.
 type webhookFlags struct {
 	disabled   bool
@@ -76,7 +72,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.certSecret)
 	}
 	certReady := make(chan struct{})
-	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	if err := rotator.AddRotator(rotatorManager(mgr, types.NamespacedName{Namespace: ns, Name: name}), &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: ns, Name: name},
 		CertDir:        f.certDir,
 		CAName:         "troupe-webhook-ca",

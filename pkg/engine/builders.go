@@ -161,10 +161,26 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 	for i := range s.WorkerSets {
 		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
 	}
-	if !s.masterWanted() {
-		return objs // paused, or waiting for the previous master's pods to go
+	if s.masterWanted() { // not while paused, or waiting for the previous master's pods to go
+		objs = append(objs, BuildMasterJob(s))
 	}
-	return append(objs, BuildMasterJob(s))
+	for _, o := range objs {
+		markManaged(o)
+	}
+	return objs
+}
+
+// markManaged labels a child with the label the operator's caches select it by. It is added
+// after the spec hash is taken: it says who manages the child, not what the job wants, so
+// adding it to the children of a job created by an older release writes their labels and never
+// rewrites a running StatefulSet's template.
+func markManaged(o client.Object) {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[troupev1.LabelManagedBy] = troupev1.ManagedByTroupe
+	o.SetLabels(labels)
 }
 
 // podTemplate copies a user's pod template and adds the job's labels, the scheduling policy's

@@ -245,6 +245,28 @@ func TestChildrenOrder(t *testing.T) {
 	}
 }
 
+// Every child carries the managed-by label the operator's caches select by, and the label is
+// not part of the spec hash: children of an older release get it without their StatefulSet's
+// template being rewritten.
+func TestChildrenAreMarkedManaged(t *testing.T) {
+	s := testSpec()
+	s.Backend = envBackend{}
+	for _, o := range Children(s, false) {
+		if got := o.GetLabels()[troupev1.LabelManagedBy]; got != troupev1.ManagedByTroupe {
+			t.Errorf("%s %s: %s = %q, want %q", keyOf(o).kind, o.GetName(), troupev1.LabelManagedBy, got, troupev1.ManagedByTroupe)
+		}
+		if sts, ok := o.(*appsv1.StatefulSet); ok {
+			if _, leaked := sts.Spec.Template.Labels[troupev1.LabelManagedBy]; leaked {
+				t.Errorf("StatefulSet %s: the managed-by label reached the pod template", sts.Name)
+			}
+			plain := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+			if plain.Name == sts.Name && plain.Annotations[troupev1.AnnotationSpecHash] != sts.Annotations[troupev1.AnnotationSpecHash] {
+				t.Errorf("StatefulSet %s: the managed-by label changed the spec hash", sts.Name)
+			}
+		}
+	}
+}
+
 func TestSpecHash(t *testing.T) {
 	s := testSpec()
 	hash := func(o client.Object) string { return o.GetAnnotations()[troupev1.AnnotationSpecHash] }

@@ -18,38 +18,65 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// CacheOptions restricts the operator's informers to objects that carry a troupe job UID label
-// and trims pods to the few fields the engine reads, so the operator's memory grows with the
-// jobs' objects, not with the cluster.
+// CacheOptions restricts the operator's informers to troupe's own objects and trims pods to
+// the few fields the engine reads, so the operator's memory grows with the jobs' objects, not
+// with the cluster, and no tenant can grow it with objects of its own (docs/security.md):
+//   - children are selected by the value of the managed-by label (plus the presence of the job
+//     UID label), not by the presence of a label anyone may set by mistake;
+//   - Secrets are watched metadata-only (see OwnedSecret): their data never enters the cache;
+//   - pods carry only the labels of their job's templates (adding one would roll running
+//     workers), so they are selected by the job UID label and trimmed to a few hundred bytes.
+//
+// namespaces limits every informer to those namespaces (--watch-namespaces); none means all.
 // owned are the types of extra children (PodGroups) to filter the same way.
-func CacheOptions(owned ...client.Object) (cache.Options, error) {
-	req, err := labels.NewRequirement(troupev1.LabelJobUID, selection.Exists, nil)
+func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, error) {
+	hasJobUID, err := labels.NewRequirement(troupev1.LabelJobUID, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("job UID selector: %w", err)
 	}
-	ours := labels.NewSelector().Add(*req)
+	managed, err := labels.NewRequirement(troupev1.LabelManagedBy, selection.Equals, []string{troupev1.ManagedByTroupe})
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("managed-by selector: %w", err)
+	}
+	ourPods := labels.NewSelector().Add(*hasJobUID)
+	ours := labels.NewSelector().Add(*managed, *hasJobUID)
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:            {Label: ours, Transform: TrimPod},
-			&batchv1.Job{}:           {Label: ours},
-			&appsv1.StatefulSet{}:    {Label: ours},
-			&corev1.Service{}:        {Label: ours},
-			&corev1.ConfigMap{}:      {Label: ours},
-			&corev1.Secret{}:         {Label: ours},
-			&corev1.ServiceAccount{}: {Label: ours},
-			&rbacv1.Role{}:           {Label: ours},
-			&rbacv1.RoleBinding{}:    {Label: ours},
+			&corev1.Pod{}:                   {Label: ourPods, Transform: TrimPod},
+			&batchv1.Job{}:                  {Label: ours},
+			&appsv1.StatefulSet{}:           {Label: ours},
+			&corev1.Service{}:               {Label: ours},
+			&corev1.ConfigMap{}:             {Label: ours},
+			OwnedSecret():                   {Label: ours},
+			&corev1.ServiceAccount{}:        {Label: ours},
+			&rbacv1.Role{}:                  {Label: ours},
+			&rbacv1.RoleBinding{}:           {Label: ours},
+			&policyv1.PodDisruptionBudget{}: {Label: ours},
 		},
 	}
-	// The workers' PodDisruptionBudget (schedulingPolicy.podDisruptionBudget).
-	opts.ByObject[&policyv1.PodDisruptionBudget{}] = cache.ByObject{Label: ours}
 	// The job's NetworkPolicy (runPolicy.networkPolicy).
 	opts.ByObject[&networkingv1.NetworkPolicy{}] = cache.ByObject{Label: ours}
 	for _, o := range owned {
 		opts.ByObject[o] = cache.ByObject{Label: ours}
 	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	return opts, nil
+}
+
+// OwnedSecret is how the engine watches and reads the Secrets it generates: metadata only. It
+// writes their data once, at creation, and never reads it back; it needs their owner, labels
+// and annotations to tell ours from a foreign object of the same name and to keep the labels.
+// A user's Secret named in a spec is read with an uncached GET (checkSecrets).
+func OwnedSecret() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
 }
 
 // TrimPod keeps what the engine reads of a pod (identity, labels, owners, phase, conditions and

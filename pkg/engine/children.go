@@ -97,7 +97,12 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 
 // getChild returns the object named like want, from the cache or else the API server, or nil.
 func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.Object, error) {
-	cur := reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+	var cur client.Object
+	if _, isSecret := want.(*corev1.Secret); isSecret {
+		cur = OwnedSecret() // the engine never reads a generated Secret's data back
+	} else {
+		cur = reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+	}
 	key := client.ObjectKeyFromObject(want)
 	err := r.client.Get(ctx, key, cur)
 	if apierrors.IsNotFound(err) {
@@ -143,6 +148,10 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		if sts, ok := want.(*appsv1.StatefulSet); ok {
 			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
 		}
+		var before client.Object // the patch base of a child read metadata-only
+		if _, metadataOnly := cur.(*metav1.PartialObjectMetadata); metadataOnly {
+			before = cur.DeepCopyObject().(client.Object)
+		}
 		changed := restore(cur, want)
 		if gang[keyOf(want)] {
 			changed = s.Gang.Restore(cur, want) || changed
@@ -150,11 +159,21 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		if !changed {
 			continue
 		}
-		if err := r.client.Update(ctx, cur); err != nil {
+		if err := r.write(ctx, before, cur); err != nil {
 			return fmt.Errorf("update %s %s: %w", keyOf(want).kind, want.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// write stores the restored child cur. A child read metadata-only (a Secret; before is its
+// state as read) is patched: its labels and annotations are all the engine restores, and it
+// holds no data to update with.
+func (r *Reconciler) write(ctx context.Context, before, cur client.Object) error {
+	if before != nil {
+		return r.client.Patch(ctx, cur, client.MergeFrom(before))
+	}
+	return r.client.Update(ctx, cur)
 }
 
 // restore puts the fields of an owned child that the engine manages back to their desired

@@ -85,8 +85,8 @@ func TestKubectlView(t *testing.T) {
 	}
 }
 
-// The install (kubectl apply --server-side -k deploy/) renders and is accepted by the API server, and every
-// webhook reaches the operator through its Service.
+// The installs (kubectl apply --server-side -k deploy/, and deploy/namespaced) render and are
+// accepted by the API server, and every webhook reaches the operator through its Service.
 func TestInstallManifests(t *testing.T) {
 	out := kubectl(t, "kustomize", "../../deploy")
 	if n := strings.Count(out, "name: troupe-webhook-service\n      namespace: troupe-system"); n != 6 {
@@ -105,4 +105,16 @@ func TestInstallManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", f)
+
+	// The namespace-scoped install too, into the namespace it watches.
+	nsOut := kubectl(t, "kustomize", "../../deploy/namespaced")
+	nsFile := filepath.Join(t.TempDir(), "troupe-namespaced.yaml")
+	if err := os.WriteFile(nsFile, []byte(nsOut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "troupe-jobs"}}
+	if err := k8s.Create(context.Background(), jobs); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", nsFile)
 }

@@ -109,7 +109,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) (<-chan struct{}, erro
 	if err != nil {
 		return nil, err
 	}
-	cacheOpts, err := engine.CacheOptions(controllers.GangTypes(gangs)...)
+	cacheOpts, err := engine.CacheOptions(nil, controllers.GangTypes(gangs)...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,12 @@ const (
 	// LabelJobUID carries the owning job's UID on every child and pod; the operator's caches
 	// and pod selection key on it.
 	LabelJobUID = "troupe.dev/job-uid"
+	// LabelManagedBy is ManagedByTroupe on every child but pods. The operator's caches select
+	// children by this value, not by the presence of a label, so objects that merely carry a
+	// troupe label key never enter its memory (docs/security.md).
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByTroupe is the value of LabelManagedBy on troupe's children.
+	ManagedByTroupe = "troupe"
 
 	// AnnotationSpecHash records a hash of the desired child, so the operator rewrites a child
 	// only when what it wants changed.

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// The least-privilege rules every install in deploy/ must keep (docs/security.md, "Least
+// privilege"). Each returns the violations found, one line each, naming the object and rule.
+
+// namespacedSensitive are namespaced resources no ClusterRole may grant at all: a ClusterRole
+// rule on them applies in every namespace, and even resourceNames would match an object of that
+// name in any namespace. The operator's Lease and certificate Secret live in a Role of its own
+// namespace.
+var namespacedSensitive = map[string][]string{
+	"":                    {"secrets"},
+	"coordination.k8s.io": {"leases"},
+}
+
+// clusterSensitive are cluster-scoped resources a ClusterRole may grant only on named objects.
+var clusterSensitive = map[string][]string{
+	"admissionregistration.k8s.io": {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+}
+
+// clusterSecretsRole and clusterSecretsVerbs are the one exception the cluster-wide install
+// needs: the operator creates each job's SSH Secret in the job's namespace, under a name no
+// rule can list in advance, and may run jobs in any namespace. So the ClusterRole of the jobs'
+// namespaces holds exactly these verbs on secrets alone, and no other ClusterRole may.
+const clusterSecretsRole = "troupe-operator"
+
+var clusterSecretsVerbs = []string{"create", "get", "list", "patch", "watch"}
+
+// Install is one rendered install in deploy/ and whether it is the cluster-wide one.
+type Install struct {
+	Name        string
+	ClusterWide bool
+	Roles       []rbacv1.ClusterRole
+	Namespaced  []rbacv1.Role
+}
+
+// Check returns every violation of the rules in one install:
+//   - no wildcard in any Role or ClusterRole;
+//   - no ClusterRole rule on leases, nor on secrets but the cluster-wide install's one rule;
+//   - ClusterRole rules on webhook configurations name their objects (and so cannot create);
+//   - the namespace-scoped install has no ClusterRole rule without resourceNames at all.
+func Check(in Install) []string {
+	var bad []string
+	for _, cr := range in.Roles {
+		for i, r := range cr.Rules {
+			where := fmt.Sprintf("%s: ClusterRole %s rule %d (%v %v)", in.Name, cr.Name, i, r.APIGroups, r.Resources)
+			bad = append(bad, checkWildcards(where, r)...)
+			for _, res := range covered(r, namespacedSensitive) {
+				if res == "secrets" && in.ClusterWide && cr.Name == clusterSecretsRole && secretsRuleAllowed(r) {
+					continue
+				}
+				bad = append(bad, fmt.Sprintf("%s: %s in a ClusterRole", where, res))
+			}
+			named := len(r.ResourceNames) > 0 && !slices.Contains(r.Verbs, "create") && !slices.Contains(r.Verbs, "deletecollection")
+			for _, res := range covered(r, clusterSensitive) {
+				if !named {
+					bad = append(bad, fmt.Sprintf("%s: %s without resourceNames in a ClusterRole", where, res))
+				}
+			}
+			if !in.ClusterWide && !named {
+				bad = append(bad, fmt.Sprintf("%s: a namespace-scoped install's ClusterRole rule without resourceNames", where))
+			}
+		}
+	}
+	for _, role := range in.Namespaced {
+		for i, r := range role.Rules {
+			where := fmt.Sprintf("%s: Role %s/%s rule %d (%v %v)", in.Name, role.Namespace, role.Name, i, r.APIGroups, r.Resources)
+			bad = append(bad, checkWildcards(where, r)...)
+		}
+	}
+	return bad
+}
+
+// secretsRuleAllowed: the cluster-wide secrets rule grants exactly clusterSecretsVerbs on
+// secrets alone (no other resource rides along on it).
+func secretsRuleAllowed(r rbacv1.PolicyRule) bool {
+	verbs := slices.Clone(r.Verbs)
+	slices.Sort(verbs)
+	return slices.Equal(r.APIGroups, []string{""}) && slices.Equal(r.Resources, []string{"secrets"}) &&
+		slices.Equal(verbs, clusterSecretsVerbs)
+}
+
+// covered lists the resources of set that a rule covers; a wildcard covers all of its groups'.
+func covered(r rbacv1.PolicyRule, set map[string][]string) []string {
+	var found []string
+	for group, resources := range set {
+		if !slices.Contains(r.APIGroups, group) && !slices.Contains(r.APIGroups, rbacv1.APIGroupAll) {
+			continue
+		}
+		for _, res := range resources {
+			if slices.Contains(r.Resources, res) || slices.Contains(r.Resources, rbacv1.ResourceAll) {
+				found = append(found, res)
+			}
+		}
+	}
+	slices.Sort(found)
+	return found
+}
+
+// checkWildcards refuses "*" in any rule: every grant is spelled out.
+func checkWildcards(where string, r rbacv1.PolicyRule) []string {
+	var bad []string
+	for field, values := range map[string][]string{"apiGroups": r.APIGroups, "resources": r.Resources, "verbs": r.Verbs} {
+		if slices.Contains(values, "*") {
+			bad = append(bad, fmt.Sprintf("%s: wildcard in %s", where, field))
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
