@@ -51,7 +51,8 @@ func rsh(args []string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", rshName, err)
 		return 255
 	}
-	code, err := execInPod(context.Background(), host, []string{"/bin/sh", "-c", command}, os.Stdin, os.Stdout, os.Stderr)
+	launcher, _ := os.Hostname()
+	code, err := execInPod(context.Background(), host, []string{"/bin/sh", "-c", markedCommand(launcher, command)}, os.Stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", rshName, host, err)
 	}

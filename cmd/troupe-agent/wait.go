@@ -75,6 +75,9 @@ func wait(args []string) int {
 	missing, lastErr := waitForHosts(ctx, hosts, need, check, cfg.probeEvery, os.Stderr)
 	if len(hosts)-len(missing) >= need {
 		fmt.Fprintf(os.Stderr, "troupe-agent wait: %d of %d hosts reachable over %s\n", len(hosts)-len(missing), len(hosts), cfg.transport)
+		if cfg.transport == string(troupev1.MPITransportKubeExec) {
+			reapHosts(ctx, slices.DeleteFunc(slices.Clone(hosts), func(h string) bool { return slices.Contains(missing, h) }), os.Stderr)
+		}
 		return 0
 	}
 	msg := fmt.Sprintf("%d of %d hosts still unreachable over %s after %s: %s (last error: %v)",

@@ -11,12 +11,12 @@ Run with, for example: mpirun -np 4 python3 /opt/troupe/train.py --epochs 20
 """
 
 import argparse
+import os
 import socket
 import sys
 
 import numpy as np
 import torch
-from mpi4py import MPI
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
@@ -30,12 +30,23 @@ def parse_args():
     return p.parse_args()
 
 
+def load_mpi():
+    """mpi4py, except under MPICH's launcher (Hydra sets PMI_RANK, Open MPI does not), where
+    Debian's mpi4py (built for Open MPI) cannot join the ranks: MPICH through ctypes then."""
+    if "PMI_RANK" in os.environ and "OMPI_COMM_WORLD_SIZE" not in os.environ:
+        import mpich_ctypes
+        return mpich_ctypes
+    from mpi4py import MPI
+    return MPI
+
+
 def flat_params(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
 
 
 def main():
     args = parse_args()
+    MPI = load_mpi()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     # One thread per rank: the ranks of a host share its cores.

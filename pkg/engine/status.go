@@ -443,6 +443,8 @@ func terminalCondition(master *batchv1.Job, pods []corev1.Pod, p troupev1.JobPha
 		}
 		if why := masterInitFailure(pods); why != "" {
 			msg += "; " + why
+		} else if why := masterExitMessage(pods); why != "" {
+			msg += "; " + why
 		}
 		return newCondition(troupev1.ConditionFailed, true, reason, msg), true
 	}

@@ -107,7 +107,8 @@ func TestKubeExecRunsMPI(t *testing.T) {
 	if err := os.WriteFile(hostfile, []byte(cm.Data[mpi.HostfileKey]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := launcherEnv(t, ns, name+"-master", map[string]string{mpi.HostfilePath: hostfile, mpi.KubeExecAgent: agent})
+	// The agent parameter is a list: troupe-agent, then /bin/false for the workers' orted.
+	env := launcherEnv(t, ns, name+"-master", map[string]string{mpi.HostfilePath: hostfile, mpi.KubeExecAgent + " : /bin/false": agent + " : /bin/false"})
 	ownToken := slices.Concat(env, []string{"KUBECONFIG=" + tokenKubeconfig(t, ns, name+"-exec", dir)})
 	otherToken := slices.Concat(env, []string{"KUBECONFIG=" + tokenKubeconfig(t, ns, intruder+"-exec", dir)})
 
@@ -270,7 +271,8 @@ func runAgent(ctx context.Context, env []string, host, command string) (int, str
 	var agent string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "OMPI_MCA_plm_rsh_agent="); ok {
-			agent = v
+			first, _, _ := strings.Cut(v, ":") // Open MPI uses the first agent of the list it finds
+			agent = strings.TrimSpace(first)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 var (
@@ -87,72 +86,14 @@ func run(m *testing.M) int {
 // startOperator builds troupe-operator and runs it against the cluster, as `make demo` does,
 // and waits until it reports ready. Its log goes to $TROUPE_E2E_LOG or a temporary file.
 func startOperator() (func(), error) {
-	dir, err := os.MkdirTemp("", "troupe-e2e-")
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_E2E_LOG"))
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(dir, "troupe-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build: %w\n%s", err, out)
-	}
-	probe, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	// The admission webhooks, served by the operator on this machine, as `make demo` does.
-	hooks, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	_, hookPort, _ := net.SplitHostPort(hooks)
-	setup := exec.Command(filepath.Join(repoRoot, "hack", "webhooks-local.sh"), hookPort)
-	setup.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if out, err := setup.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("webhook configuration: %w\n%s", err, out)
-	}
-	logPath := envOr("TROUPE_E2E_LOG", filepath.Join(dir, "operator.log"))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", probe, "--zap-log-level", "2",
-		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
-		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		fmt.Fprintln(os.Stderr, "operator log:", logPath)
-	}
-	err = wait.PollUntilContextTimeout(context.Background(), pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return false, nil //nolint:nilerr // not listening yet
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)
-	}
-	return stop, nil
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
+	return func() {
+		op.Stop()
+		fmt.Fprintln(os.Stderr, "operator log:", op.LogPath)
+	}, nil
 }
 
 // script runs one of the repository's scripts with extra environment and returns its stdout.

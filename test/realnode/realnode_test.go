@@ -145,14 +145,16 @@ else:
 	}
 }
 
-// TestAPIServerFromPod: a pod on the real node reaches the API server at
-// https://kubernetes.default.svc, as in-cluster clients (the operator, troupe-agent) do. Only
-// reachability is checked: /version needs no credentials, so the server's certificate is not.
+// TestAPIServerFromPod: a pod on the real node reaches the API server as in-cluster clients
+// (the operator, troupe-agent) do: at the kubernetes Service's cluster IP from
+// $KUBERNETES_SERVICE_HOST, verifying the server's certificate for that address against the
+// ServiceAccount's CA, and by the name kubernetes.default.svc.
 func TestAPIServerFromPod(t *testing.T) {
 	ns := namespace(t, "realnode-api")
-	py := `import json, ssl, urllib.request
-ctx = ssl._create_unverified_context()
-print(json.load(urllib.request.urlopen("https://kubernetes.default.svc/version", context=ctx, timeout=10))["gitVersion"])`
+	py := `import json, os, ssl, urllib.request
+ctx = ssl.create_default_context(cafile="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+for host in (os.environ["KUBERNETES_SERVICE_HOST"], "kubernetes.default.svc"):
+    print(host, json.load(urllib.request.urlopen("https://" + host + "/version", context=ctx, timeout=10))["gitVersion"])`
 	mustKubectl(t, `apiVersion: v1
 kind: Pod
 metadata: {name: version}
@@ -160,7 +162,7 @@ spec:
   restartPolicy: Never`+podSpec("python3 -c '"+py+"'"), "apply", "-n", ns, "-f", "-")
 	out, err := kubectl("", "wait", "-n", ns, "pod/version", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s")
 	logs, _ := kubectl("", "logs", "-n", ns, "version")
-	if err != nil || !strings.Contains(logs, "v1.35") {
+	if err != nil || strings.Count(logs, "v1.35") != 2 {
 		t.Errorf("a pod fetching https://kubernetes.default.svc/version: %v %s\nlogs:\n%s", err, out, logs)
 	}
 }

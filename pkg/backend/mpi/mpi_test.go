@@ -103,12 +103,30 @@ func TestDecoratePod(t *testing.T) {
 			}},
 		}},
 		Containers: []corev1.Container{
-			{Name: "chainer", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env},
-			{Name: "sidecar", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env},
+			// The launcher's log tail becomes its termination message when it fails.
+			{Name: "chainer", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError},
+			{Name: "sidecar", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError},
 		},
 	}}
 	if diff := cmp.Diff(want, tmpl); diff != "" {
 		t.Errorf("DecoratePod (-want +got):\n%s", diff)
+	}
+}
+
+// A launcher container that chose its termination message policy keeps it; workers are left
+// alone.
+func TestDecoratePodKeepsMessagePolicy(t *testing.T) {
+	tmpl := template("chainer")
+	tmpl.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	Backend{}.DecoratePod(spec(), nil, &tmpl)
+	if got := tmpl.Spec.Containers[0].TerminationMessagePolicy; got != corev1.TerminationMessageReadFile {
+		t.Errorf("launcher's policy %q, want the template's File", got)
+	}
+	s := spec()
+	worker := template("chainer")
+	Backend{}.DecoratePod(s, &s.WorkerSets[0], &worker)
+	if got := worker.Spec.Containers[0].TerminationMessagePolicy; got != "" {
+		t.Errorf("worker's policy %q, want it unset", got)
 	}
 }
 

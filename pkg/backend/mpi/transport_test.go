@@ -204,8 +204,9 @@ func TestKubeExecLauncherPod(t *testing.T) {
 		t.Errorf("launcher runs as %q, want the job's own ServiceAccount mn-exec", tmpl.Spec.ServiceAccountName)
 	}
 	c := &tmpl.Spec.Containers[0]
-	if envValue(c, "OMPI_MCA_plm_rsh_agent") != KubeExecAgent || envValue(c, EnvExecContainer) != "chainer" {
-		t.Errorf("launcher env = %v, want troupe-agent as rsh agent into container chainer", c.Env)
+	// troupe-agent first; /bin/false for the workers' orted, which checks the list too.
+	if envValue(c, "OMPI_MCA_plm_rsh_agent") != KubeExecAgent+" : /bin/false" || envValue(c, EnvExecContainer) != "chainer" {
+		t.Errorf("launcher env = %v, want troupe-agent (then /bin/false) as rsh agent into container chainer", c.Env)
 	}
 	if got := envValue(c, EnvJobUID); got == "" || got != string(s.Owner.UID) {
 		t.Errorf("launcher env %s = %q, want the job's UID %q (the agent execs only into its pods)", EnvJobUID, got, s.Owner.UID)

@@ -1,0 +1,100 @@
+package testing
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Operator is troupe-operator run as the separate process a user runs against a local cluster
+// (`make demo`, the e2e and real-node suites), serving its admission webhooks on this machine.
+type Operator struct {
+	// LogPath is the operator's log file.
+	LogPath string
+	cmd     *exec.Cmd
+	log     *os.File
+}
+
+// StartOperator builds troupe-operator from the repository at repoRoot, points the cluster of
+// kubeconfig at webhooks served by it (hack/webhooks-local.sh), starts it and waits until it
+// reports ready. Its log goes to logPath, or to a temporary file when logPath is empty.
+func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
+	dir, err := os.MkdirTemp("", "troupe-operator-")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "troupe-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build: %w\n%s", err, out)
+	}
+	probe, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	hooks, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	_, hookPort, _ := net.SplitHostPort(hooks)
+	setup := exec.Command(filepath.Join(repoRoot, "hack", "webhooks-local.sh"), hookPort)
+	setup.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := setup.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("webhook configuration: %w\n%s", err, out)
+	}
+	if logPath == "" {
+		logPath = filepath.Join(dir, "operator.log")
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", probe, "--zap-log-level", "2",
+		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
+		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	o := &Operator{LogPath: logPath, cmd: cmd, log: logFile}
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		o.Stop()
+		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)
+	}
+	return o, nil
+}
+
+// Stop interrupts the operator, as Ctrl-C would, and waits for it to exit.
+func (o *Operator) Stop() {
+	_ = o.cmd.Process.Signal(os.Interrupt)
+	_ = o.cmd.Wait()
+	_ = o.log.Close()
+}
+
+// FreePort returns a 127.0.0.1 address whose port is free now.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
