@@ -114,6 +114,22 @@ func TestNamespaceScopedInstall(t *testing.T) {
 			return err == nil && secret.Labels[troupev1.LabelManagedBy] == troupev1.ManagedByTroupe, err
 		})
 
+		// So is a StatefulSet's (as on the children of a job an older release created), in a
+		// write that leaves its spec, and so the running workers, alone.
+		sts := waitFor(t, &appsv1.StatefulSet{}, watched, "mpi-example-worker")
+		generation := sts.Generation
+		delete(sts.Labels, troupev1.LabelManagedBy)
+		if err := k8s.Update(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the StatefulSet's managed-by label restored", func(ctx context.Context) (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts)
+			return err == nil && sts.Labels[troupev1.LabelManagedBy] == troupev1.ManagedByTroupe, err
+		})
+		if sts.Generation != generation {
+			t.Errorf("restoring the label changed the StatefulSet's spec (generation %d -> %d)", generation, sts.Generation)
+		}
+
 		finishLauncher(t, watched, "mpi-example-launcher")
 		eventually(t, "the MPIJob Succeeded", func(ctx context.Context) (bool, error) {
 			var j troupev1.MPIJob
