@@ -38,12 +38,13 @@ run: build ## Run the operator against the cluster in $$KUBECONFIG.
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
+# RBAC comes in two parts (docs/security.md): what the engine needs where jobs run
+# (deploy/rbac/jobs), and what the operator needs for itself (deploy/rbac/operator: its
+# namespace and its webhook configurations, by name).
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=deploy/crds
 	hack/kustomize-crds.sh
-	# RBAC in two parts (docs/security.md): what the engine needs where jobs run, and what the
-	# operator needs for itself (its namespace, its webhook configurations, by name).
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./kinds/... output:rbac:dir=deploy/rbac/jobs
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator-system paths=./cmd/... output:rbac:dir=deploy/rbac/operator
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:dir=deploy/webhook

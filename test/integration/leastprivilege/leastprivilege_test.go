@@ -24,6 +24,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/certscope"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
@@ -113,6 +114,22 @@ func TestNamespaceScopedInstall(t *testing.T) {
 			err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret)
 			return err == nil && secret.Labels[troupev1.LabelManagedBy] == troupev1.ManagedByTroupe, err
 		})
+
+		// So is a StatefulSet's (as on the children of a job an older release created), in a
+		// write that leaves its spec, and so the running workers, alone.
+		sts := waitFor(t, &appsv1.StatefulSet{}, watched, "mpi-example-worker")
+		generation := sts.Generation
+		delete(sts.Labels, troupev1.LabelManagedBy)
+		if err := k8s.Update(ctx, sts); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the StatefulSet's managed-by label restored", func(ctx context.Context) (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts)
+			return err == nil && sts.Labels[troupev1.LabelManagedBy] == troupev1.ManagedByTroupe, err
+		})
+		if sts.Generation != generation {
+			t.Errorf("restoring the label changed the StatefulSet's spec (generation %d -> %d)", generation, sts.Generation)
+		}
 
 		finishLauncher(t, watched, "mpi-example-launcher")
 		eventually(t, "the MPIJob Succeeded", func(ctx context.Context) (bool, error) {
@@ -211,12 +228,8 @@ func startOperator(t *testing.T, rec *recorder) (ctrl.Manager, <-chan struct{}) 
 		AgentImage: "troupe-agent:test", AvailableGangs: gangs,
 		VolcanoScheduler: "volcano", CoschedulingScheduler: "coscheduler-test",
 	}
-	for _, setup := range []func(ctrl.Manager, controllers.Options) error{
-		controllers.SetupChainerJob, controllers.SetupMPIJob, controllers.SetupHorovodJob,
-	} {
-		if err := setup(mgr, opts); err != nil {
-			t.Fatal(err)
-		}
+	if err := kinds.SetupControllers(mgr, opts); err != nil {
+		t.Fatal(err)
 	}
 	// Outside a pod nothing mounts the Secret; the rotator only checks that a file is there.
 	certDir := t.TempDir()
