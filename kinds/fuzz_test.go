@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -74,8 +75,10 @@ var (
 // FuzzAdmittedJobsRun checks, for every registered kind, that what admission lets in the operator
 // can run: a job the kind's defaulting and validation admit is described by its adapter without
 // error, and every child the engine builds from it has a valid name and valid labels (a Job or
-// StatefulSet the API server would refuse leaves an admitted job stuck). The jobs are the
-// examples, edited by the fuzz input: each pair of bytes picks a field (or a map key) of the
+// StatefulSet the API server would refuse leaves an admitted job stuck). And the adapter builds
+// the same children from the job as stored without its defaults (written while the webhook was
+// down), so that the defaults the adapters assume never drift from the webhook's. The jobs are
+// the examples, edited by the fuzz input: each pair of bytes picks a field (or a map key) of the
 // manifest and a new value for it (or deletes it), with values near every limit.
 func FuzzAdmittedJobsRun(f *testing.F) {
 	exs := examples(f)
@@ -98,10 +101,18 @@ func FuzzAdmittedJobsRun(f *testing.F) {
 			return // not an object of the kind's schema: the API server refuses it
 		}
 		job.SetNamespace("fuzz")
+		raw := job.DeepCopyObject().(engine.Object)
 		if errs := ex.kind.Admit(job, fuzzWebhookOptions); len(errs) > 0 {
 			return
 		}
-		checkRuns(t, ex.kind, job)
+		defaulted := checkRuns(t, ex.kind, job)
+		s := describeSpec(ex.kind, raw)
+		if err := ex.kind.Adapter(fuzzAdapterOptions).Describe(raw, s); err != nil {
+			t.Fatalf("admitted %s is refused by its adapter without its defaults: %v\n%s", ex.kind.Name, err, data)
+		}
+		if diff := cmp.Diff(defaulted, engine.Children(s, true)); diff != "" {
+			t.Fatalf("the adapter builds other children for %s without its defaults (-defaulted +stored without defaults):\n%s\n%s", ex.kind.Name, diff, data)
+		}
 	})
 }
 
@@ -123,25 +134,31 @@ func TestExamplesRun(t *testing.T) {
 	}
 }
 
-// checkRuns describes an admitted job with its kind's adapter, as the engine does, and checks
-// the names and labels of every child built from it.
-func checkRuns(t *testing.T, k Kind, job engine.Object) {
-	t.Helper()
-	a := k.Adapter(fuzzAdapterOptions)
-	s := &engine.Spec{
-		Name: job.GetName(), Namespace: job.GetNamespace(), NameLabel: a.NameLabel(),
+// describeSpec is the Spec the engine hands a kind's adapter: the identity it owns.
+func describeSpec(k Kind, job engine.Object) *engine.Spec {
+	return &engine.Spec{
+		Name: job.GetName(), Namespace: job.GetNamespace(), NameLabel: k.Adapter(fuzzAdapterOptions).NameLabel(),
 		Owner: metav1.OwnerReference{APIVersion: troupev1.GroupVersion.String(), Kind: k.Name, Name: job.GetName(),
 			UID: "fuzz", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
 	}
+}
+
+// checkRuns describes an admitted job with its kind's adapter, as the engine does, checks the
+// names and labels of every child built from it, and returns the children.
+func checkRuns(t *testing.T, k Kind, job engine.Object) []client.Object {
+	t.Helper()
+	s := describeSpec(k, job)
 	spec, _ := json.Marshal(job)
-	if err := a.Describe(job, s); err != nil {
+	if err := k.Adapter(fuzzAdapterOptions).Describe(job, s); err != nil {
 		t.Fatalf("admitted %s is refused by its adapter: %v\n%s", k.Name, err, spec)
 	}
-	for _, c := range engine.Children(s, true) {
+	children := engine.Children(s, true)
+	for _, c := range children {
 		if errs := childErrors(c); len(errs) > 0 {
 			t.Fatalf("admitted %s has an invalid child %T %q: %v\n%s", k.Name, c, c.GetName(), errs.ToAggregate(), spec)
 		}
 	}
+	return children
 }
 
 // childErrors is what the API server would refuse of a child's name and labels, and of its pods'.
