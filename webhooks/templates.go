@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,7 +27,10 @@ const (
 // it (what a job needs of them), so that no job is admitted whose pods can never be created.
 // mainContainer, when set, must be one of its containers.
 func validateTemplate(path *field.Path, tmpl *corev1.PodTemplateSpec, role podRole, mainContainer string) field.ErrorList {
-	var errs field.ErrorList
+	// The pods carry the template's labels and annotations: the API server checks them there.
+	meta := path.Child("metadata")
+	errs := metavalidation.ValidateLabels(tmpl.Labels, meta.Child("labels"))
+	errs = append(errs, apivalidation.ValidateAnnotations(tmpl.Annotations, meta.Child("annotations"))...)
 	spec := path.Child("spec")
 	if len(tmpl.Spec.Containers) == 0 {
 		return append(errs, field.Required(spec.Child("containers"), "a pod needs at least one container"))
