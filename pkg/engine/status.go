@@ -32,6 +32,11 @@ type Observed struct {
 	Gang client.Object
 	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
 	SecretProblems []string
+	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
+	// pods to be gone (drift.go).
+	HeldTemplates []string
+	// Secrets is what was verified of the generated Secrets (secret_integrity.go).
+	Secrets SecretIntegrity
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -107,10 +112,20 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if s.Gang != nil {
 		set(s.Gang.Condition(obs.Gang, obs.Pods))
 	}
+	if c, ok := secretLostCondition(obs, prev); ok {
+		set(c) // before terminalCondition, which would say only "the master failed"
+	}
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 	seedStatus(s, obs, &st, finished, released, set)
+	if c, ok := templateDriftCondition(obs, prev); ok {
+		set(c)
+	}
+	st.GeneratedSecrets = obs.Secrets.records(prev)
+	if c, ok := secretTamperedCondition(obs, prev); ok {
+		set(c)
+	}
 
 	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
@@ -128,6 +143,9 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	}
 	if outcome, done := masterOutcome(obs.MasterJob); done {
 		return outcome
+	}
+	if len(obs.Secrets.Lost) > 0 {
+		return troupev1.JobFailed
 	}
 	switch {
 	case s.Suspended():
