@@ -96,14 +96,23 @@ func hasEnv(c corev1.Container, name string) bool {
 	return false
 }
 
-// The master Job replaces a failed launcher pod only once it has terminated, so that two
-// launchers of one job never run at once.
+// The master Job replaces a failed master pod only once it has terminated, so that two
+// masters of one job never run at once. (The API server defaults the policy to Failed only for
+// a Job with a podFailurePolicy, which an MPI launcher has and a master of its own does not.)
 func TestMasterJobReplacesOnlyTerminatedPods(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testutil.MakeChainerJob("mn", ns).WorkerSet("ws0", 1).Obj())
-	master := waitFor(t, &batchv1.Job{}, ns, "mn-master")
-	if got := ptr.Deref(master.Spec.PodReplacementPolicy, ""); got != batchv1.Failed {
-		t.Errorf("master Job podReplacementPolicy = %q, want Failed", got)
+	for name, job := range map[string]*troupev1.ChainerJob{
+		"mpi":  testutil.MakeChainerJob("mpi", ns).WorkerSet("ws0", 1).Obj(),
+		"none": testutil.MakeChainerJob("none", ns).Obj(),
+	} {
+		if name == "none" {
+			job.Spec.Backend = troupev1.ChainerBackendNone
+		}
+		create(t, job)
+		master := waitFor(t, &batchv1.Job{}, ns, name+"-master")
+		if got := ptr.Deref(master.Spec.PodReplacementPolicy, ""); got != batchv1.Failed {
+			t.Errorf("backend %s: master Job podReplacementPolicy = %q, want Failed", name, got)
+		}
 	}
 }
 
