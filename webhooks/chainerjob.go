@@ -144,7 +144,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	o, n := &old.Spec, &job.Spec
-	suspended := ptr.Deref(o.RunPolicy.Suspend, false) && ptr.Deref(n.RunPolicy.Suspend, false)
+	suspended := wasSuspended(o.RunPolicy)
 	var errs field.ErrorList
 	errs = append(errs, immutable(spec.Child("backend"), o.Backend, n.Backend)...)
 	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)

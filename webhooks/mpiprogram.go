@@ -117,7 +117,7 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 // gang provider. The worker replicas, suspend and the TTL may change.
 func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec, at programPaths) field.ErrorList {
 	spec := field.NewPath("spec")
-	suspended := ptr.Deref(o.RunPolicy.Suspend, false) && ptr.Deref(n.RunPolicy.Suspend, false)
+	suspended := wasSuspended(o.RunPolicy)
 	var errs field.ErrorList
 	errs = append(errs, immutable(spec.Child("mpiImplementation"), o.MPIImplementation, n.MPIImplementation)...)
 	errs = append(errs, immutable(spec.Child("transport"), o.Transport, n.Transport)...)

@@ -55,3 +55,57 @@ func TestUpdateOfAJobStoredWithoutDefaults(t *testing.T) {
 		}
 	})
 }
+
+// Kueue admits a workload in one update: it sets the placement (nodeSelector, tolerations) of
+// the suspended job's templates and clears suspend. That update is admitted, because the stored
+// job was suspended; changing anything else, or placing a job that was not suspended, is not.
+func TestPlaceAndUnsuspendInOneUpdate(t *testing.T) {
+	o := Options{DefaultGang: troupev1.GangNone}
+	meta := metav1.ObjectMeta{Name: "j", Namespace: "ns"}
+	place := func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.NodeSelector = map[string]string{"pool": "a"}
+		tmpl.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	}
+	chainer := func(suspend bool) *troupev1.ChainerJob {
+		j := &troupev1.ChainerJob{ObjectMeta: meta, Spec: troupev1.ChainerJobSpec{Backend: troupev1.ChainerBackendMPI,
+			Master:     troupev1.ChainerMaster{Template: chainerTemplate(0)},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{"ws0": {Replicas: ptr.To[int32](1), Template: chainerTemplate(0)}}}}
+		j.Spec.RunPolicy.Suspend = ptr.To(suspend)
+		DefaultChainerJob(j, o)
+		return j
+	}
+	admit := func(stored *troupev1.ChainerJob, edit func(*troupev1.ChainerJob)) error {
+		updated := stored.DeepCopy()
+		edit(updated)
+		updated.Spec.RunPolicy.Suspend = ptr.To(false)
+		_, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated)
+		return err
+	}
+	placeAll := func(j *troupev1.ChainerJob) {
+		place(&j.Spec.Master.Template)
+		ws := j.Spec.WorkerSets["ws0"]
+		place(&ws.Template)
+		j.Spec.WorkerSets["ws0"] = ws
+	}
+	if err := admit(chainer(true), placeAll); err != nil {
+		t.Errorf("ChainerJob placed and resumed in one update: %v", err)
+	}
+	if err := admit(chainer(false), placeAll); err == nil {
+		t.Error("a running ChainerJob's placement changed: admitted")
+	}
+	if err := admit(chainer(true), func(j *troupev1.ChainerJob) { j.Spec.Master.Template.Spec.Containers[0].Image = "other:2" }); err == nil {
+		t.Error("a suspended ChainerJob's image changed while resuming: admitted")
+	}
+
+	mpiJob := &troupev1.MPIJob{ObjectMeta: meta, Spec: troupev1.MPIJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{
+		Worker: troupev1.MPIWorker{Replicas: ptr.To[int32](2), Cmd: []string{"./app"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}}}}}
+	mpiJob.Spec.RunPolicy.Suspend = ptr.To(true)
+	DefaultMPIJob(mpiJob, o)
+	updated := mpiJob.DeepCopy()
+	place(&updated.Spec.Worker.Template)
+	updated.Spec.RunPolicy.Suspend = ptr.To(false)
+	if _, err := (MPIJob{o}).ValidateUpdate(context.Background(), mpiJob, updated); err != nil {
+		t.Errorf("MPIJob placed and resumed in one update: %v", err)
+	}
+}

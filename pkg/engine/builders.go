@@ -61,7 +61,9 @@ func BuildService(s *Spec) *corev1.Service {
 }
 
 // BuildMasterJob returns the batch Job that runs the master pod to completion. The Job is
-// suspended while the troupe job is, so its pod is removed and recreated on resume.
+// suspended while the troupe job is, so its pod is removed and recreated on resume. A failed
+// master pod is replaced only once it has fully terminated (podReplacementPolicy Failed), so
+// two launchers never run at once.
 func BuildMasterJob(s *Spec) *batchv1.Job {
 	tmpl := s.podTemplate(s.Master.Template, s.MasterLabels(), nil)
 	tmpl.Spec.Hostname = s.MasterHostname()
@@ -79,6 +81,7 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 			ActiveDeadlineSeconds: s.Master.ActiveDeadlineSeconds,
 			Suspend:               ptr.To(s.Suspended()),
 			PodFailurePolicy:      s.Master.PodFailurePolicy.DeepCopy(),
+			PodReplacementPolicy:  ptr.To(batchv1.Failed),
 			Template:              tmpl,
 		},
 	}
@@ -88,7 +91,8 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 // BuildWorkerStatefulSet returns the StatefulSet of one worker set. Released workers (the job
 // ended or is suspended) are scaled to zero, so no pod keeps holding CPUs or GPUs. Pods start
 // in parallel: MPI workers have no start order, and ordered start would bring them up one at
-// a time.
+// a time. The update strategy is OnDelete and the template's own hash is recorded: the engine
+// decides when a new template may reach pods (drift.go).
 func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.StatefulSet {
 	labels := s.WorkerLabels(ws)
 	replicas := ws.Replicas
@@ -106,10 +110,12 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 			Replicas:            ptr.To(replicas),
 			ServiceName:         s.ServiceName(),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			Selector:            &metav1.LabelSelector{MatchLabels: labels},
 			Template:            tmpl,
 		},
 	}
+	setTemplateHash(sts)
 	return withSpecHash(sts)
 }
 

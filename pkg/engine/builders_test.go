@@ -21,11 +21,12 @@ var testOwner = metav1.OwnerReference{
 	Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 }
 
-// noHash drops the spec-hash annotation before objects are compared; its behaviour has tests of
-// its own.
+// noHash drops the spec-hash and template-hash annotations before objects are compared; their
+// behaviour has tests of its own.
 func noHash[T client.Object](o T) T {
 	ann := o.GetAnnotations()
 	delete(ann, troupev1.AnnotationSpecHash)
+	delete(ann, troupev1.AnnotationTemplateHash)
 	if len(ann) == 0 {
 		ann = nil
 	}
@@ -108,7 +109,8 @@ func TestBuildMasterJob(t *testing.T) {
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1),
 			BackoffLimit: ptr.To[int32](3), ActiveDeadlineSeconds: ptr.To[int64](600),
-			Suspend: ptr.To(false),
+			Suspend:              ptr.To(false),
+			PodReplacementPolicy: ptr.To(batchv1.Failed),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
@@ -185,6 +187,7 @@ func TestBuildWorkerStatefulSet(t *testing.T) {
 				Replicas:            ptr.To(replicas),
 				ServiceName:         "train",
 				PodManagementPolicy: appsv1.ParallelPodManagement,
+				UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 				Selector:            &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: podLabels},

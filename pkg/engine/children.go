@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -91,6 +92,9 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		if obs.PodCreateFailures, obs.LackingPods, err = r.podCreateFailures(ctx, s, obs); err != nil {
 			return nil, err
 		}
+		if err := r.verifyGeneratedSecrets(ctx, job, s, obs); err != nil {
+			return nil, err
+		}
 	}
 	return obs, nil
 }
@@ -127,8 +131,18 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
-			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
+			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation() {
 				continue
+			}
+			if _, isMaster := want.(*batchv1.Job); isMaster {
+				ok, err := r.masterCreationAllowed(ctx, job)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
+					continue
+				}
 			}
 			if g, ok := s.Backend.(Generator); ok {
 				if err := g.Generate(s, want); err != nil {
@@ -138,6 +152,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			if err := r.client.Create(ctx, want); err != nil {
 				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
 			}
+			obs.Secrets.created(want)
 			k := keyOf(want)
 			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
 			continue
@@ -145,8 +160,14 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {
 			continue // a finished Job's spec is left as it ended
 		}
+		if master, isMaster := want.(*batchv1.Job); isMaster {
+			obs.Secrets.holdSuspended(cur.(*batchv1.Job), master)
+		}
 		if sts, ok := want.(*appsv1.StatefulSet); ok {
 			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
+			if holdTemplate(cur.(*appsv1.StatefulSet), sts, obs) {
+				obs.HeldTemplates = append(obs.HeldTemplates, sts.Name)
+			}
 		}
 		var before client.Object // the patch base of a child read metadata-only
 		if _, metadataOnly := cur.(*metav1.PartialObjectMetadata); metadataOnly {
@@ -178,9 +199,10 @@ func (r *Reconciler) write(ctx context.Context, before, cur client.Object) error
 
 // restore puts the fields of an owned child that the engine manages back to their desired
 // values and reports whether it changed anything. Fields the API server cannot change on a
-// live object (a Job's template, a StatefulSet's selector) are left alone; the pod template of
-// a StatefulSet is rewritten only when what the engine wants changed, so defaults filled in by
-// the API server never cause a write.
+// live object (a Job's template but for its scheduling directives while suspended, a
+// StatefulSet's selector) are left alone; the pod template of a StatefulSet is rewritten only
+// when its hash differs from the wanted one (and holdTemplate did not hold it back while pods
+// run), so defaults filled in by the API server never cause a write.
 func restore(cur, want client.Object) bool {
 	wantHash := want.GetAnnotations()[troupev1.AnnotationSpecHash]
 	specChanged := cur.GetAnnotations()[troupev1.AnnotationSpecHash] != wantHash
@@ -205,11 +227,15 @@ func restore(cur, want client.Object) bool {
 			c.Spec.Replicas = w.Spec.Replicas
 			changed = true
 		}
-		if specChanged {
-			c.Spec.Template = w.Spec.Template
+		if c.Spec.UpdateStrategy.Type != w.Spec.UpdateStrategy.Type {
+			// A StatefulSet of an older release rolls its pods on a template change.
+			c.Spec.UpdateStrategy = w.Spec.UpdateStrategy
+			changed = true
 		}
+		changed = restoreTemplate(c, w) || changed
 	case *batchv1.Job:
 		c := cur.(*batchv1.Job)
+		changed = restoreSchedulingDirectives(c, w) || changed
 		if !equality.Semantic.DeepEqual(c.Spec.Suspend, w.Spec.Suspend) {
 			c.Spec.Suspend = w.Spec.Suspend
 			changed = true

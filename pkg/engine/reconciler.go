@@ -274,6 +274,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		return fmt.Errorf("update status: %w", err)
 	}
 	r.recordTransitions(job, prev, &next)
+	r.recordSecretEvents(job, prev, &next)
 	return nil
 }
 

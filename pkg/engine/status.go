@@ -36,6 +36,11 @@ type Observed struct {
 	// LackingPods says a child has fewer pods than it asks for.
 	PodCreateFailures []string
 	LackingPods       bool
+	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
+	// pods to be gone (drift.go).
+	HeldTemplates []string
+	// Secrets is what was verified of the generated Secrets (secret_integrity.go).
+	Secrets SecretIntegrity
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -111,10 +116,20 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if s.Gang != nil {
 		set(s.Gang.Condition(obs.Gang, obs.Pods))
 	}
+	if c, ok := secretLostCondition(obs, prev); ok {
+		set(c) // before terminalCondition, which would say only "the master failed"
+	}
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 	seedStatus(s, obs, &st, finished, released, set)
+	if c, ok := templateDriftCondition(obs, prev); ok {
+		set(c)
+	}
+	st.GeneratedSecrets = obs.Secrets.records(prev)
+	if c, ok := secretTamperedCondition(obs, prev); ok {
+		set(c)
+	}
 
 	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
@@ -132,6 +147,9 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	}
 	if outcome, done := masterOutcome(obs.MasterJob); done {
 		return outcome
+	}
+	if len(obs.Secrets.Lost) > 0 {
+		return troupev1.JobFailed
 	}
 	switch {
 	case s.Suspended():

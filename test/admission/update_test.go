@@ -89,6 +89,16 @@ func TestChainerJobUpdates(t *testing.T) {
 			t.Errorf("image change of a suspended job: %v, want it refused", err)
 		}
 	})
+	// Kueue admits a workload in one update: the placement and the resume together.
+	t.Run("allowed: scheduling fields and resume in one update", func(t *testing.T) {
+		if err := update(t, job, func(j *troupev1.ChainerJob) {
+			j.Spec.Master.Template.Spec.NodeSelector = map[string]string{"pool": "b"}
+			testutil.EditWorkerSet(j, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Template.Spec.NodeSelector = map[string]string{"pool": "b"} })
+			j.Spec.RunPolicy.Suspend = ptr.To(false)
+		}); err != nil {
+			t.Errorf("place and resume in one update refused: %v", err)
+		}
+	})
 }
 
 func TestMPIJobUpdates(t *testing.T) {

@@ -69,16 +69,7 @@ func TestSSHSecretsArePerJob(t *testing.T) {
 	if !bytes.Equal(again.Data[mpi.SSHClientKey], sa.Data[mpi.SSHClientKey]) || again.ResourceVersion != sa.ResourceVersion {
 		t.Errorf("the job's keys were rewritten by a reconcile")
 	}
-
-	// A deleted Secret comes back, with new keys (the old ones are gone with it).
-	if err := k8s.Delete(context.Background(), again); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a recreated a-ssh", func(ctx context.Context) (bool, error) {
-		var s corev1.Secret
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-ssh"}, &s)
-		return err == nil && s.UID != again.UID && len(s.Data[mpi.SSHClientKey]) > 0, client.IgnoreNotFound(err)
-	})
+	// A deleted or changed Secret: secret_integrity_test.go.
 }
 
 func scale(t *testing.T, ns, name string, replicas int32) {

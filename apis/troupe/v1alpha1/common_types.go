@@ -156,6 +156,15 @@ const (
 	// ConditionGangScheduled is True once the scheduler admitted the job's gang (its
 	// PodGroup) as a whole; it exists only for jobs with a gang provider.
 	ConditionGangScheduled = "GangScheduled"
+	// ConditionTemplateDrift is True while a worker StatefulSet's pod template differs from
+	// the one the operator would write now (a spec change, or a new operator release) and is
+	// held back because pods of the job run; it is written once none runs. It appears only on
+	// jobs that have drifted.
+	ConditionTemplateDrift = "TemplateDrift"
+	// ConditionSecretTampered is True while a Secret the operator generated for the job (its
+	// SSH keys) holds other data than the operator wrote; no missing child is created then, so
+	// no launcher starts with foreign keys. It appears only on jobs whose Secret was changed.
+	ConditionSecretTampered = "SecretTampered"
 )
 
 // ReplicaStatus counts the pods of one replica set of a job: the master or one worker set.
@@ -259,6 +268,26 @@ type JobStatus struct {
 	// aggregate counts the job's replicas by state (T9k's status.aggregate).
 	// +optional
 	Aggregate *Aggregate `json:"aggregate,omitempty"`
+
+	// generatedSecrets records each Secret the operator generated for the job (its SSH keys)
+	// as the operator wrote it, so that a change or deletion by anyone else is noticed.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	GeneratedSecrets []GeneratedSecretRecord `json:"generatedSecrets,omitempty"`
+}
+
+// GeneratedSecretRecord is what the operator wrote into one generated Secret.
+type GeneratedSecretRecord struct {
+	// name is the Secret's name in the job's namespace.
+	Name string `json:"name"`
+	// sha256 is the hex SHA-256 of the Secret's data (keys in order, each key and value
+	// length-prefixed).
+	SHA256 string `json:"sha256"`
+	// resourceVersion is the Secret's resourceVersion when its data was last seen to match
+	// sha256; while it is unchanged the data need not be read again.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // MPITransport is how an MPI launcher starts its processes on the other hosts of the job.

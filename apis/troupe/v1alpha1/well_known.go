@@ -21,6 +21,9 @@ const (
 	// AnnotationSpecHash records a hash of the desired child, so the operator rewrites a child
 	// only when what it wants changed.
 	AnnotationSpecHash = "troupe.dev/spec-hash"
+	// AnnotationTemplateHash records, on a worker StatefulSet, a hash of the pod template the
+	// operator last wrote; a different one is written only while the job has no live pod.
+	AnnotationTemplateHash = "troupe.dev/template-hash"
 
 	// RoleMaster is the value of LabelRole on the master (launcher) Job and its pods.
 	RoleMaster = "master"
@@ -61,6 +64,19 @@ const (
 	// ReasonSecretMissing: a Secret of the user's that the pods need (ssh.secretName, an
 	// appCodesToSync gitSecretName) is missing or lacks keys; missing children wait for it.
 	ReasonSecretMissing = "SecretMissing"
+	// ReasonTemplateChangeHeld: a worker StatefulSet's new pod template waits for the job's
+	// pods to be gone (ConditionTemplateDrift True).
+	ReasonTemplateChangeHeld = "TemplateChangeHeld"
+	// ReasonTemplatesCurrent: every worker StatefulSet has the template the operator wants.
+	ReasonTemplatesCurrent = "TemplatesCurrent"
+	// ReasonGeneratedSecretModified: a generated Secret's data is not what the operator wrote
+	// (ConditionSecretTampered True).
+	ReasonGeneratedSecretModified = "GeneratedSecretModified"
+	// ReasonGeneratedSecretIntact: the generated Secrets hold what the operator wrote.
+	ReasonGeneratedSecretIntact = "GeneratedSecretIntact"
+	// ReasonGeneratedSecretDeleted: a generated Secret was deleted after the job's pods got
+	// its keys; the job fails (Failed condition) rather than run with keys its sshd refuses.
+	ReasonGeneratedSecretDeleted = "GeneratedSecretDeleted"
 )
 
 // Event reasons.
@@ -78,4 +94,8 @@ const (
 	// EventScaledOutsideJob: a worker StatefulSet was scaled directly; the operator put its
 	// replicas back and says how to scale the job instead.
 	EventScaledOutsideJob = "ScaledOutsideJob"
+	// EventSecretTampered is the Warning for ReasonGeneratedSecretModified.
+	EventSecretTampered = "SecretTampered"
+	// EventTemplateChangeHeld says a worker template change waits for the job's pods to go.
+	EventTemplateChangeHeld = ReasonTemplateChangeHeld
 )

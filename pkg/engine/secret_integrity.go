@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"maps"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// The Secrets the operator generates for a job (its SSH keys) are written once and never
+// rewritten. Their hash goes into status.generatedSecrets, where users who may edit the job
+// (but not its status) cannot change it. A Secret whose data no longer matches is reported
+// (SecretTampered condition, Warning event) and no missing child is created meanwhile, so no
+// launcher starts with keys someone else put there. A generated Secret deleted after the job
+// started fails the job: new keys would not match the host key and authorized keys the running
+// pods hold. Deleted before the job started, it is generated again (docs/security.md).
+//
+// The data is read only when the Secret's resourceVersion moved since it was last verified, and
+// then from the API server, so this works with a cache that holds Secrets' metadata only.
+
+// SecretIntegrity is what one reconcile verified of the job's generated Secrets.
+type SecretIntegrity struct {
+	// checked says the Secrets were verified; a finished job's are not, and its status keeps
+	// the previous records.
+	checked bool
+	// Records are the generated Secrets as verified or written on this reconcile.
+	Records []troupev1.GeneratedSecretRecord
+	// Tampered name the Secrets whose data is not what the operator wrote.
+	Tampered []string
+	// Lost name the Secrets deleted after the job started.
+	Lost []string
+}
+
+// blocksCreation says no missing child may be created: a master started now would use foreign
+// keys, or keys the workers do not have.
+func (si *SecretIntegrity) blocksCreation() bool { return len(si.Tampered) > 0 || len(si.Lost) > 0 }
+
+// holdSuspended keeps a suspended master Job suspended while the generated Secrets cannot be
+// trusted, so resuming the job does not start a launcher with them. A running master is left
+// alone: it started with the keys troupe wrote.
+func (si *SecretIntegrity) holdSuspended(cur, want *batchv1.Job) {
+	if si.blocksCreation() && ptr.Deref(cur.Spec.Suspend, false) {
+		want.Spec.Suspend = ptr.To(true)
+	}
+}
+
+// created records a Secret the engine just created with generated data.
+func (si *SecretIntegrity) created(obj client.Object) {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok || !si.checked {
+		return
+	}
+	si.Records = append(si.Records, troupev1.GeneratedSecretRecord{
+		Name: secret.Name, SHA256: secretDataHash(secret.Data), ResourceVersion: secret.ResourceVersion,
+	})
+}
+
+// records is status.generatedSecrets: what was verified now, else the previous records.
+func (si *SecretIntegrity) records(prev *troupev1.JobStatus) []troupev1.GeneratedSecretRecord {
+	if !si.checked {
+		return prev.GeneratedSecrets
+	}
+	out := slices.Clone(si.Records)
+	slices.SortFunc(out, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// verifyGeneratedSecrets compares each generated Secret of the job with its record in the
+// job's status. A Secret without a record (made by a release that kept none, or whose record's
+// status write was lost to a conflict) is recorded as found.
+func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, s *Spec, obs *Observed) error {
+	obs.Secrets.checked = true
+	prev := job.JobStatus()
+	started := prev.StartTime != nil || jobHasLivePods(obs)
+	for _, want := range BuildBackendObjects(s) {
+		if _, ok := want.(*corev1.Secret); !ok {
+			continue
+		}
+		name := want.GetName()
+		var rec *troupev1.GeneratedSecretRecord
+		if i := slices.IndexFunc(prev.GeneratedSecrets, func(g troupev1.GeneratedSecretRecord) bool { return g.Name == name }); i >= 0 {
+			rec = &prev.GeneratedSecrets[i]
+		}
+		cur, exists := obs.current[keyOf(want)]
+		if exists && rec != nil && rec.ResourceVersion == cur.GetResourceVersion() {
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+			continue
+		}
+		var fresh corev1.Secret
+		if exists {
+			err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &fresh)
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("get Secret %s: %w", name, err)
+			}
+			exists = err == nil && metav1.IsControlledBy(&fresh, job)
+		}
+		switch {
+		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, refOf(want)):
+			obs.Secrets.Lost = append(obs.Secrets.Lost, name)
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+		case !exists:
+			// Not created yet, or deleted before any pod got its keys: it is generated (again).
+		case rec == nil || rec.SHA256 == secretDataHash(fresh.Data):
+			obs.Secrets.Records = append(obs.Secrets.Records, troupev1.GeneratedSecretRecord{
+				Name: name, SHA256: secretDataHash(fresh.Data), ResourceVersion: fresh.ResourceVersion,
+			})
+		default:
+			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+		}
+	}
+	return nil
+}
+
+// secretDataHash is the hex SHA-256 of a Secret's data: each key and value in key order,
+// length-prefixed so that no two different maps hash alike.
+func secretDataHash(data map[string][]byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		writeField(h, []byte(k))
+		writeField(h, data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeField(h hash.Hash, b []byte) {
+	_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
+	_, _ = h.Write(b)
+}
+
+// secretTamperedCondition is True while a generated Secret holds foreign data. It is added
+// only to a job whose Secret was changed, and stays, False, once the data is put back.
+func secretTamperedCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
+	const t = troupev1.ConditionSecretTampered
+	if !obs.Secrets.checked {
+		return metav1.Condition{}, false
+	}
+	if len(obs.Secrets.Tampered) > 0 {
+		return newCondition(t, true, troupev1.ReasonGeneratedSecretModified,
+			"the data of Secret "+strings.Join(obs.Secrets.Tampered, ", ")+
+				" is not what troupe generated for this job (status.generatedSecrets); troupe starts no launcher with these keys. "+
+				"Put the data back, or delete the job and create it again for new keys"), true
+	}
+	if meta.FindStatusCondition(prev.Conditions, t) == nil {
+		return metav1.Condition{}, false
+	}
+	return newCondition(t, false, troupev1.ReasonGeneratedSecretIntact, "the generated Secrets hold what troupe wrote"), true
+}
+
+// secretLostCondition is the Failed condition of a job whose generated Secret was deleted
+// after it started.
+func secretLostCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
+	if len(obs.Secrets.Lost) == 0 || prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+		return metav1.Condition{}, false
+	}
+	return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonGeneratedSecretDeleted,
+		"Secret "+strings.Join(obs.Secrets.Lost, ", ")+" that troupe generated for this job was deleted after the job started; "+
+			"new keys would not match the ones its pods hold, so the job fails. Delete the job and create it again to rerun it"), true
+}
+
+// recordSecretEvents emits a Warning when a generated Secret is found changed.
+func (r *Reconciler) recordSecretEvents(job Object, prev, next *troupev1.JobStatus) {
+	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionSecretTampered)
+	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionSecretTampered)
+	if now != nil && now.Status == metav1.ConditionTrue && (was == nil || was.Status != now.Status || was.Message != now.Message) {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventSecretTampered, "Verify", "%s", now.Message)
+	}
+}
