@@ -54,6 +54,9 @@ func run() error {
 		leaderElect    bool
 		leaderElectNS  string
 		maxConcurrency int
+		apiQPS         float64
+		apiBurst       int
+		pprofAddr      string
 		opts           controllers.Options
 		hooks          webhookFlags
 	)
@@ -67,6 +70,13 @@ func run() error {
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",
 		"Scheduler name given to the pods of jobs gang-scheduled by the scheduler-plugins coscheduling plugin.")
+	// Client-side throttling of the operator's API requests (docs/performance.md): a burst
+	// sets up a few dozen jobs at once, the rate keeps a flood of new jobs from taking more
+	// than its share of the API server. A negative QPS turns the limit off and leaves it to the
+	// server's API Priority and Fairness (controller-runtime's default).
+	flag.Float64Var(&apiQPS, "kube-api-qps", 50, "Sustained requests per second to the API server; negative: no client-side limit.")
+	flag.IntVar(&apiBurst, "kube-api-burst", 100, "Requests to the API server allowed at once above --kube-api-qps.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the net/http/pprof endpoints bind to (e.g. 127.0.0.1:6060); empty disables them.")
 	hooks.bindFlags(flag.CommandLine)
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -80,6 +90,7 @@ func run() error {
 		return fmt.Errorf("build scheme: %w", err)
 	}
 	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang
 	if opts.AvailableGangs, err = controllers.DiscoverGangs(cfg); err != nil {
@@ -100,6 +111,7 @@ func run() error {
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "troupe-operator.troupe.dev",
 		LeaderElectionNamespace: leaderElectNS,
