@@ -110,11 +110,12 @@ func run() error {
 		}
 		fmt.Println(res.line())
 		results = append(results, res)
+		// After every side, so a later side's failure leaves the earlier ones' files.
+		if err := writeResults(o.out, results); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("load average after: %s\n", loadAverage())
-	if err := writeResults(o.out, results); err != nil {
-		return err
-	}
 	byName := map[string]*result{}
 	for _, r := range results {
 		byName[r.side] = r
@@ -130,6 +131,9 @@ func run() error {
 	for _, r := range results {
 		if r.endedEarly > 0 {
 			return fmt.Errorf("%s: %d launchers ended before every pod was Running: the figures are not valid", r.side, r.endedEarly)
+		}
+		if r.unfinished > 0 {
+			return fmt.Errorf("%s: %d jobs were not final after -timeout %s", r.side, r.unfinished, o.timeout)
 		}
 	}
 	return nil
