@@ -73,7 +73,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e test-bench-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -96,8 +96,35 @@ test-fuzz: ## A short run of every fuzz target (make fuzz runs them longer).
 fuzz: FUZZ_TIME = 200000x
 fuzz: test-fuzz ## Fuzz defaulting and validation of every kind, 200,000 inputs per target (a few minutes).
 
+# make bench: the three sides of docs/performance.md on the bench's own simulated cluster
+# (BENCH_CLUSTER), which it stops at the end. BENCH_FLAGS go to the harness (-jobs, -workers, -qps,
+# -burst, -sides, -rate, -profile-seconds, -keep: go run ./test/bench/controllers -h).
+BENCH_CLUSTER ?= troupe-bench
+BENCH_FLAGS ?=
+MPI_OPERATOR_DIR := $(TROUPE_CACHE)/mpi-operator-$(MPI_OPERATOR_VERSION)
+BENCH_GO = PATH=$(KUBE_BIN):$$PATH MPI_OPERATOR_BIN=$(MPI_OPERATOR_DIR)/bin/mpi-operator \
+	MPI_OPERATOR_CRD=$(MPI_OPERATOR_DIR)/crds/kubeflow.org_mpijobs.yaml \
+	go run ./test/bench/controllers -cluster $(BENCH_CLUSTER)
+BENCH_RUN = hack/controlplane/build.sh mpi-operator && $(BENCH_GO)
+
 .PHONY: bench
-bench: envtest-assets ## Benchmarks that print figures: webhook latency at 50 creates/s for 60 s.
+bench: cluster-assets ## MPI jobs on a simulated cluster: the control-plane limit, troupe and kubeflow mpi-operator (200 x 9 pods; results in bench-results/).
+	$(BENCH_RUN) -profile-seconds 120 $(BENCH_FLAGS)
+
+.PHONY: bench-scale
+bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods created at 5 jobs/s: peak RSS and CPU of troupe and mpi-operator.
+	$(BENCH_RUN) -jobs 1000 -rate 5 -sides troupe,mpi-operator -timeout 40m $(BENCH_FLAGS)
+
+.PHONY: bench-smoke
+bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three sides: the harness works end to end.
+	$(BENCH_RUN) -jobs 3 -workers 2 -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d) $(BENCH_FLAGS)
+
+.PHONY: test-bench-smoke
+test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe (no mpi-operator build): about a minute.
+	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
+
+.PHONY: bench-webhook
+bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behind a real kube-apiserver.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/webhook -rate 50 -duration 60s
 
 .PHONY: test-realnode

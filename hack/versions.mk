@@ -15,6 +15,9 @@ SCHEDULER_PLUGINS_KUBE_VERSION ?= v1.34.3
 SCHEDULER_PLUGINS_KUBE_STAGING_VERSION ?= v0.34.3
 # The newest volcano.sh/volcano the proxy serves; built with its own replace list.
 VOLCANO_VERSION ?= v1.10.0
+# kubeflow's MPI operator, the other side of `make bench` (test/bench/controllers), built from its
+# module with its own replace list; its MPIJob CRD comes from the same module.
+MPI_OPERATOR_VERSION ?= v0.8.2
 
 # The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module.
 COREDNS_VERSION ?= v1.15.0

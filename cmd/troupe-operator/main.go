@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -43,6 +44,9 @@ func run() error {
 		leaderElectNS  string
 		maxConcurrency int
 		watchNS        namespaceList
+		apiQPS         float64
+		apiBurst       int
+		pprofAddr      string
 		opts           controllers.Options
 		hooks          webhookFlags
 	)
@@ -58,6 +62,13 @@ func run() error {
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",
 		"Scheduler name given to the pods of jobs gang-scheduled by the scheduler-plugins coscheduling plugin.")
+	// Client-side throttling of the operator's API requests (docs/performance.md): a burst
+	// sets up a few dozen jobs at once, the rate keeps a flood of new jobs from taking more
+	// than its share of the API server. A negative QPS turns the limit off and leaves it to the
+	// server's API Priority and Fairness (controller-runtime's default).
+	flag.Float64Var(&apiQPS, "kube-api-qps", 50, "Sustained requests per second to the API server, for the whole process; negative: no client-side limit; 0: client-go's default (5).")
+	flag.IntVar(&apiBurst, "kube-api-burst", 100, "Requests to the API server allowed at once above --kube-api-qps.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the net/http/pprof endpoints bind to (e.g. 127.0.0.1:6060); empty disables them.")
 	hooks.bindFlags(flag.CommandLine)
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -70,7 +81,17 @@ func run() error {
 		volcanov1beta1.AddToScheme(scheme), schedv1alpha1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("build scheme: %w", err)
 	}
+	if apiQPS > 0 && apiBurst < 1 {
+		return fmt.Errorf("--kube-api-burst must be at least 1 when --kube-api-qps is positive, got %d", apiBurst)
+	}
 	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	if apiQPS > 0 {
+		// One bucket for the whole process: controller-runtime gives each resource type a
+		// client of its own, each with its own limiter from QPS/Burst, which would make the
+		// flags a per-type budget.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(apiQPS), apiBurst)
+	}
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang
 	if opts.AvailableGangs, err = controllers.DiscoverGangs(cfg); err != nil {
@@ -94,6 +115,7 @@ func run() error {
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "troupe-operator.troupe.dev",
 		LeaderElectionNamespace: leaderElectNS,

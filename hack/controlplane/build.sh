@@ -2,13 +2,14 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-#              coscheduler volcano-scheduler kubelet kube-proxy coredns
+#              coscheduler volcano-scheduler kubelet kube-proxy coredns mpi-operator
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
 #   $TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin/coscheduler
 #   $TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin/volcano-scheduler
 #   $TROUPE_CACHE/coredns-$COREDNS_VERSION/bin/coredns
+#   $TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/{bin/mpi-operator,crds/kubeflow.org_mpijobs.yaml}
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -78,7 +79,7 @@ build_kube() {
     -X $v.gitTreeState=clean"
 }
 
-[[ $# -gt 0 ]] || { sed -n '2,11s/^# //p' "$0" >&2; exit 2; }
+[[ $# -gt 0 ]] || { sed -n '2,12s/^# //p' "$0" >&2; exit 2; }
 for c in "$@"; do
   case $c in
     # kubectl too: a client of the server's own version, on machines that have none.
@@ -120,6 +121,15 @@ for c in "$@"; do
       check_pin "$TOOLS_MODULES/volcano" volcano.sh/volcano "$VOLCANO_VERSION" VOLCANO_VERSION
       build "$c" "$VOLCANO_BIN" "$TOOLS_MODULES/volcano" volcano.sh/volcano/cmd/scheduler \
         -ldflags "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
+      ;;
+    # kubeflow's MPI operator for `make bench`, and its MPIJob CRD from the same module.
+    mpi-operator)
+      [[ -x $MPI_OPERATOR_BIN/$c && -f $MPI_OPERATOR_CRDS/kubeflow.org_mpijobs.yaml ]] && continue
+      check_pin "$TOOLS_MODULES/mpi-operator" github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" MPI_OPERATOR_VERSION
+      build "$c" "$MPI_OPERATOR_BIN" "$TOOLS_MODULES/mpi-operator" github.com/kubeflow/mpi-operator/cmd/mpi-operator -ldflags "-s -w"
+      mkdir -p "$MPI_OPERATOR_CRDS"
+      moddir=$(cd "$TOOLS_MODULES/mpi-operator" && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+      install -m 0644 "$moddir/manifests/base/kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/"
       ;;
     *) log "unknown component $c"; exit 2 ;;
   esac

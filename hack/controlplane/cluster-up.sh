@@ -4,6 +4,9 @@
 #   CLUSTER_NAME  (default troupe-demo)
 #   NODES         the cluster's Node objects (default hack/controlplane/nodes.yaml; see
 #                 nodes-gang.yaml for a cluster of exactly two 4-CPU nodes)
+#   DISABLE_QPS_LIMITS=1  kube-controller-manager, kube-scheduler and kwok talk to the API server
+#                 unthrottled (kwokctl --disable-qps-limits), so that what a benchmark measures
+#                 is the operator (`make bench`)
 #   REAL_NODE=1   also join this machine to the cluster as a real node (realnode-up.sh): pods
 #                 that tolerate troupe.dev/real-node run there in containers
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
@@ -121,6 +124,7 @@ for t in "${templates[@]}"; do render "$t" >"$troupe_dir/${t##*/}"; done
 printf 'COSCHEDULER_PORT=%s\nVOLCANO_PORT=%s\n' "$COSCHEDULER_PORT" "$VOLCANO_PORT" >"$troupe_dir/ports"
 
 config_flags=()
+[[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || config_flags+=(--disable-qps-limits)
 for c in "$troupe_dir/kwokctl.yaml" "${configs[@]:1}"; do config_flags+=(--config "$c"); done
 "$kwokctl" create cluster --name "$CLUSTER_NAME" --runtime binary --kubeconfig "$contexts" \
   "${config_flags[@]}" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
 # Run it after changing a version there (every module, or only those named: kube etcd kwok coredns
-# scheduler-plugins volcano), then commit test/tools/*/go.mod and go.sum. build.sh only ever
+# scheduler-plugins volcano mpi-operator), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
 set -euo pipefail
@@ -124,12 +124,29 @@ update_volcano() {
   (cd "$dir" && go get -tool "volcano.sh/volcano/cmd/scheduler@$VOLCANO_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano coredns)
+# mpi-operator: kubeflow's MPI operator (`make bench`), with its own replace list copied as it is
+# (v0.8.2 has none, but a later release may).
+update_mpi_operator() {
+  local dir=$TOOLS_MODULES/mpi-operator gomod m v mod=github.com/kubeflow/mpi-operator
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/mpi-operator
+  gomod=$(go mod download -json "$mod@$MPI_OPERATOR_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo
+    echo "// $mod's own replace list (hack/controlplane/update-modules.sh)."
+    echo "replace ("
+    replace_lines "$gomod" | while read -r m _ _ v; do printf '\t%s => %s %s\n' "$m" "$m" "$v"; done
+    echo ")"
+  } >>"$dir/go.mod"
+  (cd "$dir" && go get -tool "$mod/cmd/mpi-operator@$MPI_OPERATOR_VERSION" && go mod tidy)
+}
+
+all=(kube etcd kwok scheduler-plugins volcano coredns mpi-operator)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
     kube | etcd | kwok | volcano | coredns) "update_$t" ;;
     scheduler-plugins) update_scheduler_plugins ;;
+    mpi-operator) update_mpi_operator ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;
   esac
 done

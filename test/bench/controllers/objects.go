@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+const (
+	// jobLabel names the bench job an object or pod belongs to; roleLabel says launcher or
+	// worker. Every side puts both on its pod templates.
+	jobLabel  = "bench.troupe.dev/job"
+	roleLabel = "bench.troupe.dev/role"
+	// simDuration is the launcher's simulated run time (hack/controlplane/pod-stages.yaml): a
+	// Go duration, or an RFC 3339 time it runs until. Launchers start held for an hour; the
+	// bench sets it to one instant for all of them once every pod of the side is Running.
+	simDuration = "troupe.dev/sim-duration"
+	held        = "1h"
+	image       = "bench.local/mpi:sim"
+)
+
+// sideKind is one way of running MPI jobs: what a job is, how to create one, when it is final.
+type sideKind struct {
+	name string
+	// job is the resource whose status says a job is final.
+	job   schema.GroupVersionResource
+	final func(*unstructured.Unstructured) bool
+	// objects are what one job's create sends, in order.
+	objects func(ns, name string, workers int) []*unstructured.Unstructured
+	// throttled: the objects are created by the client under test (the limit) at the
+	// operators' QPS/burst, through the counting proxy; else by a user, unthrottled.
+	throttled bool
+}
+
+var (
+	batchJobs    = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+	troupeJobs   = schema.GroupVersionResource{Group: "troupe.dev", Version: "v1alpha1", Resource: "mpijobs"}
+	kubeflowJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v2beta1", Resource: "mpijobs"}
+)
+
+var sideKinds = map[string]sideKind{
+	"limit":        {name: "limit", job: batchJobs, final: conditionTrue("Complete", "Failed"), objects: limitObjects, throttled: true},
+	"troupe":       {name: "troupe", job: troupeJobs, final: troupeFinal, objects: troupeObjects},
+	"mpi-operator": {name: "mpi-operator", job: kubeflowJobs, final: conditionTrue("Succeeded", "Failed"), objects: kubeflowObjects},
+}
+
+// gvrOf is the resource of each kind the sides create.
+var gvrOf = map[string]schema.GroupVersionResource{
+	"Service":                     {Version: "v1", Resource: "services"},
+	"ConfigMap":                   {Version: "v1", Resource: "configmaps"},
+	"Secret":                      {Version: "v1", Resource: "secrets"},
+	"StatefulSet":                 {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	"Job":                         batchJobs,
+	"MPIJob/troupe.dev/v1alpha1":  troupeJobs,
+	"MPIJob/kubeflow.org/v2beta1": kubeflowJobs,
+}
+
+func createObject(ctx context.Context, c dynamic.Interface, u *unstructured.Unstructured) error {
+	key := u.GetKind()
+	if key == "MPIJob" {
+		key += "/" + u.GetAPIVersion()
+	}
+	gvr, ok := gvrOf[key]
+	if !ok {
+		return fmt.Errorf("no resource for %s", key)
+	}
+	_, err := c.Resource(gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{})
+	return err
+}
+
+func obj(apiVersion, kind, ns, name, job string, rest map[string]any) *unstructured.Unstructured {
+	m := map[string]any{
+		"apiVersion": apiVersion,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "namespace": ns, "labels": map[string]any{jobLabel: job}},
+	}
+	for k, v := range rest {
+		m[k] = v
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// podTemplate is a pod of the job with the bench's labels; a launcher is held Running.
+func podTemplate(job, role, container string) map[string]any {
+	meta := map[string]any{"labels": map[string]any{jobLabel: job, roleLabel: role}}
+	if role == "launcher" {
+		meta["annotations"] = map[string]any{simDuration: held}
+	}
+	return map[string]any{
+		"metadata": meta,
+		"spec": map[string]any{
+			"containers": []any{map[string]any{"name": container, "image": image, "command": []any{"sleep", "inf"}}},
+		},
+	}
+}
+
+// limitObjects are the five objects one MPI job needs, as an operator would create them.
+func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
+	hosts := ""
+	for i := range workers {
+		hosts += fmt.Sprintf("%s-worker-%d.%s-worker slots=1\n", name, i, name)
+	}
+	worker := podTemplate(name, "worker", "mpi-worker")
+	launcher := podTemplate(name, "launcher", "launcher")
+	launcher["spec"].(map[string]any)["restartPolicy"] = "Never"
+	return []*unstructured.Unstructured{
+		obj("v1", "Service", ns, name+"-worker", name, map[string]any{"spec": map[string]any{
+			"clusterIP": "None", "selector": map[string]any{jobLabel: name, roleLabel: "worker"},
+		}}),
+		obj("v1", "ConfigMap", ns, name+"-hostfile", name, map[string]any{"data": map[string]any{"hostfile": hosts}}),
+		obj("v1", "Secret", ns, name+"-ssh", name, map[string]any{"type": "kubernetes.io/ssh-auth",
+			"stringData": map[string]any{"ssh-privatekey": "simulated key of " + name}}),
+		obj("apps/v1", "StatefulSet", ns, name+"-worker", name, map[string]any{"spec": map[string]any{
+			"replicas": int64(workers), "serviceName": name + "-worker", "podManagementPolicy": "Parallel",
+			"selector": map[string]any{"matchLabels": map[string]any{jobLabel: name, roleLabel: "worker"}},
+			"template": worker,
+		}}),
+		obj("batch/v1", "Job", ns, name+"-launcher", name, map[string]any{"spec": map[string]any{
+			"backoffLimit": int64(0), "template": launcher,
+		}}),
+	}
+}
+
+func troupeObjects(ns, name string, workers int) []*unstructured.Unstructured {
+	return []*unstructured.Unstructured{obj("troupe.dev/v1alpha1", "MPIJob", ns, name, name, map[string]any{"spec": map[string]any{
+		"launcher": map[string]any{"template": podTemplate(name, "launcher", "launcher")},
+		"worker":   map[string]any{"replicas": int64(workers), "template": podTemplate(name, "worker", "mpi-worker")},
+	}})}
+}
+
+func kubeflowObjects(ns, name string, workers int) []*unstructured.Unstructured {
+	return []*unstructured.Unstructured{obj("kubeflow.org/v2beta1", "MPIJob", ns, name, name, map[string]any{"spec": map[string]any{
+		"slotsPerWorker": int64(1),
+		"mpiReplicaSpecs": map[string]any{
+			"Launcher": map[string]any{"replicas": int64(1), "template": podTemplate(name, "launcher", "launcher")},
+			"Worker":   map[string]any{"replicas": int64(workers), "template": podTemplate(name, "worker", "mpi-worker")},
+		},
+	}})}
+}
+
+func troupeFinal(u *unstructured.Unstructured) bool {
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	return phase == "Succeeded" || phase == "Failed"
+}
+
+// conditionTrue: final once one of the condition types is True.
+func conditionTrue(types ...string) func(*unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			for _, t := range types {
+				if m["type"] == t && m["status"] == "True" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+)
+
+// countingProxy stands between an operator and the API server and counts the operator's
+// requests by verb and resource. mpi-operator registers no client-go request metrics, so the
+// bench counts every side's requests here, one way for all: what the client sent, before the
+// server's flow control.
+type countingProxy struct {
+	addr   string
+	server *http.Server
+	mu     sync.Mutex
+	counts map[string]int // "POST pods", "PUT mpijobs/status", ...
+}
+
+func startProxy(admin *rest.Config) (*countingProxy, error) {
+	transport, err := rest.TransportFor(admin)
+	if err != nil {
+		return nil, err
+	}
+	target, err := url.Parse(admin.Host)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &countingProxy{addr: l.Addr().String(), counts: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		Transport: transport,
+		// Watches stream: pass every event on at once.
+		FlushInterval: -1,
+		// A watch the operator ends as it stops is no error worth printing.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Printf("proxy: %s %s: %v", r.Method, r.URL.Path, err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		rp.ServeHTTP(sw, r)
+		p.count(r, sw.code)
+	})}
+	go func() { _ = p.server.Serve(l) }()
+	return p, nil
+}
+
+func (p *countingProxy) close() { _ = p.server.Close() }
+
+// statusWriter remembers the response's status code; Unwrap lets the reverse proxy flush a
+// watch's events through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// count adds the request; a write the server refused as a conflict (409: written from a stale
+// copy) is counted under its own key as well.
+func (p *countingProxy) count(r *http.Request, code int) {
+	verb := r.Method
+	if verb == http.MethodGet && r.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	}
+	key := verb + " " + resourceOf(r.URL.Path)
+	p.mu.Lock()
+	p.counts[key]++
+	if code == http.StatusConflict {
+		p.counts["CONFLICT "+key]++
+	}
+	p.mu.Unlock()
+}
+
+// reset forgets every count and returns what it had.
+func (p *countingProxy) reset() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.counts
+	p.counts = map[string]int{}
+	return c
+}
+
+// resourceOf is the resource (with its subresource) a request path names:
+// /api/v1/namespaces/ns/pods/name/status -> pods/status.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		if len(parts) == 2 {
+			return "namespaces"
+		}
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "discovery"
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}
+
+// writeCounts are the writes among counts, split into events, leader-election leases and the
+// rest, with the rest itemised ("POST pods 1800, ..."); conflicts are the writes (any) the
+// server refused with 409.
+type writeCounts struct {
+	writes, events, leases, conflicts int
+	detail                            string
+	// reads are GETs and LISTs (not watches), the rest of what the client's rate limit is
+	// spent on, itemised in readDetail.
+	reads      int
+	readDetail string
+}
+
+func splitWrites(counts map[string]int) writeCounts {
+	var w writeCounts
+	var items, reads []string
+	for key, n := range counts {
+		verb, res, _ := strings.Cut(key, " ")
+		switch verb {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		case "CONFLICT":
+			w.conflicts += n
+			continue
+		case http.MethodGet:
+			w.reads += n
+			reads = append(reads, fmt.Sprintf("%s %d", key, n))
+			continue
+		default:
+			continue
+		}
+		switch res {
+		case "events":
+			w.events += n
+		case "leases":
+			w.leases += n
+		default:
+			w.writes += n
+			items = append(items, fmt.Sprintf("%s %d", key, n))
+		}
+	}
+	sort.Strings(items)
+	sort.Strings(reads)
+	w.detail = strings.Join(items, ", ")
+	w.readDetail = strings.Join(reads, ", ")
+	return w
+}
