@@ -5,8 +5,6 @@ package controllers
 import (
 	"fmt"
 
-	"k8s.io/utils/ptr"
-
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -31,10 +29,11 @@ func (ChainerJob) NameLabel() string { return ChainerJobNameLabel }
 
 // Describe turns a ChainerJob into the engine's Spec.
 func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
-	job, ok := obj.(*troupev1.ChainerJob)
+	stored, ok := obj.(*troupev1.ChainerJob)
 	if !ok {
 		return fmt.Errorf("expected a ChainerJob, got %T", obj)
 	}
+	job := defaulted(stored, a.Options)
 	spec := &job.Spec
 	if err := requireMainContainer("spec.master.template", &spec.Master.Template, troupev1.ChainerMainContainer); err != nil {
 		return err
@@ -45,16 +44,14 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	s.Gang = g
 	s.MainContainer = troupev1.ChainerMainContainer
-	s.RunPolicy = sharedRunPolicy(spec.RunPolicy)
+	s.RunPolicy = spec.RunPolicy
 	s.SchedulingPolicy = spec.SchedulingPolicy
-	s.Master = masterOf(troupev1.ChainerMasterJob.For(job.Name), spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds, spec.RunPolicy)
+	s.Master = masterOf(troupev1.ChainerMasterJob.For(job.Name), spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds)
+	// Defaulting gives the master of backend none no slots (it has no hostfile); the engine
+	// still bounds them, from the template as defaulting would.
 	s.Master.Slots = mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig))
 	s.Master.IsHost = true
-	transport := spec.Transport
-	if transport == "" {
-		transport = troupev1.MPITransportKubeExec
-	}
-	s.RunMode = runModeOf(spec.RunMode, troupev1.ReplicaMaster, transport)
+	s.RunMode = runModeOf(spec.RunMode, troupev1.ReplicaMaster, spec.Transport)
 
 	if spec.Backend == troupev1.ChainerBackendNone {
 		if len(spec.WorkerSets) > 0 {
@@ -64,7 +61,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))
 		return nil
 	}
-	backend, err := mpiBackend(spec.MPILaunch, troupev1.MPITransportKubeExec, a.AgentImage)
+	backend, err := mpiBackend(spec.MPILaunch, a.AgentImage)
 	if err != nil {
 		return err
 	}
@@ -81,8 +78,8 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
 			Name:            name,
 			StatefulSetName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
-			Replicas:        ptr.Deref(ws.Replicas, 1),
-			Slots:           mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, slotsOf(ws.MPIConfig)),
+			Replicas:        *ws.Replicas,
+			Slots:           *ws.MPIConfig.Slots,
 			Template:        ws.Template,
 		})
 	}

@@ -141,7 +141,11 @@ func TestChainerJobDescribe(t *testing.T) {
 					{Name: "gpu8", StatefulSetName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
 					{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 				},
-				Backend: mpi.Backend{Transport: mpi.KubeExec{}, AgentImage: "agent:1"},
+				// The adapter describes the job with its defaults (SetDefaults), stored or not.
+				RunPolicy: troupev1.RunPolicy{CleanPodPolicy: ptr.To(troupev1.CleanPodPolicyRunning),
+					CleanPodPolicyOn: ptr.To(troupev1.CleanPodPolicyOnFinished),
+					NetworkPolicy:    &troupev1.NetworkPolicyConfig{Enabled: ptr.To(true)}},
+				Backend: mpi.Backend{Transport: mpi.KubeExec{}, AgentImage: "agent:1", WaitTimeoutSeconds: troupev1.DefaultWaitForWorkersTimeoutSeconds},
 			}
 			if tc.want != nil {
 				tc.want(want)

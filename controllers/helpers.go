@@ -31,9 +31,26 @@ type Options struct {
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.
 func (o Options) ownedTypes() []client.Object { return GangTypes(o.AvailableGangs) }
 
-// gangFor is the gang provider of a job's scheduling policy.
+// defaultable is a job kind with its SetDefaults (apis/troupe/v1alpha1).
+type defaultable[T any] interface {
+	*T
+	DeepCopy() *T
+	SetDefaults(troupev1.OperatorDefaults)
+}
+
+// defaulted is a copy of a stored job with every default filled, by the same SetDefaults the
+// defaulting webhook calls: a job stored without its defaults (written while the webhook was
+// down) is built exactly as the defaulted job is. Adapters read only the copy and hold no
+// default of their own, so theirs cannot drift from the webhook's.
+func defaulted[T any, P defaultable[T]](job P, o Options) P {
+	out := P(job.DeepCopy())
+	out.SetDefaults(troupev1.OperatorDefaults{Gang: o.DefaultGang})
+	return out
+}
+
+// gangFor is the gang provider of a defaulted job's scheduling policy ("" or None: no gang).
 func gangFor(sp troupev1.SchedulingPolicy, o Options) (engine.Gang, error) {
-	provider := ptr.Deref(sp.Gang, o.DefaultGang)
+	provider := ptr.Deref(sp.Gang, "")
 	if provider == "" || provider == troupev1.GangNone {
 		return nil, nil
 	}
@@ -59,46 +76,24 @@ func Setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// masterOf describes a kind's master (launcher) Job: its own limits win over the run policy's.
-func masterOf(jobName string, tmpl corev1.PodTemplateSpec, backoffLimit *int32, deadline *int64, rp troupev1.RunPolicy) engine.Master {
+// masterOf describes a kind's master (launcher) Job from its defaulted limits (the run
+// policy's are folded into them by defaulting).
+func masterOf(jobName string, tmpl corev1.PodTemplateSpec, backoffLimit *int32, deadline *int64) engine.Master {
 	return engine.Master{
 		JobName:               jobName,
 		Template:              tmpl,
-		BackoffLimit:          firstSet(troupev1.DefaultBackoffLimit, backoffLimit, rp.BackoffLimit),
-		ActiveDeadlineSeconds: firstNonNil(deadline, rp.ActiveDeadlineSeconds),
+		BackoffLimit:          *backoffLimit,
+		ActiveDeadlineSeconds: deadline,
 	}
 }
 
-// sharedRunPolicy maps the T9k spelling cleanUpWorkers onto cleanPodPolicy (the CRD refuses
-// the two when they disagree; cleanPodPolicy wins for objects stored before that rule).
-func sharedRunPolicy(rp troupev1.RunPolicy) troupev1.RunPolicy {
-	if rp.CleanPodPolicy == nil && rp.CleanUpWorkers != nil {
-		p := troupev1.CleanPodPolicyNone
-		if *rp.CleanUpWorkers {
-			p = troupev1.CleanPodPolicyRunning
-		}
-		rp.CleanPodPolicy = &p
-	}
-	return rp
-}
-
-// mpiBackend builds the MPI backend of a job from its launch settings; def is the kind's
-// default transport.
-func mpiBackend(l troupev1.MPILaunch, def troupev1.MPITransport, agentImage string) (mpi.Backend, error) {
-	b := mpi.Backend{AgentImage: agentImage, WaitTimeoutSeconds: ptr.Deref(l.WaitForWorkersTimeoutSeconds, 0)}
+// mpiBackend builds the MPI backend of a job from its defaulted launch settings.
+func mpiBackend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, error) {
+	b := mpi.Backend{AgentImage: agentImage, WaitTimeoutSeconds: *l.WaitForWorkersTimeoutSeconds}
 	transport := l.Transport
-	if transport == "" {
-		transport = def
-	}
 	switch transport {
 	case troupev1.MPITransportSSH:
-		t := mpi.SSH{}
-		if l.SSH != nil {
-			t.SSHDPath = l.SSH.SSHDPath
-			t.Port = ptr.Deref(l.SSH.Port, 0)
-			t.SecretName = l.SSH.SecretName
-		}
-		b.Transport = t
+		b.Transport = mpi.SSH{SSHDPath: l.SSH.SSHDPath, Port: *l.SSH.Port, SecretName: l.SSH.SecretName}
 	case troupev1.MPITransportKubeExec:
 		b.Transport = mpi.KubeExec{}
 	default:
@@ -116,24 +111,4 @@ func requireMainContainer(path string, tmpl *corev1.PodTemplateSpec, name string
 		}
 	}
 	return fmt.Errorf("%s.spec.containers: must contain a container named %q", path, name)
-}
-
-// firstSet returns the first non-nil value, else def.
-func firstSet[T any](def T, vals ...*T) T {
-	for _, v := range vals {
-		if v != nil {
-			return *v
-		}
-	}
-	return def
-}
-
-// firstNonNil returns the first non-nil pointer, or nil.
-func firstNonNil[T any](vals ...*T) *T {
-	for _, v := range vals {
-		if v != nil {
-			return v
-		}
-	}
-	return nil
 }

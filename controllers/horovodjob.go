@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -44,18 +43,14 @@ func (HorovodJob) NameLabel() string { return HorovodJobNameLabel }
 
 // Describe turns a HorovodJob into the engine's Spec.
 func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
-	job, ok := obj.(*troupev1.HorovodJob)
+	stored, ok := obj.(*troupev1.HorovodJob)
 	if !ok {
 		return fmt.Errorf("expected a HorovodJob, got %T", obj)
 	}
+	job := defaulted(stored, a.Options)
 	p, elastic := &job.Spec.MPIProgramSpec, job.Spec.Elastic
 	if elastic != nil && p.Transport == troupev1.MPITransportKubeExec {
 		return fmt.Errorf("spec.elastic: elastic Horovod starts its workers with ssh itself; use transport %q", troupev1.MPITransportSSH)
-	}
-	if elastic != nil && p.Worker.Replicas == nil {
-		// Stored without the defaulting webhook: start with the minimum, as defaulting would.
-		p = p.DeepCopy()
-		p.Worker.Replicas = ptr.To(elastic.MinReplicas)
 	}
 	launch := func(d mpi.Dialect, b mpi.Backend, ws *engine.WorkerSet) []string {
 		if elastic != nil {

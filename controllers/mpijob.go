@@ -29,15 +29,12 @@ func (MPIJob) NameLabel() string { return MPIJobNameLabel }
 
 // Describe turns an MPIJob into the engine's Spec.
 func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
-	job, ok := obj.(*troupev1.MPIJob)
+	stored, ok := obj.(*troupev1.MPIJob)
 	if !ok {
 		return fmt.Errorf("expected an MPIJob, got %T", obj)
 	}
-	p, mainContainer := job.Spec.Program()
-	if job.Spec.IsWorkerTemplateForm() && p.Transport == "" {
-		// Its workers run their own command, not sshd: the launcher reaches them by exec.
-		p.Transport = troupev1.MPITransportKubeExec
-	}
+	job := defaulted(stored, a.Options)
+	p, mainContainer := job.Spec.ProgramWithDefaults()
 	return mpiProgram(job, &p, mainContainer, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
 		return mpirunCommand(&p, d)
 	})

@@ -60,7 +60,7 @@ func TestMPIJobT9kExample(t *testing.T) {
 		t.Errorf("cleanUpWorkers: true gave cleanPodPolicy %q, want Running", got)
 	}
 	b := s.Backend.(mpi.Backend)
-	if diff := cmp.Diff(mpi.SSH{SSHDPath: "/usr/sbin/sshd"}, b.Transport); diff != "" {
+	if diff := cmp.Diff(mpi.SSH{SSHDPath: "/usr/sbin/sshd", Port: troupev1.DefaultSSHPort}, b.Transport); diff != "" {
 		t.Errorf("transport (-want +got):\n%s", diff)
 	}
 	if b.Dialect.Implementation != mpi.OpenMPI || s.MainContainer != "mpi-worker" {

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -16,9 +15,9 @@ import (
 // mpiProgram describes the launcher and workers every MPIProgramSpec kind (MPIJob, HorovodJob)
 // shares: a launcher Job <job>-launcher that only launches (it is not a host of the hostfile),
 // one worker StatefulSet <job>-worker whose main container is mainContainer, the MPI backend
-// of the spec's dialect and transport (default SSH). launch builds the command of a launcher
-// the operator generates, from the dialect, the backend and the worker set; the kinds differ
-// there.
+// of the spec's dialect and transport. p is defaulted (see defaulted). launch builds the
+// command of a launcher the operator generates, from the dialect, the backend and the worker
+// set; the kinds differ there.
 func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer string, o Options, s *engine.Spec,
 	launch func(mpi.Dialect, mpi.Backend, *engine.WorkerSet) []string) error {
 	if err := requireMainContainer("spec.worker.template", &p.Worker.Template, mainContainer); err != nil {
@@ -31,13 +30,12 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if len(p.MCA) > 0 && !dialect.Implementation.IsOpenMPI() {
 		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
 	}
-	sp := p.Scheduler.FoldInto(p.SchedulingPolicy)
-	g, err := gangFor(sp, o)
+	g, err := gangFor(p.SchedulingPolicy, o)
 	if err != nil {
 		return err
 	}
 	s.Gang = g
-	backend, err := mpiBackend(p.MPILaunch, troupev1.MPITransportSSH, o.AgentImage)
+	backend, err := mpiBackend(p.MPILaunch, o.AgentImage)
 	if err != nil {
 		return err
 	}
@@ -59,12 +57,12 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	s.WorkerSets = []engine.WorkerSet{{
 		Name:            troupev1.MPIWorkerSetName,
 		StatefulSetName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
-		Replicas:        ptr.Deref(p.Worker.Replicas, 1),
-		Slots:           mpi.Slots(&worker, mainContainer, p.Worker.Slots),
+		Replicas:        *p.Worker.Replicas,
+		Slots:           *p.Worker.Slots,
 		Template:        worker,
 	}}
 
-	launcher := ptr.Deref(p.Launcher, troupev1.MPILauncher{})
+	launcher := *p.Launcher
 	var tmpl corev1.PodTemplateSpec
 	if launcher.Template != nil {
 		tmpl = *launcher.Template.DeepCopy()
@@ -72,9 +70,9 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		tmpl = generatedLauncher(&p.Worker.Template, mainContainer, launch(dialect, backend, &s.WorkerSets[0]))
 	}
 	s.MainContainer = mainContainer
-	s.RunPolicy = sharedRunPolicy(p.RunPolicy)
-	s.SchedulingPolicy = sp
-	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds, p.RunPolicy)
+	s.RunPolicy = p.RunPolicy
+	s.SchedulingPolicy = p.SchedulingPolicy
+	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds)
 	s.Backend = backend
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)

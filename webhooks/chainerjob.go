@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
-	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
 // +kubebuilder:webhook:path=/mutate-troupe-dev-v1alpha1-chainerjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=chainerjobs,verbs=create;update,versions=v1alpha1,name=mchainerjob.troupe.dev,admissionReviewVersions=v1
@@ -34,41 +33,10 @@ func (w ChainerJob) Default(_ context.Context, job *troupev1.ChainerJob) error {
 	return nil
 }
 
-// DefaultChainerJob fills a ChainerJob's defaults; it is idempotent.
+// DefaultChainerJob fills a ChainerJob's defaults: troupev1's SetDefaults, which the adapter
+// applies too; it is idempotent.
 func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
-	s := &job.Spec
-	if s.Backend == "" {
-		s.Backend = troupev1.ChainerBackendMPI
-	}
-	defaultPolicies(&s.RunPolicy, &s.SchedulingPolicy, o)
-	if s.Master.BackoffLimit == nil {
-		s.Master.BackoffLimit = ptr.To(ptr.Deref(s.RunPolicy.BackoffLimit, troupev1.DefaultBackoffLimit))
-	}
-	if s.Master.ActiveDeadlineSeconds == nil && s.RunPolicy.ActiveDeadlineSeconds != nil {
-		s.Master.ActiveDeadlineSeconds = ptr.To(*s.RunPolicy.ActiveDeadlineSeconds)
-	}
-	if s.Backend != troupev1.ChainerBackendMPI {
-		return
-	}
-	defaultLaunch(&s.MPILaunch, troupev1.MPITransportKubeExec)
-	s.Master.MPIConfig = defaultSlots(s.Master.MPIConfig, mpi.Slots(&s.Master.Template, troupev1.ChainerMainContainer, nil))
-	for name, ws := range s.WorkerSets {
-		if ws.Replicas == nil {
-			ws.Replicas = ptr.To[int32](1)
-		}
-		ws.MPIConfig = defaultSlots(ws.MPIConfig, mpi.Slots(&ws.Template, troupev1.ChainerMainContainer, nil))
-		s.WorkerSets[name] = ws
-	}
-}
-
-func defaultSlots(c *troupev1.MPIConfig, fromTemplate int32) *troupev1.MPIConfig {
-	if c == nil {
-		c = &troupev1.MPIConfig{}
-	}
-	if c.Slots == nil {
-		c.Slots = ptr.To(fromTemplate)
-	}
-	return c
+	job.SetDefaults(o.Defaults())
 }
 
 // ValidateCreate refuses a ChainerJob that could not run as written.

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -23,6 +22,11 @@ import (
 type Options struct {
 	// DefaultGang is the gang provider of jobs that name none.
 	DefaultGang troupev1.GangProvider
+}
+
+// Defaults are the operator's part of every kind's SetDefaults (apis/troupe/v1alpha1).
+func (o Options) Defaults() troupev1.OperatorDefaults {
+	return troupev1.OperatorDefaults{Gang: o.DefaultGang}
 }
 
 // invalid turns errs into the API's Invalid status for the kind, or nil.
@@ -165,44 +169,4 @@ func validateMCA(p *field.Path, mca map[string]string) field.ErrorList {
 		}
 	}
 	return errs
-}
-
-// defaultLaunch fills the transport and its settings the operator would otherwise assume.
-func defaultLaunch(l *troupev1.MPILaunch, def troupev1.MPITransport) {
-	if l.Transport == "" {
-		l.Transport = def
-	}
-	if l.Transport == troupev1.MPITransportSSH {
-		if l.SSH == nil {
-			l.SSH = &troupev1.SSHConfig{}
-		}
-		if l.SSH.SSHDPath == "" {
-			l.SSH.SSHDPath = mpi.DefaultSSHDPath
-		}
-		if l.SSH.Port == nil {
-			l.SSH.Port = ptr.To(mpi.DefaultSSHPort)
-		}
-	}
-	if l.WaitForWorkersTimeoutSeconds == nil {
-		l.WaitForWorkersTimeoutSeconds = ptr.To(mpi.DefaultWaitTimeoutSeconds)
-	}
-}
-
-// defaultPolicies fills the clean-up policy (from cleanUpWorkers when given) and the gang
-// provider from the operator's flag.
-func defaultPolicies(rp *troupev1.RunPolicy, sp *troupev1.SchedulingPolicy, o Options) {
-	if rp.CleanPodPolicy == nil {
-		p := troupev1.CleanPodPolicyRunning
-		if rp.CleanUpWorkers != nil && !*rp.CleanUpWorkers {
-			p = troupev1.CleanPodPolicyNone
-		}
-		rp.CleanPodPolicy = &p
-	}
-	if rp.CleanPodPolicyOn == nil {
-		rp.CleanPodPolicyOn = ptr.To(troupev1.CleanPodPolicyOnFinished)
-	}
-	defaultNetworkPolicy(rp)
-	if sp.Gang == nil && o.DefaultGang != "" {
-		sp.Gang = ptr.To(o.DefaultGang)
-	}
 }

@@ -29,13 +29,10 @@ func (w HorovodJob) Default(_ context.Context, job *troupev1.HorovodJob) error {
 	return nil
 }
 
-// DefaultHorovodJob fills a HorovodJob's defaults; it is idempotent. An elastic job without a
-// worker count starts with its minimum.
+// DefaultHorovodJob fills a HorovodJob's defaults: troupev1's SetDefaults, which the adapter
+// applies too; it is idempotent.
 func DefaultHorovodJob(job *troupev1.HorovodJob, o Options) {
-	if e := job.Spec.Elastic; e != nil && job.Spec.Worker.Replicas == nil {
-		job.Spec.Worker.Replicas = ptr.To(e.MinReplicas)
-	}
-	defaultMPIProgram(&job.Spec.MPIProgramSpec, troupev1.HorovodMainContainer, o)
+	job.SetDefaults(o.Defaults())
 }
 
 // ValidateHorovodJob returns every problem of a HorovodJob's spec.

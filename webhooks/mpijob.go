@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -28,20 +27,10 @@ func (w MPIJob) Default(_ context.Context, job *troupev1.MPIJob) error {
 	return nil
 }
 
-// DefaultMPIJob fills an MPIJob's defaults; it is idempotent. A job of the FFFFFaraway form
-// keeps its form: its defaults go to its own fields (numWorkers) and the shared ones, never
-// to spec.worker or spec.launcher, and its transport is KubeExec (its workers run their own
-// command, not sshd).
+// DefaultMPIJob fills an MPIJob's defaults: troupev1's SetDefaults, which the adapter applies
+// too; it is idempotent.
 func DefaultMPIJob(job *troupev1.MPIJob, o Options) {
-	s := &job.Spec
-	if !s.IsWorkerTemplateForm() {
-		defaultMPIProgram(&s.MPIProgramSpec, troupev1.MPIWorkerContainer, o)
-		return
-	}
-	if s.NumWorkers == nil {
-		s.NumWorkers = ptr.To[int32](1)
-	}
-	defaultProgramPolicies(&s.MPIProgramSpec, troupev1.MPITransportKubeExec, o)
+	job.SetDefaults(o.Defaults())
 }
 
 // ValidateMPIJob returns every problem of an MPIJob's spec, at the paths of the form it is

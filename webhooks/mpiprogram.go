@@ -12,26 +12,6 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
-// defaultMPIProgram fills what MPIJob and HorovodJob share; it is idempotent.
-func defaultMPIProgram(p *troupev1.MPIProgramSpec, mainContainer string, o Options) {
-	defaultProgramPolicies(p, troupev1.MPITransportSSH, o)
-	if p.Worker.Replicas == nil {
-		p.Worker.Replicas = ptr.To[int32](1)
-	}
-	if p.Worker.Slots == nil {
-		p.Worker.Slots = ptr.To(mpi.Slots(&p.Worker.Template, mainContainer, nil))
-	}
-	if p.Launcher == nil {
-		p.Launcher = &troupev1.MPILauncher{}
-	}
-	if p.Launcher.BackoffLimit == nil {
-		p.Launcher.BackoffLimit = ptr.To(ptr.Deref(p.RunPolicy.BackoffLimit, troupev1.DefaultBackoffLimit))
-	}
-	if p.Launcher.ActiveDeadlineSeconds == nil && p.RunPolicy.ActiveDeadlineSeconds != nil {
-		p.Launcher.ActiveDeadlineSeconds = ptr.To(*p.RunPolicy.ActiveDeadlineSeconds)
-	}
-}
-
 // programPaths are where the parts of an MPI program are written in a job's spec, for error
 // messages: under spec.worker and spec.launcher, or in an MPIJob of the FFFFFaraway form at
 // spec.numWorkers, spec.workerTemplate and spec.launcherTemplate.
@@ -57,18 +37,6 @@ func workerTemplateFormPaths() programPaths {
 		workerTemplate: spec.Child("workerTemplate"), workerCmd: spec.Child("launcherTemplate"),
 		launcher: spec.Child("launcherTemplate"), launcherTemplate: spec.Child("launcherTemplate"),
 	}
-}
-
-// defaultProgramPolicies fills the parts of an MPI program that do not depend on how its
-// worker and launcher are written: the MPI implementation, the launch (transport default
-// given), the run and scheduling policies.
-func defaultProgramPolicies(p *troupev1.MPIProgramSpec, transport troupev1.MPITransport, o Options) {
-	if p.MPIImplementation == "" {
-		p.MPIImplementation = troupev1.MPIImplementation(mpi.OpenMPI)
-	}
-	defaultLaunch(&p.MPILaunch, transport)
-	defaultPolicies(&p.RunPolicy, &p.SchedulingPolicy, o)
-	defaultT9kScheduler(p)
 }
 
 // validateMPIProgram returns every problem of what MPIJob and HorovodJob share; at names where

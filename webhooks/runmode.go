@@ -22,12 +22,6 @@ var (
 	chainerReplicaTypes = []troupev1.ReplicaType{troupev1.ReplicaMaster, troupev1.ReplicaWorker}
 )
 
-// defaultT9kScheduler writes the T9k scheduler's queue and priority into the scheduling policy
-// where it names none, so the stored spec says what the gang provider and the pods get.
-func defaultT9kScheduler(p *troupev1.MPIProgramSpec) {
-	p.SchedulingPolicy = p.Scheduler.FoldInto(p.SchedulingPolicy)
-}
-
 // validateRunMode checks the replica types of the debug and resume specs.
 func validateRunMode(p *field.Path, rm *troupev1.RunMode, types []troupev1.ReplicaType) field.ErrorList {
 	if rm == nil {

@@ -69,10 +69,6 @@ type RunPolicy struct {
 	NetworkPolicy *NetworkPolicyConfig `json:"networkPolicy,omitempty"`
 }
 
-// DefaultBackoffLimit is a master's (launcher's) retries when neither it nor the run policy sets
-// them: the batch Job default.
-const DefaultBackoffLimit int32 = 6
-
 // GangProvider names the scheduler integration that admits a job's pods all together.
 // +kubebuilder:validation:Enum=Volcano;Coscheduling;None
 type GangProvider string

@@ -18,8 +18,9 @@ const (
 	// deadline. The launcher Job fails at once on it instead of retrying: waiting again would
 	// only delay the same answer.
 	WaitTimeoutExitCode int32 = 3
-	// DefaultWaitTimeoutSeconds bounds the launcher's wait when the spec does not.
-	DefaultWaitTimeoutSeconds int32 = 300
+	// DefaultWaitTimeoutSeconds bounds the launcher's wait when the spec does not (the job's
+	// default, in apis).
+	DefaultWaitTimeoutSeconds = troupev1.DefaultWaitForWorkersTimeoutSeconds
 
 	agentBinVolume = "troupe-bin"
 )

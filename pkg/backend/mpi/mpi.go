@@ -6,7 +6,6 @@ package mpi
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -229,23 +229,14 @@ func (b Backend) Generate(s *engine.Spec, obj client.Object) error {
 	return nil
 }
 
-// Slots returns the MPI slots of a pod: the override when set, else the nvidia.com/gpu limit of
-// the main container, else 1.
+// Slots returns the MPI slots of a pod: the override when set, else the default from its
+// template (troupev1.SlotsFromTemplate: the nvidia.com/gpu limit of the main container, else 1).
 func Slots(tmpl *corev1.PodTemplateSpec, mainContainer string, override *int32) int32 {
 	if override != nil {
 		return *override
 	}
-	for _, c := range tmpl.Spec.Containers {
-		if c.Name != mainContainer {
-			continue
-		}
-		if gpus, ok := c.Resources.Limits[ResourceGPU]; ok && gpus.Value() > 0 {
-			// Found by fuzzing: a limit beyond int32 must not wrap to a negative count.
-			return int32(min(gpus.Value(), math.MaxInt32))
-		}
-	}
-	return 1
+	return troupev1.SlotsFromTemplate(tmpl, mainContainer)
 }
 
 // ResourceGPU is the extended resource whose limit gives a pod's default slots.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+const ResourceGPU = troupev1.ResourceGPU

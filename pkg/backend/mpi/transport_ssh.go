@@ -15,10 +15,10 @@ import (
 )
 
 const (
-	// DefaultSSHPort is above 1024 so that sshd can listen as a non-root user.
-	DefaultSSHPort int32 = 2222
-	// DefaultSSHDPath is where Debian and most images install sshd.
-	DefaultSSHDPath = "/usr/sbin/sshd"
+	// DefaultSSHPort and DefaultSSHDPath are the job's defaults (apis), also used by an SSH
+	// transport built without them.
+	DefaultSSHPort  = troupev1.DefaultSSHPort
+	DefaultSSHDPath = troupev1.DefaultSSHDPath
 	// SSHMountPath is where the job's SSH Secret is mounted in every container.
 	SSHMountPath = "/etc/troupe/ssh"
 
