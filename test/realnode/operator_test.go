@@ -75,12 +75,14 @@ func needTrainImage(t *testing.T) {
 }
 
 // pinned is the part of a pod spec that puts a job's pod on the real node (its label and
-// taint) and lets it go at once when deleted (a shell as PID 1 ignores SIGTERM), indented for
-// a template's spec at the given depth.
+// taint), lets it go at once when deleted (a shell as PID 1 ignores SIGTERM), and states the
+// image's user (troupe-mpi's mpiuser) in runAsUser, as docs/mpi.md asks of SSH jobs so that the
+// operator can make the job's keys readable to it; indented for a template's spec.
 func pinned(indent int) string {
 	p := strings.Repeat(" ", indent)
 	return fmt.Sprintf("%[1]sterminationGracePeriodSeconds: 1\n%[1]snodeSelector: {%[2]s: \"true\"}\n"+
-		"%[1]stolerations: [{key: %[2]s, operator: Exists, effect: NoSchedule}]\n", p, nodeLabel)
+		"%[1]stolerations: [{key: %[2]s, operator: Exists, effect: NoSchedule}]\n"+
+		"%[1]ssecurityContext: {runAsUser: 1000, runAsGroup: 1000}\n", p, nodeLabel)
 }
 
 // waitCondition waits for a troupe job's condition (Succeeded or Failed) to be True and
