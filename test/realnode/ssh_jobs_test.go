@@ -93,7 +93,7 @@ spec:
         - name: mpi-worker
           image: %[7]s
 `, troupev1.SSHSecretPrivateKey, b64(keys[mpi.SSHClientKey]), troupev1.SSHSecretAuthorizedKeys, b64(keys[mpi.SSHClientPubKey]),
-			strings.Join(strings.Fields(trainArgs), ", "), pinned(8), trainImage), "apply", "-n", ns, "-f", "-")
+			yamlArgs(), pinned(8), trainImage), "apply", "-n", ns, "-f", "-")
 		took, err := waitCondition(t, ns, "mpijob.troupe.dev/train", "Succeeded", 5*time.Minute)
 		logs, _ := kubectl("", "logs", "-n", ns, "job/train-launcher", "-c", "mpi-launcher")
 		if err != nil {
