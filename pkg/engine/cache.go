@@ -117,9 +117,12 @@ func TrimPod(obj any) (any, error) {
 		trimmed.Status.InitContainerStatuses = append(trimmed.Status.InitContainerStatuses, kept)
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount,
-		})
+		kept := corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
+		// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage).
+		if t := cs.State.Terminated; t != nil && pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+		}
+		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, kept)
 	}
 	return trimmed, nil
 }

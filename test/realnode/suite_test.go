@@ -62,6 +62,7 @@ func run(m *testing.M) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sigs
+		stopOperator()
 		down()
 		os.Exit(1)
 	}()
@@ -74,6 +75,7 @@ func run(m *testing.M) int {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	kubeconfig = strings.TrimSpace(lines[len(lines)-1])
+	defer stopOperator() // before the cluster goes (defers run last first)
 	return m.Run()
 }
 

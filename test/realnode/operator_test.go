@@ -1,0 +1,114 @@
+package realnode
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
+)
+
+// The operator and the training image are needed by the job tests only: the smoke tests run
+// without them, and a run of those alone (-run TestNodes) neither builds the operator nor
+// imports the 2.4 GB image.
+var (
+	operatorOnce sync.Once
+	operatorProc *testutil.Operator
+	operatorErr  error
+
+	trainOnce sync.Once
+	trainErr  error
+)
+
+const trainImage = "ghcr.io/troupe-dev/troupe-train:v0.1.0"
+
+// needOperator installs the CRDs and starts troupe-operator against the cluster, as the e2e
+// suite runs it (a local process serving its admission webhooks), once for the whole run;
+// stopOperator (TestMain) stops it.
+func needOperator(t *testing.T) {
+	t.Helper()
+	operatorOnce.Do(func() {
+		start := time.Now()
+		if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
+			operatorErr = fmt.Errorf("install CRDs: %w\n%s", err, out)
+			return
+		}
+		operatorProc, operatorErr = testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_REALNODE_OPERATOR_LOG"))
+		if operatorErr == nil {
+			t.Logf("operator ready in %.1fs (log %s)", time.Since(start).Seconds(), operatorProc.LogPath)
+		}
+	})
+	if operatorErr != nil {
+		t.Fatalf("start the operator: %v", operatorErr)
+	}
+}
+
+func stopOperator() {
+	if operatorProc != nil {
+		operatorProc.Stop()
+		fmt.Fprintln(os.Stderr, "operator log:", operatorProc.LogPath)
+	}
+}
+
+// needTrainImage imports troupe-train into the real node (built by make images, cached), once.
+func needTrainImage(t *testing.T) {
+	t.Helper()
+	trainOnce.Do(func() {
+		start := time.Now()
+		cmd := exec.Command(filepath.Join(repoRoot, "hack", "controlplane", "realnode-images.sh"), "troupe-train")
+		out, err := cmd.CombinedOutput()
+		trainErr = err
+		if err == nil {
+			t.Logf("troupe-train imported into the real node in %.1fs", time.Since(start).Seconds())
+		} else {
+			trainErr = fmt.Errorf("%w\n%s", trainErr, out)
+		}
+	})
+	if trainErr != nil {
+		t.Fatalf("import troupe-train: %v", trainErr)
+	}
+}
+
+// pinned is the part of a pod spec that puts a job's pod on the real node (its label and
+// taint), lets it go at once when deleted (a shell as PID 1 ignores SIGTERM), and states the
+// image's user (troupe-mpi's mpiuser) in runAsUser, as docs/mpi.md asks of SSH jobs so that the
+// operator can make the job's keys readable to it; indented for a template's spec.
+func pinned(indent int) string {
+	p := strings.Repeat(" ", indent)
+	return fmt.Sprintf("%[1]sterminationGracePeriodSeconds: 1\n%[1]snodeSelector: {%[2]s: \"true\"}\n"+
+		"%[1]stolerations: [{key: %[2]s, operator: Exists, effect: NoSchedule}]\n"+
+		"%[1]ssecurityContext: {runAsUser: 1000, runAsGroup: 1000}\n", p, nodeLabel)
+}
+
+// waitCondition waits for a troupe job's condition (Succeeded or Failed) to be True and
+// returns how long it took.
+func waitCondition(t *testing.T, ns, resource, cond string, timeout time.Duration) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	out, err := kubectl("", "wait", "-n", ns, resource, "--for=condition="+cond, fmt.Sprintf("--timeout=%ds", int(timeout.Seconds())))
+	if err != nil {
+		return time.Since(start), fmt.Errorf("%w: %s", err, out)
+	}
+	return time.Since(start), nil
+}
+
+// describeOnFailure logs what a user would look at when a job did not end as expected.
+func describeOnFailure(t *testing.T, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, _ := kubectl("", "get", "-n", ns, "all,chainerjobs.troupe.dev,mpijobs.troupe.dev", "-o", "wide")
+		t.Logf("objects:\n%s", out)
+		out, _ = kubectl("", "get", "-n", ns, "chainerjobs.troupe.dev,mpijobs.troupe.dev", "-o", "yaml")
+		t.Logf("jobs:\n%s", out)
+		out, _ = kubectl("", "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+		t.Logf("events:\n%s", out)
+	})
+}
