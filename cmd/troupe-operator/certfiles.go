@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -63,4 +66,14 @@ func writeIfChanged(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// removeCertFiles deletes the certificate files in dir, if any.
+func removeCertFiles(dir string) error {
+	for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the stale webhook certificate: %w", err)
+		}
+	}
+	return nil
 }
