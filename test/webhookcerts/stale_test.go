@@ -4,6 +4,8 @@ package webhookcerts
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +62,8 @@ func clusterRound(t *testing.T, bin, certDir string) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "deploy", "crds")},
 		ErrorIfCRDPathMissing: true,
+		// A loaded CI machine can take longer than the default 10 s to serve new CRDs.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 	}
 	began := time.Now()
 	cfg, err := env.Start()
@@ -112,7 +117,7 @@ func clusterRound(t *testing.T, bin, certDir string) {
 		}
 	})
 	start := time.Now()
-	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true,
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 60*time.Second, true,
 		func(context.Context) (bool, error) {
 			resp, err := http.Get("http://" + probe + "/readyz")
 			if err != nil {
@@ -137,6 +142,25 @@ func clusterRound(t *testing.T, bin, certDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the API server does next: the served certificate must verify against the CA that
+	// the configurations hold, from the moment the operator is ready.
+	conn, err := tls.Dial("tcp", hooks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := conn.ConnectionState().PeerCertificates[0]
+	_ = conn.Close()
+	var hookConfig admissionv1.ValidatingWebhookConfiguration
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "troupe-validating-webhook-configuration"}, &hookConfig); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(hookConfig.Webhooks[0].ClientConfig.CABundle)
+	if _, err := served.Verify(x509.VerifyOptions{DNSName: "localhost", Roots: roots}); err != nil {
+		t.Errorf("ready, but the served certificate (issuer %q, from %v) does not verify against the webhooks' CA: %v",
+			served.Issuer, served.NotBefore, err)
+	}
+
 	job := &troupev1.ChainerJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: "default"},
 		Spec: troupev1.ChainerJobSpec{
