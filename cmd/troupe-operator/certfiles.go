@@ -32,6 +32,10 @@ type certFileWriter struct {
 // served within seconds.
 const certSyncPeriod = 2 * time.Second
 
+// NeedLeaderElection is false: every replica serves the webhooks, so every replica needs the
+// files.
+func (w *certFileWriter) NeedLeaderElection() bool { return false }
+
 // Start copies the certificate until ctx ends.
 func (w *certFileWriter) Start(ctx context.Context) error {
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
