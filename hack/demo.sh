@@ -4,6 +4,12 @@
 # the ChainerMN example to Succeeded. The cluster and the operator keep running afterwards;
 # hack/demo-down.sh (make demo-down) stops them. Running it again reuses the cluster and
 # restarts the operator and the example.
+#
+# REAL=1 (make demo REAL=1): the cluster gets this machine as a real node (containerd, images of
+# make images), troupe is installed from deploy/ as a user installs it (kubectl apply -k: the
+# operator image, two replicas, webhooks behind their Service) and the training example
+# (examples/chainerjob-mn-realnode.yaml, troupe-train) really runs, to Succeeded from mpiexec's
+# exit code. The kwok nodes are tainted for the demo so that troupe's pods run on the real node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/controlplane/lib.sh
@@ -16,6 +22,48 @@ start=$SECONDS
 mkdir -p "$DEMO_DIR"
 
 step() { printf '\n==> %s\n' "$*"; }
+
+if [[ ${REAL:-} == 1 ]]; then
+  EXAMPLE=examples/chainerjob-mn-realnode.yaml
+  step "building the control plane and the images (cached in $TROUPE_CACHE)"
+  hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
+    coscheduler volcano-scheduler
+  export PATH=$KUBE_BIN:$PATH
+  step "starting the local cluster $CLUSTER_NAME with this machine as a real node"
+  if ! KUBECONFIG=$(REAL_NODE=1 REAL_NODE_IMAGES="pause troupe-operator troupe-agent troupe-mpi troupe-train" \
+    hack/controlplane/cluster-up.sh 2>"$DEMO_DIR/cluster-up.log" | tail -n 1) || [[ -z $KUBECONFIG ]]; then
+    cat "$DEMO_DIR/cluster-up.log" >&2
+    exit 1
+  fi
+  export KUBECONFIG
+  # An operator process of a simulated demo on this cluster would fight the installed one.
+  hack/demo-down.sh --operator-only
+  real=$(kubectl get nodes -l troupe.dev/real-node=true -o jsonpath='{.items[0].metadata.name}')
+  kubectl taint nodes -l 'troupe.dev/real-node!=true' troupe.dev/demo=simulated:NoSchedule --overwrite >/dev/null
+  kubectl taint node "$real" troupe.dev/real-node=true:NoSchedule- >/dev/null 2>&1 || true
+  kubectl get nodes -o wide
+
+  step "installing troupe: kubectl apply --server-side -k deploy/"
+  kubectl apply --server-side --force-conflicts -k deploy/ | grep -v unchanged || true
+  kubectl -n troupe-system rollout status deployment/troupe-operator --timeout=300s
+  kubectl -n troupe-system get pods -o wide
+
+  step "running $EXAMPLE"
+  kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --cascade=foreground --wait=true
+  kubectl create -f "$EXAMPLE"
+  if ! kubectl wait --for=condition=Succeeded --timeout=300s chainerjob/"$EXAMPLE_NAME"; then
+    kubectl get chainerjob "$EXAMPLE_NAME" -o yaml >&2
+    kubectl logs job/"$EXAMPLE_NAME"-master --tail=30 >&2 || true
+    exit 1
+  fi
+  step "the master's log (kubectl logs job/$EXAMPLE_NAME-master --tail=12)"
+  kubectl logs job/"$EXAMPLE_NAME"-master --tail=12
+  step "kubectl get all -l chainerjob.troupe.dev/name=$EXAMPLE_NAME"
+  kubectl get all -l chainerjob.troupe.dev/name="$EXAMPLE_NAME"
+  printf '\nDemo finished in %ss. The cluster, its real node and troupe keep running; stop them with make demo-down.\n' "$((SECONDS - start))"
+  echo "KUBECONFIG=$KUBECONFIG"
+  exit 0
+fi
 
 step "building the control plane (cached in $TROUPE_CACHE) and troupe-operator"
 hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \

@@ -25,6 +25,8 @@ COREDNS_VERSION ?= v1.15.0
 # Code generation and lint.
 CONTROLLER_GEN_VERSION ?= v0.20.0
 GOLANGCI_LINT_VERSION ?= v2.7.2
+# Helm, for the chart's lint and template (make verify) and the real-node install test.
+HELM_VERSION ?= v3.22.0
 
 # Built binaries live outside the checkout, keyed by version, so a clean clone reuses them.
 TROUPE_CACHE ?= $(HOME)/.cache/troupe

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,6 +31,10 @@ type certFileWriter struct {
 // every minute, the rotator renews long before expiry, and a first certificate should be
 // served within seconds.
 const certSyncPeriod = 2 * time.Second
+
+// NeedLeaderElection is false: every replica serves the webhooks, so every replica needs the
+// files.
+func (w *certFileWriter) NeedLeaderElection() bool { return false }
 
 // Start copies the certificate until ctx ends.
 func (w *certFileWriter) Start(ctx context.Context) error {
@@ -63,4 +70,14 @@ func writeIfChanged(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// removeCertFiles deletes the certificate files in dir, if any.
+func removeCertFiles(dir string) error {
+	for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the stale webhook certificate: %w", err)
+		}
+	}
+	return nil
 }

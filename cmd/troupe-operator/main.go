@@ -120,6 +120,10 @@ func run() error {
 		LeaderElectionID:        "troupe-operator.troupe.dev",
 		LeaderElectionNamespace: leaderElectNS,
 		Controller:              config.Controller{MaxConcurrentReconciles: maxConcurrency},
+
+		// Hand the lease over at once on a rolling update instead of after its 15 s: the
+		// process ends right after the manager stops, so nothing reconciles after the release.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -134,6 +138,8 @@ func run() error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
+	// Readiness is the webhooks' (webhook.go), not leadership: a replica that does not lead
+	// still serves admission.
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}

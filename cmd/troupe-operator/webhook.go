@@ -8,12 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -42,7 +40,8 @@ func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.dnsName, "webhook-dns-name", "troupe-webhook-service.troupe-system.svc",
 		"The name the API server reaches the webhooks by: the Service's DNS name, or localhost for a local operator with a URL webhook configuration.")
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
-		"Copy the certificate Secret into --webhook-cert-dir, as the kubelet does for a mounted Secret (an operator run outside a pod).")
+		"Copy the certificate Secret into --webhook-cert-dir, as the kubelet does for a mounted Secret but within seconds "+
+			"(an operator outside a pod, or a pod whose cert dir is an emptyDir); stale files there are removed at start.")
 }
 
 // server is the webhook server to give the manager, or nil when webhooks are disabled.
@@ -61,8 +60,11 @@ func (f *webhookFlags) server() (webhook.Server, error) {
 	return webhook.NewServer(webhook.Options{Host: host, Port: p, CertDir: f.certDir}), nil
 }
 
-// setup adds the certificate rotator and, once it has written the certificate, registers the
-// webhooks; the readiness check passes only when they are served.
+// setup adds the certificate rotator and, once the certificate is there, registers the
+// webhooks. Both run on every replica, leader or not (as jobset and kueue wire them): only the
+// reconcilers need the lease, and a Service in front of several replicas must find the webhooks
+// on each. The readiness check passes only once this replica serves a certificate signed by
+// the CA that the webhook configurations hold (servingcheck.go).
 func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	if f.disabled {
 		return nil
@@ -71,14 +73,29 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	if !ok {
 		return fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.certSecret)
 	}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	if f.writeCerts {
+		// The files in the directory may be another cluster's (make demo after make
+		// demo-down): remove them so that the rotator waits for this cluster's certificate
+		// instead of reporting the stale one mounted.
+		if err := removeCertFiles(f.certDir); err != nil {
+			return err
+		}
+		if err := mgr.Add(&certFileWriter{reader: mgr.GetAPIReader(), key: key, dir: f.certDir}); err != nil {
+			return err
+		}
+	}
 	certReady := make(chan struct{})
-	if err := rotator.AddRotator(rotatorManager(mgr, types.NamespacedName{Namespace: ns, Name: name}), &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: ns, Name: name},
+	if err := rotator.AddRotator(rotatorManager(mgr, key), &rotator.CertRotator{
+		SecretKey:      key,
 		CertDir:        f.certDir,
 		CAName:         "troupe-webhook-ca",
 		CAOrganization: "troupe",
 		DNSName:        f.dnsName,
 		IsReady:        certReady,
+		// Every replica keeps the certificate and the CA bundles current; concurrent writes
+		// of the Secret are resolved by its resourceVersion (the loser rereads it).
+		RequireLeaderElection: false,
 		Webhooks: []rotator.WebhookInfo{
 			{Name: webhooks.MutatingConfigurationName, Type: rotator.Mutating},
 			{Name: webhooks.ValidatingConfigurationName, Type: rotator.Validating},
@@ -86,15 +103,14 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("certificate rotator: %w", err)
 	}
-	if f.writeCerts {
-		if err := mgr.Add(&certFileWriter{reader: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: ns, Name: name}, dir: f.certDir}); err != nil {
-			return err
-		}
-	}
 	opts := webhooks.Options{DefaultGang: f.defaultGang}
-	// Set once the webhooks are registered; a failed registration stops the manager.
-	var registered atomic.Bool
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	check, err := newServingCheck(mgr.GetAPIReader(), f.bind, f.dnsName,
+		webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
+	if err != nil {
+		return err
+	}
+	// A failed registration stops the manager.
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {
 		case <-certReady:
 		case <-ctx.Done():
@@ -103,15 +119,28 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		if err := kinds.SetupWebhooks(mgr, opts); err != nil {
 			return err
 		}
-		registered.Store(true)
+		check.registered.Store(true)
 		return nil
 	})); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
-		if !registered.Load() {
+		// Not before registration: the first GetWebhookServer starts the server, which
+		// needs the certificate files.
+		if !check.registered.Load() {
 			return fmt.Errorf("waiting for the webhooks' certificate")
 		}
-		return mgr.GetWebhookServer().StartedChecker()(req)
+		if err := mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+			return err
+		}
+		return check.Check(req.Context())
 	})
 }
+
+// everyReplica is a runnable that starts on every replica, not only on the elected leader
+// (a plain manager.RunnableFunc waits for the lease).
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
