@@ -74,6 +74,12 @@ teardown() {
   for f in "$STATE"/containerd/state/io.containerd.runtime.v2.task/*/*/shim.pid; do
     [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
+  # A shim whose task containerd had already deleted has no shim.pid left but lives on (seen
+  # after interrupted runs); it is ours when it serves our containerd's socket.
+  local pid
+  for pid in $(pgrep -f -- "^/usr/bin/containerd-shim-runc-v2 .*-address $STATE/containerd/containerd.sock" || true); do
+    kill -9 "$pid" 2>/dev/null || true
+  done
   # Pods' volumes, network namespaces, overlay root filesystems: deepest first.
   findmnt -rn -o TARGET | { grep "^$STATE/" || true; } | sort -r | while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" || true
