@@ -30,6 +30,9 @@ const (
 // Service. With the first install, the operator is restarted (kubectl rollout restart) while a
 // job runs on the real node: the rollout finishes and the job Succeeds with one launcher pod.
 func TestInstall(t *testing.T) {
+	// The operator the job tests run as a local process would answer beside the installed one
+	// (and its webhook configuration is the installs'): stop it; the next job test restarts it.
+	stopOperator()
 	realNodeOnly(t)
 	t.Run("kustomize", func(t *testing.T) {
 		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(repoRoot, "deploy"))

@@ -17,9 +17,8 @@ import (
 // without them, and a run of those alone (-run TestNodes) neither builds the operator nor
 // imports the 2.4 GB image.
 var (
-	operatorOnce sync.Once
+	operatorMu   sync.Mutex
 	operatorProc *testutil.Operator
-	operatorErr  error
 
 	trainOnce sync.Once
 	trainErr  error
@@ -28,30 +27,36 @@ var (
 const trainImage = "ghcr.io/troupe-dev/troupe-train:v0.1.0"
 
 // needOperator installs the CRDs and starts troupe-operator against the cluster, as the e2e
-// suite runs it (a local process serving its admission webhooks), once for the whole run;
-// stopOperator (TestMain) stops it.
+// suite runs it (a local process serving its admission webhooks), unless it runs already;
+// stopOperator stops it (TestMain at the end, and TestInstall, whose in-cluster installs replace
+// the local webhooks and delete the CRDs when they are uninstalled: the next job test starts it
+// again).
 func needOperator(t *testing.T) {
 	t.Helper()
-	operatorOnce.Do(func() {
-		start := time.Now()
-		if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
-			operatorErr = fmt.Errorf("install CRDs: %w\n%s", err, out)
-			return
-		}
-		operatorProc, operatorErr = testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_REALNODE_OPERATOR_LOG"))
-		if operatorErr == nil {
-			t.Logf("operator ready in %.1fs (log %s)", time.Since(start).Seconds(), operatorProc.LogPath)
-		}
-	})
-	if operatorErr != nil {
-		t.Fatalf("start the operator: %v", operatorErr)
+	operatorMu.Lock()
+	defer operatorMu.Unlock()
+	if operatorProc != nil {
+		return
 	}
+	start := time.Now()
+	if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
+		t.Fatalf("install CRDs: %v\n%s", err, out)
+	}
+	p, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_REALNODE_OPERATOR_LOG"))
+	if err != nil {
+		t.Fatalf("start the operator: %v", err)
+	}
+	operatorProc = p
+	t.Logf("operator ready in %.1fs (log %s)", time.Since(start).Seconds(), p.LogPath)
 }
 
 func stopOperator() {
+	operatorMu.Lock()
+	defer operatorMu.Unlock()
 	if operatorProc != nil {
 		operatorProc.Stop()
 		fmt.Fprintln(os.Stderr, "operator log:", operatorProc.LogPath)
+		operatorProc = nil
 	}
 }
 
