@@ -102,6 +102,7 @@ func checkInstall(t *testing.T) {
 		t.Fatalf("the operator Deployment did not become available: %v\n%s%s", err, out, operatorDiagnostics())
 	}
 	t.Logf("operator Deployment available %v after the install", time.Since(start).Round(time.Second))
+	waitWebhookService(t)
 
 	// Two Ready replicas, on the real node, of the image make images built.
 	pods := mustKubectl(t, "", "get", "pods", "-n", operatorNS, "-l", "app.kubernetes.io/name=troupe-operator", "-o",
@@ -138,6 +139,26 @@ func checkInstall(t *testing.T) {
 		t.Errorf("PodDisruptionBudget troupe-operator: minAvailable %q, want 1", mina)
 	}
 	checkWebhooks(t)
+}
+
+// waitWebhookService waits until the API server reaches the webhook Service. Ready pods are
+// not enough right after an install: the Service (new, or recreated with a new cluster IP
+// after the previous install's uninstall) is routed only once kube-proxy has programmed its
+// endpoints, and until then calls fail with "connection refused", on any cluster.
+func waitWebhookService(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	for {
+		out, err := kubectl(jobManifest("probe", "true"), "create", "--dry-run=server", "-n", "default", "-f", "-")
+		if err == nil {
+			t.Logf("webhook Service answering %v after the Deployment was available", time.Since(start).Round(time.Second))
+			return
+		}
+		if !strings.Contains(out, "failed calling webhook") || time.Since(start) > 2*time.Minute {
+			t.Fatalf("the webhook Service does not answer: %v\n%s%s", err, out, operatorDiagnostics())
+		}
+		time.Sleep(time.Second) // poll interval: the condition is checked again, not assumed
+	}
 }
 
 // checkWebhooks: through the webhook Service, a bad spec is refused with its field path and
