@@ -70,7 +70,7 @@ spec:
 		b64 := base64.StdEncoding.EncodeToString
 		mustKubectl(t, fmt.Sprintf(`apiVersion: v1
 kind: Secret
-metadata: {name: user-ssh}
+metadata: {name: user-key}
 type: kubernetes.io/ssh-auth
 data:
   %[1]s: %[2]s
@@ -81,7 +81,7 @@ kind: MPIJob
 metadata:
   name: train
 spec:
-  ssh: {secretName: user-ssh}
+  ssh: {secretName: user-key}
   mca: {btl: "self,vader,tcp", btl_tcp_if_include: eth0, oob_tcp_if_include: eth0}
   worker:
     replicas: 2
