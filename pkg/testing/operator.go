@@ -1,16 +1,12 @@
 package testing
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Operator is troupe-operator run as the separate process a user runs against a local cluster
@@ -67,15 +63,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 		return nil, err
 	}
 	o := &Operator{LogPath: logPath, cmd: cmd, log: logFile}
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return false, nil //nolint:nilerr // not listening yet
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
+	if err := WaitReady(probe, 200*time.Millisecond, 30*time.Second); err != nil {
 		o.Stop()
 		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)
 	}

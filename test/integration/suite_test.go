@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 var (
@@ -164,16 +164,5 @@ func newNamespace(t *testing.T) string {
 // failure.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-			return false, nil //nolint:nilerr // keep polling; the last error explains a timeout
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
-	}
+	testutil.Eventually(t, what, pollInterval, waitTimeout, cond)
 }

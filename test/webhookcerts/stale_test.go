@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 var repoRoot = filepath.Join("..", "..")
@@ -117,16 +116,7 @@ func clusterRound(t *testing.T, bin, certDir string) {
 		}
 	})
 	start := time.Now()
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 60*time.Second, true,
-		func(context.Context) (bool, error) {
-			resp, err := http.Get("http://" + probe + "/readyz")
-			if err != nil {
-				return false, nil //nolint:nilerr // not listening yet
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, nil
-		})
-	if err != nil {
+	if err := testutil.WaitReady(probe, 20*time.Millisecond, 60*time.Second); err != nil {
 		t.Fatalf("operator not ready: %v", err)
 	}
 	t.Logf("operator ready %v after start", time.Since(start).Round(time.Millisecond))
@@ -193,10 +183,9 @@ func readFile(t *testing.T, path string) string {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testutil.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return addr
 }

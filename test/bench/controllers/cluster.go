@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // env is the bench's cluster and what runs beside it.
@@ -76,7 +78,7 @@ func setUp(ctx context.Context, o *options) (*env, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return e, fmt.Errorf("build troupe-operator: %w\n%s", err, out)
 	}
-	hooks, err := freePort()
+	hooks, err := testutil.FreePort()
 	if err != nil {
 		return e, err
 	}
@@ -178,15 +180,6 @@ func (p *process) stop() {
 		<-p.done
 	}
 	_ = p.log.Close()
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
 }
 
 func envOr(key, def string) string {

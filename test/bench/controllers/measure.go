@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // result is what one side measured.
@@ -198,11 +200,11 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 		if err != nil {
 			return nil, "", err
 		}
-		probe, err := freePort()
+		probe, err := testutil.FreePort()
 		if err != nil {
 			return nil, "", err
 		}
-		pprofAddr, err := freePort()
+		pprofAddr, err := testutil.FreePort()
 		if err != nil {
 			return nil, "", err
 		}

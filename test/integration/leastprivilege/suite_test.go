@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +34,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 const (
@@ -212,18 +212,7 @@ func (t recordingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // failure.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-			return false, nil //nolint:nilerr // keep polling; the last error explains a timeout
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
-	}
+	testutil.Eventually(t, what, pollInterval, waitTimeout, cond)
 }
 
 // waitFor waits until the named object exists and returns it.
