@@ -1,14 +1,10 @@
 package engine
 
 import (
-	"context"
-	"fmt"
-
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -55,24 +51,4 @@ func restoreNetworkPolicy(cur, want *networkingv1.NetworkPolicy) bool {
 	}
 	cur.Spec = want.Spec
 	return true
-}
-
-// deleteDisabledNetworkPolicy deletes the job's NetworkPolicy once the job no longer asks for
-// one (runPolicy.networkPolicy.enabled set to false on a running job).
-func (r *Reconciler) deleteDisabledNetworkPolicy(ctx context.Context, job Object, s *Spec) error {
-	if s.NetworkPolicyEnabled() {
-		return nil
-	}
-	var np networkingv1.NetworkPolicy
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, &np)
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&np, job) || !np.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	if err := r.client.Delete(ctx, &np); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete NetworkPolicy %s: %w", np.Name, err)
-	}
-	return nil
 }

@@ -1,15 +1,11 @@
 package engine
 
 import (
-	"context"
-	"fmt"
-
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -59,24 +55,4 @@ func restorePodDisruptionBudget(cur, want *policyv1.PodDisruptionBudget) bool {
 	}
 	cur.Spec.MinAvailable, cur.Spec.Selector, cur.Spec.MaxUnavailable = want.Spec.MinAvailable, want.Spec.Selector, nil
 	return true
-}
-
-// deleteDisabledBudget deletes the job's PodDisruptionBudget once the job no longer asks for
-// one: turning the budget off is how a user lets a drain evict the workers of a running job.
-func (r *Reconciler) deleteDisabledBudget(ctx context.Context, job Object, s *Spec) error {
-	if s.DisruptionBudgetEnabled() {
-		return nil
-	}
-	var pdb policyv1.PodDisruptionBudget
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, &pdb)
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&pdb, job) || !pdb.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	if err := r.client.Delete(ctx, &pdb); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete PodDisruptionBudget %s: %w", pdb.Name, err)
-	}
-	return nil
 }

@@ -171,11 +171,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.syncChildren(ctx, job, spec, obs, finished); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.deleteDisabledBudget(ctx, job, spec); err != nil {
-		return ctrl.Result{}, err
+	// Turning the budget off is how a user lets a drain evict the workers of a running job;
+	// runPolicy.networkPolicy.enabled set to false on a running job removes its policy.
+	if !spec.DisruptionBudgetEnabled() {
+		if err := r.deleteUnwanted(ctx, job, spec, &policyv1.PodDisruptionBudget{}); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	if err := r.deleteDisabledNetworkPolicy(ctx, job, spec); err != nil {
-		return ctrl.Result{}, err
+	if !spec.NetworkPolicyEnabled() {
+		if err := r.deleteUnwanted(ctx, job, spec, &networkingv1.NetworkPolicy{}); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if spec.CleanUpDue(Outcome(prev, obs.MasterJob)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deleteMasterPods(ctx, obs); err != nil {
