@@ -9,6 +9,7 @@
 package kinds
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,8 +60,12 @@ func Register(k Kind) {
 // All returns every registered kind, sorted by name.
 func All() []Kind { return slices.Clone(registry) }
 
-// SetupControllers registers the engine's reconciler of every kind with the manager.
+// SetupControllers registers the engine's reconciler of every kind with the manager, and the
+// cache indexes they share.
 func SetupControllers(mgr ctrl.Manager, o controllers.Options) error {
+	if err := engine.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	for _, k := range registry {
 		if err := controllers.Setup(mgr, k.Adapter(o), o); err != nil {
 			return fmt.Errorf("set up %s: %w", k.Name, err)

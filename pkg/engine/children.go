@@ -79,7 +79,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(s.Namespace),
-		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
+		client.MatchingFields{podJobUIDField: string(job.GetUID())}); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	obs.Pods = pods.Items

@@ -49,7 +49,7 @@ func TestStaleCacheNeverRecreatesTheMaster(t *testing.T) {
 	}
 	newClient := func() client.Client {
 		return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
-			WithObjects(job.DeepCopy()).Build()
+			WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job.DeepCopy()).Build()
 	}
 	cache, apiServer := newClient(), newClient()
 
