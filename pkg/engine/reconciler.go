@@ -83,7 +83,8 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 
 // SetupWithManager registers the reconciler: it watches the kind, the children it owns and
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
-// then selects pods by job UID).
+// then selects pods by job UID). A pod's update queues a pass only when it changed what the
+// engine reads of pods (podChanged).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	nameLabel := r.adapter.NameLabel()
 	podToJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, pod client.Object) []reconcile.Request {
@@ -106,7 +107,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, podToJob)
+		Watches(&corev1.Pod{}, podToJob, builder.WithPredicates(podChanged))
 	for _, o := range r.owned {
 		b = b.Owns(o)
 	}

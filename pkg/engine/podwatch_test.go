@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+func TestPodChangedPassesWhatTheEngineReads(t *testing.T) {
+	base := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "j-workerset-ws0-0", Namespace: "ml", ResourceVersion: "1",
+				Labels:      map[string]string{troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: troupev1.RoleWorker},
+				Annotations: map[string]string{"note": "a"},
+			},
+			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main", Image: "i:1"}}},
+			Status: corev1.PodStatus{
+				Phase:             corev1.PodRunning,
+				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, ImageID: "sha:1"}},
+				PodIP:             "10.0.0.1",
+			},
+		}
+	}
+	tests := map[string]struct {
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		"resourceVersion only":    {change: func(p *corev1.Pod) { p.ResourceVersion = "2" }, want: false},
+		"an annotation":           {change: func(p *corev1.Pod) { p.Annotations["note"] = "b" }, want: false},
+		"the pod IP":              {change: func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.2" }, want: false},
+		"a container's image ID":  {change: func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ImageID = "sha:2" }, want: false},
+		"the phase":               {change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, want: true},
+		"the reason":              {change: func(p *corev1.Pod) { p.Status.Reason = "Evicted" }, want: true},
+		"a container's readiness": {change: func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Ready = false }, want: true},
+		"a container's restarts":  {change: func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 }, want: true},
+		"the Ready condition":     {change: func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }, want: true},
+		"a DisruptionTarget added": {change: func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+		}, want: true},
+		"a label":  {change: func(p *corev1.Pod) { p.Labels["extra"] = "x" }, want: true},
+		"the node": {change: func(p *corev1.Pod) { p.Spec.NodeName = "n2" }, want: true},
+		"deletion": {change: func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, want: true},
+		"an init container ended": {change: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "wait", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
+		}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			// Both as they arrive from the API server, and as the cache hands them on (trimmed).
+			for _, trim := range []bool{false, true} {
+				older, newer := base(), base()
+				tc.change(newer)
+				var o, n any = older, newer
+				if trim {
+					o, _ = TrimPod(older)
+					n, _ = TrimPod(newer)
+				}
+				got := podChanged.Update(event.UpdateEvent{ObjectOld: o.(*corev1.Pod), ObjectNew: n.(*corev1.Pod)})
+				if got != tc.want {
+					t.Errorf("trimmed %t: update passed = %t, want %t", trim, got, tc.want)
+				}
+			}
+		})
+	}
+	if !podChanged.Create(event.CreateEvent{Object: base()}) || !podChanged.Delete(event.DeleteEvent{Object: base()}) {
+		t.Error("a pod's create or delete was filtered out")
+	}
+}
