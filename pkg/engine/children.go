@@ -31,14 +31,44 @@ func keyOf(o client.Object) childKey {
 	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
 }
 
-// gangKeys are the keys of the gang provider's children (its PodGroup); a pass over the
-// children builds them once rather than the PodGroup once per child.
-func gangKeys(s *Spec) map[childKey]bool {
-	keys := map[childKey]bool{}
-	for _, g := range BuildGangObjects(s) {
-		keys[keyOf(g)] = true
+// childIdentities are the job's desired children, in the order of Children, as objects that
+// carry no more than their type, name and namespace (the backend's and the gang's as their
+// providers return them, unlabelled and unhashed), and the keys of the gang's among them.
+// observe looks the children up by these; the children themselves are built once per pass,
+// after the observation they depend on (ready workers, released workers, a held master), by
+// syncChildren. TestChildIdentitiesAreChildren keeps the two lists alike.
+func childIdentities(s *Spec) ([]client.Object, map[childKey]bool) {
+	named := func(o client.Object, name string) client.Object {
+		o.SetName(name)
+		o.SetNamespace(s.Namespace)
+		return o
 	}
-	return keys
+	ids := []client.Object{named(&corev1.Service{}, s.ServiceName())}
+	if s.Backend != nil {
+		for _, o := range s.Backend.Objects(s) {
+			ids = append(ids, named(o, o.GetName()))
+		}
+	}
+	gang := map[childKey]bool{}
+	if s.Gang != nil {
+		for _, o := range s.Gang.Objects(s) {
+			ids = append(ids, named(o, o.GetName()))
+			gang[keyOf(o)] = true
+		}
+	}
+	if s.DisruptionBudgetEnabled() {
+		ids = append(ids, named(&policyv1.PodDisruptionBudget{}, s.Name))
+	}
+	if s.NetworkPolicyEnabled() {
+		ids = append(ids, named(&networkingv1.NetworkPolicy{}, s.Name))
+	}
+	for i := range s.WorkerSets {
+		ids = append(ids, named(&appsv1.StatefulSet{}, s.WorkerSets[i].StatefulSetName))
+	}
+	if s.masterWanted() {
+		ids = append(ids, named(&batchv1.Job{}, s.Master.JobName))
+	}
+	return ids, gang
 }
 
 func refOf(o client.Object) ChildRef {
@@ -52,8 +82,9 @@ func refOf(o client.Object) ChildRef {
 // seen yet.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
-	gang := gangKeys(s)
-	for _, want := range Children(s, false) {
+	ids, gang := childIdentities(s)
+	obs.gang = gang
+	for _, want := range ids {
 		cur, err := r.getChild(ctx, want)
 		switch {
 		case err != nil:
@@ -92,7 +123,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		if obs.PodCreateFailures, obs.LackingPods, err = r.podCreateFailures(ctx, s, obs); err != nil {
 			return nil, err
 		}
-		if err := r.verifyGeneratedSecrets(ctx, job, s, obs); err != nil {
+		if err := r.verifyGeneratedSecrets(ctx, job, ids, obs); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +158,6 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 // the job has finished (a finished job is never started again). Objects it does not own are
 // never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
-	gang := gangKeys(s)
 	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
@@ -174,7 +204,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			before = cur.DeepCopyObject().(client.Object)
 		}
 		changed := restore(cur, want)
-		if gang[keyOf(want)] {
+		if obs.gang[keyOf(want)] {
 			changed = s.Gang.Restore(cur, want) || changed
 		}
 		if !changed {

@@ -4,9 +4,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -93,4 +96,65 @@ func TestRestore(t *testing.T) {
 			t.Errorf("selector not restored: %v", cur.Spec.Selector)
 		}
 	})
+}
+
+// testGang is a gang provider with one child of its own.
+type testGang struct{}
+
+func (testGang) Objects(s *Spec) []client.Object {
+	return []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name + "-gang"}}}
+}
+func (testGang) DecoratePod(*Spec, *corev1.PodTemplateSpec) {}
+func (testGang) Restore(_, _ client.Object) bool            { return false }
+func (testGang) Condition(client.Object, []corev1.Pod) metav1.Condition {
+	return metav1.Condition{Type: "GangScheduled", Status: metav1.ConditionTrue, Reason: "Test"}
+}
+
+// observe looks children up by childIdentities and syncChildren creates Children: a child in
+// one list but not the other would never be created, or never be seen.
+func TestChildIdentitiesAreChildren(t *testing.T) {
+	variants := map[string]func(s *Spec){
+		"workers only": func(*Spec) {},
+		"a backend":    func(s *Spec) { s.Backend = envBackend{} },
+		"a gang":       func(s *Spec) { s.Backend, s.Gang = envBackend{}, testGang{} },
+		"a disruption budget": func(s *Spec) {
+			s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}
+		},
+		"no network policy": func(s *Spec) { s.RunPolicy.NetworkPolicy = &troupev1.NetworkPolicyConfig{Enabled: ptr.To(false)} },
+		"paused: no master": func(s *Spec) { s.RunMode.Pause = true },
+		"no worker sets, budget": func(s *Spec) {
+			s.WorkerSets = nil
+			s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}
+		},
+	}
+	type id struct{ Kind, Namespace, Name string }
+	ids := func(objs []client.Object) []id {
+		var out []id
+		for _, o := range objs {
+			out = append(out, id{keyOf(o).kind, o.GetNamespace(), o.GetName()})
+		}
+		return out
+	}
+	for name, edit := range variants {
+		t.Run(name, func(t *testing.T) {
+			s := testSpec()
+			edit(s)
+			got, gang := childIdentities(s)
+			for _, released := range []bool{false, true} {
+				if diff := cmp.Diff(ids(Children(s, released)), ids(got)); diff != "" {
+					t.Errorf("workers released %t (-Children +childIdentities):\n%s", released, diff)
+				}
+			}
+			var wantGang map[childKey]bool
+			for _, g := range BuildGangObjects(s) {
+				if wantGang == nil {
+					wantGang = map[childKey]bool{}
+				}
+				wantGang[keyOf(g)] = true
+			}
+			if diff := cmp.Diff(wantGang, gang, cmpopts.EquateEmpty(), cmp.AllowUnexported(childKey{})); diff != "" {
+				t.Errorf("gang keys (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

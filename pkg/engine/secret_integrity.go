@@ -82,11 +82,12 @@ func (si *SecretIntegrity) records(prev *troupev1.JobStatus) []troupev1.Generate
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the
 // job's status. A Secret without a record (made by a release that kept none, or whose record's
 // status write was lost to a conflict) is recorded as found.
-func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, s *Spec, obs *Observed) error {
+// ids are the job's desired children (childIdentities).
+func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids []client.Object, obs *Observed) error {
 	obs.Secrets.checked = true
 	prev := job.JobStatus()
 	started := prev.StartTime != nil || jobHasLivePods(obs)
-	for _, want := range BuildBackendObjects(s) {
+	for _, want := range ids {
 		if _, ok := want.(*corev1.Secret); !ok {
 			continue
 		}

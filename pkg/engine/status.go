@@ -44,6 +44,8 @@ type Observed struct {
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
+	// gang are the keys of the gang provider's children among the desired ones.
+	gang map[childKey]bool
 }
 
 // ChildRef names one child object of a job by kind and name.
