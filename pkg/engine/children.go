@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -183,6 +184,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
 			}
 			obs.Secrets.created(want)
+			obs.created(want)
 			k := keyOf(want)
 			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
 			continue
@@ -215,6 +217,25 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		}
 	}
 	return nil
+}
+
+// created counts a child this pass created as observed, as the API server returned it, so the
+// status this pass writes says what exists now (Initialized, the start time) instead of what
+// existed before, which would cost a second status write as soon as the watch brings the
+// children in.
+func (obs *Observed) created(o client.Object) {
+	ref := refOf(o)
+	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == ref })
+	obs.current[keyOf(o)] = o
+	if obs.gang[keyOf(o)] {
+		obs.Gang = o
+	}
+	switch c := o.(type) {
+	case *batchv1.Job:
+		obs.MasterJob = c
+	case *appsv1.StatefulSet:
+		obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
+	}
 }
 
 // write stores the restored child cur. A child read metadata-only (a Secret; before is its

@@ -133,7 +133,8 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		set(c)
 	}
 
-	if st.StartTime == nil && obs.MasterJob != nil && !s.Suspended() {
+	// A zero creation time would be written as no start time and computed again on every pass.
+	if st.StartTime == nil && obs.MasterJob != nil && !obs.MasterJob.CreationTimestamp.IsZero() && !s.Suspended() {
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
 	}
 	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
