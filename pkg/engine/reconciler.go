@@ -60,6 +60,8 @@ type Reconciler struct {
 	// owned are child types beyond the built-in ones (PodGroups of the gang providers whose
 	// CRDs exist), watched like the others.
 	owned []client.Object
+	// deferred holds back status changes that move only counts (statuswrite.go).
+	deferred *deferredWrites
 }
 
 // NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of
@@ -78,6 +80,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 		gvk:       gvk,
 		clock:     clock.RealClock{},
 		owned:     owned,
+		deferred:  newDeferredWrites(),
 	}, nil
 }
 
@@ -138,9 +141,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	job := r.adapter.NewObject()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		r.deferred.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() {
+		r.deferred.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
@@ -189,10 +194,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.writeStatus(ctx, job, spec, obs, prev); err != nil {
+	wait, err := r.writeStatus(ctx, job, spec, obs, prev)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.requeue(spec, obs, job.JobStatus()), nil
+	return sooner(r.requeue(spec, obs, job.JobStatus()), wait), nil
+}
+
+// sooner is res, woken after wait at the latest (a deferred status write) when wait is set.
+func sooner(res ctrl.Result, wait time.Duration) ctrl.Result {
+	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res
 }
 
 // describe builds the job's Spec: the identity the engine owns, the rest from the adapter.
@@ -264,25 +278,37 @@ func (r *Reconciler) deleteMasterPods(ctx context.Context, obs *Observed) error 
 }
 
 // writeStatus computes the status from the observation and writes it once, only if it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) error {
+// A change of counts alone waits (countsWriteDelay) for the next change of phase or condition
+// to carry it; it returns how long it waits, after which the job is reconciled again.
+func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (time.Duration, error) {
+	key := client.ObjectKeyFromObject(job)
 	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
 	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
 	if equality.Semantic.DeepEqual(prev, &next) {
-		return nil
+		r.deferred.forget(key)
+		return 0, nil
 	}
+	counts := countsOnly(prev, &next)
+	if counts {
+		if wait := r.deferred.wait(key, job.GetUID(), r.clock.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
+	r.deferred.forget(key)
+	ctrl.LoggerFrom(ctx).V(2).Info("writing status", "phase", next.Phase, "countsOnly", counts)
 	*job.JobStatus() = next
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		if apierrors.IsConflict(err) {
 			// The job changed since the cache copy we read; the watch event for that newer
 			// version is already queued and reconciles again with fresh data.
 			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
-			return nil
+			return 0, nil
 		}
-		return fmt.Errorf("update status: %w", err)
+		return 0, fmt.Errorf("update status: %w", err)
 	}
 	r.recordTransitions(job, prev, &next)
 	r.recordSecretEvents(job, prev, &next)
-	return nil
+	return 0, nil
 }
 
 // recordTransitions emits an event when the job finishes or a name conflict appears.
