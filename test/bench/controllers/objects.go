@@ -125,10 +125,15 @@ func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
 	}
 }
 
+// troupeObjects is a troupe MPIJob with cleanPodPolicy None, mpi-operator's default: the workers
+// stay when the launcher ends, as on the other two sides, so no side scales or deletes them and
+// all three do the same work (troupe's own default, Running, releases them with one StatefulSet
+// write per job; docs/performance.md).
 func troupeObjects(ns, name string, workers int) []*unstructured.Unstructured {
 	return []*unstructured.Unstructured{obj("troupe.dev/v1alpha1", "MPIJob", ns, name, name, map[string]any{"spec": map[string]any{
-		"launcher": map[string]any{"template": podTemplate(name, "launcher", "launcher")},
-		"worker":   map[string]any{"replicas": int64(workers), "template": podTemplate(name, "worker", "mpi-worker")},
+		"launcher":  map[string]any{"template": podTemplate(name, "launcher", "launcher")},
+		"worker":    map[string]any{"replicas": int64(workers), "template": podTemplate(name, "worker", "mpi-worker")},
+		"runPolicy": map[string]any{"cleanPodPolicy": "None"},
 	}})}
 }
 
