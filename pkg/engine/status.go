@@ -188,7 +188,11 @@ func terminalJobCondition(job *batchv1.Job) *batchv1.JobCondition {
 	return nil
 }
 
-// masterRunning: the master Job reports a ready pod, or one of its pods is in phase Running.
+// masterRunning: the master Job reports a ready pod, or one of its pods is in phase Running, or
+// one has succeeded and the Job has not given its verdict yet. The Job controller marks the Job
+// Complete a moment (a second or more, under load) after its pod succeeded; the job is still
+// running its master then, not back to Pending, and saying Pending in between cost a status
+// write and showed users a phase that goes Running, Pending, Succeeded.
 func masterRunning(obs *Observed) bool {
 	if obs.MasterJob == nil {
 		return false
@@ -198,7 +202,10 @@ func masterRunning(obs *Observed) bool {
 	}
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleMaster && p.Status.Phase == corev1.PodRunning {
+		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
+			continue
+		}
+		if p.Status.Phase == corev1.PodRunning || (p.Status.Phase == corev1.PodSucceeded && p.DeletionTimestamp.IsZero()) {
 			return true
 		}
 	}

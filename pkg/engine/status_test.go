@@ -177,6 +177,22 @@ func TestComputeStatus(t *testing.T) {
 			wantStart:      &t0,
 			wantCompletion: &t1,
 		},
+		"master pod succeeded, the Job's verdict not in yet: still Running": {
+			obs: observe().master(func(j *batchv1.Job) { j.Status.Succeeded = 1 }).
+				workers("cpu", 2).workers("gpu", 1).pod("master", "", corev1.PodSucceeded, 0).obj(),
+			wantPhase: troupev1.JobRunning,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "True/AllWorkersReady",
+				"Running": "True/MasterRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "3/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1, Succeeded: 1}, {Name: "cpu", Replicas: 2, Ready: 2}, {Name: "gpu", Replicas: 1, Ready: 1},
+			},
+			wantPods:  troupev1.PodPhaseCounts{Succeeded: 1},
+			wantStart: &t0,
+		},
 		"master failed: the Job's reason is the job's": {
 			obs: observe().master(finishedJob(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")).
 				workers("cpu", 0).workers("gpu", 0).obj(),

@@ -123,7 +123,8 @@ type JobPhase string
 const (
 	// JobPending: children are being created or pods are waiting to run.
 	JobPending JobPhase = "Pending"
-	// JobRunning: the master's pod is running.
+	// JobRunning: the master's pod is running (or has just succeeded, and its Job is not yet
+	// marked complete).
 	JobRunning JobPhase = "Running"
 	// JobSuspended: runPolicy.suspend is set; nothing runs.
 	JobSuspended JobPhase = "Suspended"
