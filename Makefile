@@ -59,6 +59,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilde
 chart-check: $(HELM) ## helm lint and helm template the chart (default values and every value set).
 	$(HELM) lint --strict charts/troupe
 	$(HELM) template troupe charts/troupe --namespace troupe-system >/dev/null
+	$(HELM) template troupe charts/troupe --namespace troupe-system --set metrics.serviceMonitor.enabled=true \
+	  --set metrics.serviceMonitor.labels.release=prometheus >/dev/null
 	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=3,leaderElection.enabled=false \
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
 	  --set podDisruptionBudget.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
@@ -23,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/metrics"
 )
 
 // defaultAgentImage is the troupe-agent image released with this operator.
@@ -127,6 +129,10 @@ func run() error {
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+	// troupe's job metrics, served with controller-runtime's on the metrics endpoint.
+	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
 	}
 	// Every kind of the registry: each registers itself from its own file of package kinds.
 	if err := kinds.SetupControllers(mgr, opts); err != nil {

@@ -108,11 +108,13 @@ func TrimPod(obj any) (any, error) {
 		},
 	}
 	// Init containers: the terminated state says why a pod failed before its main containers
-	// started (for example a launcher whose wait for its workers timed out).
+	// started (for example a launcher whose wait for its workers timed out), and how long the
+	// launcher's wait took (troupe_launcher_wait_seconds).
 	for _, cs := range pod.Status.InitContainerStatuses {
 		kept := corev1.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount}
 		if t := cs.State.Terminated; t != nil {
-			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
+				StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}
 		}
 		trimmed.Status.InitContainerStatuses = append(trimmed.Status.InitContainerStatuses, kept)
 	}

@@ -186,7 +186,10 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			obs.Secrets.created(want)
 			obs.created(want)
 			k := keyOf(want)
-			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
+			// The child is the event's related object: events of one reason and action about
+			// the same objects are folded into one series (events.k8s.io), and each child's
+			// creation is news of its own.
+			r.recorder.Eventf(job, want, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
 			continue
 		}
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/metrics"
 )
 
 // conflictRecheck is how often a job whose child names are taken, or whose Secrets are
@@ -114,7 +115,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, o := range r.owned {
 		b = b.Owns(o)
 	}
-	return b.Complete(r)
+	metrics.SetRunningCounter(r.gvk.Kind, r.runningCounter(mgr))
+	return b.Complete(r.instrumented())
 }
 
 // What the engine needs in every namespace where jobs run (docs/security.md, "Least
@@ -306,31 +308,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		}
 		return 0, fmt.Errorf("update status: %w", err)
 	}
-	r.recordTransitions(job, prev, &next)
+	r.recordTransitions(job, s, obs, prev, &next)
 	r.recordSecretEvents(job, prev, &next)
 	return 0, nil
-}
-
-// recordTransitions emits an event when the job finishes or a name conflict appears.
-func (r *Reconciler) recordTransitions(job Object, prev, next *troupev1.JobStatus) {
-	if next.Phase != prev.Phase {
-		switch next.Phase {
-		case troupev1.JobSucceeded:
-			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventSucceeded, "Finish", "the master completed successfully")
-		case troupev1.JobFailed:
-			msg := "the master failed"
-			if c := meta.FindStatusCondition(next.Conditions, troupev1.ConditionFailed); c != nil {
-				msg = c.Message
-			}
-			r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventFailed, "Finish", "%s", msg)
-		}
-	}
-	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
-	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
-	if now != nil && (now.Reason == troupev1.ReasonChildConflict || now.Reason == troupev1.ReasonSecretMissing) &&
-		(was == nil || was.Message != now.Message) {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
-	}
 }
 
 // SpecError is an Adapter.Describe error with a reason of its own for the job's Initialized
@@ -366,9 +346,11 @@ func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause er
 	if equality.Semantic.DeepEqual(prev, st) {
 		return nil
 	}
-	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
+	// Told once, when the status that records it is written (events.go).
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
+	r.countCreated(job, prev, st)
 	return nil
 }

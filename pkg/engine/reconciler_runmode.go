@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,10 +19,6 @@ import (
 func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) error {
 	s.RunMode.WasPaused = WasPaused(prev)
 	if !s.RunMode.Pause {
-		if prev.Phase == troupev1.JobPaused {
-			r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventResuming, "Resume",
-				"runMode.pause.enabled was cleared; bringing the replicas back")
-		}
 		return nil
 	}
 	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
@@ -46,9 +41,7 @@ func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, pr
 		client.Preconditions{UID: &master.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete Job %s to pause: %w", s.Master.JobName, err)
 	}
-	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventPaused, "Pause",
-		"deleted Job %s and scaled the worker sets to zero (runMode.pause.enabled)", s.Master.JobName)
-	return nil
+	return nil // the Paused event comes with the status that says so (events.go)
 }
 
 // settleRunMode acts on what was observed: a paused job's master pods are deleted now rather

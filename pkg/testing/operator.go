@@ -14,8 +14,10 @@ import (
 type Operator struct {
 	// LogPath is the operator's log file.
 	LogPath string
-	cmd     *exec.Cmd
-	log     *os.File
+	// MetricsURL is the operator's Prometheus endpoint (http://127.0.0.1:<port>/metrics).
+	MetricsURL string
+	cmd        *exec.Cmd
+	log        *os.File
 }
 
 // StartOperator builds troupe-operator from the repository at repoRoot, points the cluster of
@@ -40,6 +42,10 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	_, hookPort, _ := net.SplitHostPort(hooks)
 	setup := exec.Command(filepath.Join(repoRoot, "hack", "webhooks-local.sh"), hookPort)
 	setup.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
@@ -53,7 +59,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe, "--zap-log-level", "2",
 		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
 		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
@@ -62,7 +68,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 		_ = logFile.Close()
 		return nil, err
 	}
-	o := &Operator{LogPath: logPath, cmd: cmd, log: logFile}
+	o := &Operator{LogPath: logPath, MetricsURL: "http://" + metrics + "/metrics", cmd: cmd, log: logFile}
 	if err := WaitReady(probe, 200*time.Millisecond, 30*time.Second); err != nil {
 		o.Stop()
 		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)

@@ -30,6 +30,8 @@ var (
 	repoRoot   = filepath.Join("..", "..")
 	kubeconfig string
 	k8s        client.Client
+	// operator is the troupe-operator process under test (restartOperator replaces it).
+	operator *testutil.Operator
 )
 
 const (
@@ -89,10 +91,24 @@ func startOperator() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	operator = op
 	return func() {
-		op.Stop()
-		fmt.Fprintln(os.Stderr, "operator log:", op.LogPath)
+		operator.Stop()
+		fmt.Fprintln(os.Stderr, "operator log:", operator.LogPath)
 	}, nil
+}
+
+// restartOperator stops the operator and starts a new process, as a rolling update or a new
+// leader does; its log goes to a temporary file.
+func restartOperator(t *testing.T) {
+	t.Helper()
+	operator.Stop()
+	t.Log("operator log before the restart:", operator.LogPath)
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, "")
+	if err != nil {
+		t.Fatalf("restart the operator: %v", err)
+	}
+	operator = op
 }
 
 // script runs one of the repository's scripts with extra environment and returns its stdout.

@@ -79,16 +79,35 @@ const (
 	ReasonGeneratedSecretDeleted = "GeneratedSecretDeleted"
 )
 
-// Event reasons.
+// Event reasons. The lifecycle events (Created to TTLExpired, with Paused and Resuming of the
+// run modes) each mark one transition of the job, emitted once when the status that records
+// it is written (pkg/engine/events.go), so `kubectl describe` reads as the job's story.
 const (
 	EventChildConflict   = "ChildNameConflict"
 	EventInvalidSpec     = "InvalidSpec"
 	EventGangUnavailable = "GangProviderUnavailable"
-	EventCreated         = "Created"
-	EventUpdated         = "Updated"
-	EventSucceeded       = "Succeeded"
-	EventFailed          = "Failed"
-	EventTTLExpired      = "TTLExpired"
+	// EventCreated: the operator created one child object (the message names it).
+	EventCreated = "Created"
+	EventUpdated = "Updated"
+	// EventGangScheduled: the gang scheduler admitted the job's pods together.
+	EventGangScheduled = "GangScheduled"
+	// EventWorkersReady: every worker pod of the job is ready.
+	EventWorkersReady = "WorkersReady"
+	// EventRunning: the master (launcher) runs.
+	EventRunning = "Running"
+	// EventSuspended: runPolicy.suspend was set; the job's pods are stopped.
+	EventSuspended = "Suspended"
+	// EventResumed: runPolicy.suspend was cleared; the job's pods start again.
+	EventResumed = "Resumed"
+	// EventScaled: a worker set's replicas changed; the message gives both counts
+	// (EventScaledMessage).
+	EventScaled = "Scaled"
+	// EventRestarting: the job is torn down and started again as a whole; the message is
+	// EventRestartingMessage.
+	EventRestarting = "Restarting"
+	EventSucceeded  = "Succeeded"
+	EventFailed     = "Failed"
+	EventTTLExpired = "TTLExpired"
 	// EventSecretMissing is the Warning for ReasonSecretMissing.
 	EventSecretMissing = ReasonSecretMissing
 	// EventScaledOutsideJob: a worker StatefulSet was scaled directly; the operator put its
@@ -98,4 +117,24 @@ const (
 	EventSecretTampered = "SecretTampered"
 	// EventTemplateChangeHeld says a worker template change waits for the job's pods to go.
 	EventTemplateChangeHeld = ReasonTemplateChangeHeld
+)
+
+// Messages of the events whose text tools may parse.
+const (
+	// EventScaledMessage formats EventScaled's message: the worker set, then the replicas
+	// before and after.
+	EventScaledMessage = "worker set %s scaled from %d to %d replicas"
+	// EventRestartingMessage formats EventRestarting's message: the attempt that starts (1 for
+	// the first restart), then why.
+	EventRestartingMessage = "attempt %d: %s"
+)
+
+// Well-known parts of the launcher's wait for its workers (troupe-agent wait), which the
+// operator reads back from the master pod's status.
+const (
+	// ContainerLauncherWait is the launcher's init container that waits for the workers.
+	ContainerLauncherWait = "troupe-wait"
+	// ExitCodeLauncherWaitTimeout is its exit code when hosts are still missing at the
+	// deadline.
+	ExitCodeLauncherWaitTimeout int32 = 3
 )

@@ -13,11 +13,11 @@ import (
 
 const (
 	// WaitContainerName is the launcher's init container that waits for the workers.
-	WaitContainerName = "troupe-wait"
+	WaitContainerName = troupev1.ContainerLauncherWait
 	// WaitTimeoutExitCode is troupe-agent wait's exit code when hosts are still missing at the
 	// deadline. The launcher Job fails at once on it instead of retrying: waiting again would
 	// only delay the same answer.
-	WaitTimeoutExitCode int32 = 3
+	WaitTimeoutExitCode = troupev1.ExitCodeLauncherWaitTimeout
 	// DefaultWaitTimeoutSeconds bounds the launcher's wait when the spec does not (the job's
 	// default, in apis).
 	DefaultWaitTimeoutSeconds = troupev1.DefaultWaitForWorkersTimeoutSeconds
