@@ -32,9 +32,11 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
+// Both include starting a container, which takes podman seconds on a loaded machine (the
+// launches themselves take 2-14 s there).
 const (
-	sshdReadyTimeout = 15 * time.Second
-	launchTimeout    = 30 * time.Second
+	sshdReadyTimeout = 60 * time.Second
+	launchTimeout    = 60 * time.Second
 )
 
 // implementation is one MPI implementation as troupe-mpi has it (Debian's packages).
