@@ -93,8 +93,9 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 	}
 	// MPIJob as in examples/mpijob.yaml: the launcher only launches, and the operator generates
 	// its command, mpirun --prefix /usr --mca btl self,vader,tcp --mca btl_tcp_if_include eth0
-	// --map-by slot python3 <program>. (Debian's openmpi-mca-params.conf already sets btl ^openib,ofi,uct;
-	// the example's "--mca btl ^openib" would replace that and load libfabric, 1.3 s slower.)
+	// --map-by slot python3 <program>. (Debian's openmpi-mca-params.conf already sets btl
+	// ^openib,ofi,uct; the example's "--mca btl ^openib" would replace that and load libfabric,
+	// 1.3 s slower.)
 	openMPI := implementations[0]
 	runs = append(runs, jobRun{
 		name: "MPIJob/OpenMPI/3x2",
@@ -141,6 +142,30 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 					Replicas: ptr.To[int32](2),
 					Slots:    ptr.To[int32](1),
 					Cmd:      program,
+					Template: worker,
+				},
+			})
+		},
+	})
+
+	// An MPIJob with MPICH as a user of troupe-mpi writes it (test/realnode does the same):
+	// /opt/mpich/bin first on the PATH, so the generated "mpiexec" is Hydra's; three workers,
+	// one rank each, that also exchange 400 kB. Without troupe-mpi's mpich-pmi-progress its
+	// ranks hang in MPI_Finalize (docs/mpi.md) and the launch times out.
+	mpich := implementations[1]
+	runs = append(runs, jobRun{
+		name: "MPIJob/MPICH/3x1/400kB",
+		impl: mpich,
+		build: func(t *testing.T) *operatorJob {
+			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
+			worker.Spec.Containers[0].WorkingDir = programDir
+			worker.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PATH", Value: "/opt/mpich/bin:/usr/local/bin:/usr/bin:/bin"}}
+			return buildMPIJob(t, troupev1.MPIProgramSpec{
+				MPIImplementation: troupev1.MPIImplementation(mpich.impl),
+				Worker: troupev1.MPIWorker{
+					Replicas: ptr.To[int32](3),
+					Slots:    ptr.To[int32](1),
+					Cmd:      append(append([]string{}, program...), "--bcast-bytes", "400000"),
 					Template: worker,
 				},
 			})
