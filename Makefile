@@ -102,7 +102,9 @@ test-integration: envtest-assets ## Integration and admission-webhook tests on a
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/... ./test/admission/... ./test/webhookcerts/...
 
 .PHONY: test-dataplane
-test-dataplane: ## Real sshd and mpirun (Open MPI, MPICH) over the operator's SSH files, in network namespaces (root).
+test-dataplane: ## sshd and mpirun (Open MPI, MPICH) of the troupe-mpi image over the operator's SSH files, containers in network namespaces (root).
+	hack/container-deps.sh
+	hack/images/build.sh troupe-mpi
 	hack/dataplane-deps.sh
 	go test $(GO_TEST_FLAGS) -count=1 -v -timeout 15m ./test/dataplane/...
 

@@ -1,14 +1,15 @@
-// Package dataplane proves that the SSH wiring the operator generates runs real MPI: the
-// ConfigMap, Secret, StatefulSet and Job the operator's builders produce are laid out on this
-// machine as the kubelet would lay them out, every pod gets a network namespace of its own,
-// the workers run the sshd command line of their template as a non-root user, and the master
-// runs Open MPI's or MPICH's launcher with its template's command and environment: a
-// ChainerJob's master, which ranks too, or the launcher the operator generates for an MPIJob,
-// which only launches. An allreduce program must then place as many ranks on each host as the
-// hostfile gives it slots (none elsewhere), and add up right.
+// Package dataplane proves that the SSH wiring the operator generates runs real MPI in the
+// image troupe ships: the ConfigMap, Secret, StatefulSet and Job the operator's builders
+// produce are laid out on this machine as the kubelet would lay them out, every pod is a
+// container of troupe-mpi (podman, runc) in a network namespace of its own, the workers run
+// the sshd command line of their template as the image's non-root user, and the master runs
+// Open MPI's or MPICH's launcher with its template's command and environment: a ChainerJob's
+// master, which ranks too, or the launcher the operator generates for an MPIJob, which only
+// launches. An allreduce program must then place as many ranks on each host as the hostfile
+// gives it slots (none elsewhere), and add up right.
 //
-// It needs root (network and mount namespaces) and Debian's MPI and OpenSSH packages
-// (hack/dataplane-deps.sh); without them it fails rather than skips.
+// It needs root (network namespaces), podman with runc, and the troupe-mpi image (make
+// images; make test-dataplane builds it); without them it fails rather than skips.
 package dataplane
 
 import (
@@ -31,22 +32,30 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
+// Both include starting a container, which takes podman seconds on a loaded machine (the
+// launches themselves take 2-14 s there).
 const (
-	sshdReadyTimeout = 15 * time.Second
-	launchTimeout    = 30 * time.Second
+	sshdReadyTimeout = 60 * time.Second
+	launchTimeout    = 60 * time.Second
 )
 
-// implementation is one MPI implementation as Debian installs it.
+// implementation is one MPI implementation as troupe-mpi has it (Debian's packages).
 type implementation struct {
 	impl     mpi.Implementation
-	mpicc    string
 	launcher string
 }
 
 var implementations = []implementation{
-	{impl: mpi.OpenMPI, mpicc: "/usr/bin/mpicc.openmpi", launcher: "/usr/bin/mpirun.openmpi"},
-	{impl: mpi.MPICH, mpicc: "/usr/bin/mpicc.mpich", launcher: "/usr/bin/mpiexec.hydra"},
+	{impl: mpi.OpenMPI, launcher: "/usr/bin/mpirun.openmpi"},
+	{impl: mpi.MPICH, launcher: "/usr/bin/mpiexec.hydra"},
 }
+
+// programDir is where every container finds the test's MPI program (testdata, mounted
+// read-only), as it would find a program of its image: the same path in every pod.
+const programDir = "/opt/dataplane"
+
+// program is the command that runs the allreduce program; it picks its MPI binding itself.
+var program = []string{"python3", programDir + "/allreduce.py"}
 
 // jobRun is one job the test runs: its builder and the MPI implementation its launcher must
 // be.
@@ -58,25 +67,16 @@ type jobRun struct {
 
 func TestMPIOverOperatorSSH(t *testing.T) {
 	checkPrerequisites(t)
-	u := ensureTestUser(t)
-	ensureMountPoints(t, mpi.ConfigMountPath, mpi.SSHMountPath)
+	u := imageUser
 	c := newCluster(t, 4) // the master (launcher) and up to three workers
 
 	// Created after newCluster, which removes a crashed run's directories of the same prefix.
 	work, err := os.MkdirTemp("", prefix+"-")
 	must(t, err)
-	must(t, os.Chmod(work, 0o755)) // the program must be readable by the test user
+	must(t, os.Chmod(work, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(work) })
-
-	// The program at the same path in every pod, as in an image.
-	programs := map[mpi.Implementation]string{}
-	for _, impl := range implementations {
-		program := filepath.Join(work, "allreduce-"+strings.ToLower(string(impl.impl)))
-		if out, err := exec.Command(impl.mpicc, "-O1", "-o", program, "testdata/allreduce.c").CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", impl.mpicc, err, out)
-		}
-		programs[impl.impl] = program
-	}
+	testdata, err := filepath.Abs("testdata")
+	must(t, err)
 
 	var runs []jobRun
 	// ChainerJob: the master runs the launcher named in its template and ranks too.
@@ -86,22 +86,23 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 				name: fmt.Sprintf("ChainerJob/%s/%d+2x%d", impl.impl, l.masterSlots, l.workerSlots),
 				impl: impl,
 				build: func(t *testing.T) *operatorJob {
-					return buildChainerJob(t, impl.impl, u, []string{impl.launcher, programs[impl.impl]}, l.masterSlots, l.workerSlots)
+					return buildChainerJob(t, impl.impl, u, append([]string{impl.launcher}, program...), l.masterSlots, l.workerSlots)
 				},
 			})
 		}
 	}
 	// MPIJob as in examples/mpijob.yaml: the launcher only launches, and the operator generates
 	// its command, mpirun --prefix /usr --mca btl self,vader,tcp --mca btl_tcp_if_include eth0
-	// --map-by slot <program>. (Debian's openmpi-mca-params.conf already sets btl ^openib,ofi,uct;
-	// the example's "--mca btl ^openib" would replace that and load libfabric, 1.3 s slower.)
+	// --map-by slot python3 <program>. (Debian's openmpi-mca-params.conf already sets btl
+	// ^openib,ofi,uct; the example's "--mca btl ^openib" would replace that and load libfabric,
+	// 1.3 s slower.)
 	openMPI := implementations[0]
 	runs = append(runs, jobRun{
 		name: "MPIJob/OpenMPI/3x2",
 		impl: openMPI,
 		build: func(t *testing.T) *operatorJob {
 			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
-			worker.Spec.Containers[0].WorkingDir = work
+			worker.Spec.Containers[0].WorkingDir = programDir
 			// The user on the container, not the pod: the generated launcher copies the
 			// worker's container, and must still read the job's SSH files.
 			worker.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
@@ -116,7 +117,7 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 					Replicas:     ptr.To[int32](3),
 					Slots:        ptr.To[int32](2),
 					ExtraMPIArgs: []string{"--map-by", "slot"},
-					Cmd:          []string{programs[openMPI.impl]},
+					Cmd:          program,
 					Template:     worker,
 				},
 			})
@@ -131,7 +132,7 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 		impl: openMPI,
 		build: func(t *testing.T) *operatorJob {
 			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
-			worker.Spec.Containers[0].WorkingDir = work
+			worker.Spec.Containers[0].WorkingDir = programDir
 			return buildMPIJob(t, troupev1.MPIProgramSpec{
 				MPIImplementation: troupev1.MPIImplementation(openMPI.impl),
 				MPIHome:           "/usr",
@@ -140,7 +141,31 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 				Worker: troupev1.MPIWorker{
 					Replicas: ptr.To[int32](2),
 					Slots:    ptr.To[int32](1),
-					Cmd:      []string{programs[openMPI.impl]},
+					Cmd:      program,
+					Template: worker,
+				},
+			})
+		},
+	})
+
+	// An MPIJob with MPICH as a user of troupe-mpi writes it (test/realnode does the same):
+	// /opt/mpich/bin first on the PATH, so the generated "mpiexec" is Hydra's; three workers,
+	// one rank each, that also exchange 400 kB. Without troupe-mpi's mpich-pmi-progress its
+	// ranks hang in MPI_Finalize (docs/mpi.md) and the launch times out.
+	mpich := implementations[1]
+	runs = append(runs, jobRun{
+		name: "MPIJob/MPICH/3x1/400kB",
+		impl: mpich,
+		build: func(t *testing.T) *operatorJob {
+			worker := podTemplate(u, troupev1.MPIWorkerContainer, nil)
+			worker.Spec.Containers[0].WorkingDir = programDir
+			worker.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PATH", Value: "/opt/mpich/bin:/usr/local/bin:/usr/bin:/bin"}}
+			return buildMPIJob(t, troupev1.MPIProgramSpec{
+				MPIImplementation: troupev1.MPIImplementation(mpich.impl),
+				Worker: troupev1.MPIWorker{
+					Replicas: ptr.To[int32](3),
+					Slots:    ptr.To[int32](1),
+					Cmd:      append(append([]string{}, program...), "--bcast-bytes", "400000"),
 					Template: worker,
 				},
 			})
@@ -149,7 +174,7 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
-			runJob(t, c, u, r.build(t), r.impl, work)
+			runJob(t, c, u, r.build(t), r.impl, work, testdata)
 		})
 	}
 }
@@ -157,7 +182,7 @@ func TestMPIOverOperatorSSH(t *testing.T) {
 // runJob runs the job's pods on the cluster's hosts (the master on the first, each worker on
 // one of the others), the launcher's command in the master's pod, and checks the launcher's
 // output against the hostfile: the workers, preceded by the master when it is a host too.
-func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implementation, work string) {
+func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implementation, work, testdata string) {
 	master, workers := j.pods(t)
 	pods := append([]pod{master}, workers...)
 	if len(pods) > len(c.hosts) {
@@ -189,7 +214,7 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implement
 		if probe == nil || probe.TCPSocket == nil {
 			t.Fatalf("worker %s has no TCP readiness probe", p.hostname)
 		}
-		proc := h.start(t, podContainer(t, j, p, u, volumes))
+		proc := h.start(t, podContainer(t, j, p, u, volumes, testdata))
 		h.waitListening(t, proc, int32(probe.TCPSocket.Port.IntValue()), sshdReadyTimeout)
 		checkProcessUser(t, proc, u.uid)
 		t.Cleanup(func() {
@@ -201,10 +226,11 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implement
 
 	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
 	defer cancel()
-	mc := podContainer(t, j, master, u, volumes)
+	mc := podContainer(t, j, master, u, volumes, testdata)
 	checkLauncherIs(t, mc, impl)
 	start := time.Now()
 	out, err := c.hosts[0].command(ctx, mc).CombinedOutput()
+	removeContainer(t, mc.name) // gone with --rm, unless the launch timed out
 	t.Logf("%s on %s (%.1fs):\n%s", strings.Join(mc.argv, " "), master.hostname, time.Since(start).Seconds(), out)
 	// The master runs no sshd (the operator starts it on workers only), so a launcher that
 	// treats the master's own hostfile line as a remote host fails; say so plainly.
@@ -226,37 +252,31 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implement
 }
 
 // checkLauncherIs checks that the launcher container's command starts impl's launcher when
-// looked up in the container's PATH, as in an image of that MPI: a generated command names
-// the dialect's launcher ("mpirun"), which Debian's alternatives may point at another MPI.
+// looked up in the container's PATH, in the image: a generated command names the dialect's
+// launcher ("mpirun"), which Debian's alternatives may point at another MPI.
 func checkLauncherIs(t *testing.T, c container, impl implementation) {
 	t.Helper()
-	want, err := os.Stat(impl.launcher)
-	must(t, err)
-	path := c.argv[0]
-	if !strings.Contains(path, "/") {
-		path = ""
-		for _, e := range c.env {
-			if dirs, ok := strings.CutPrefix(e, "PATH="); ok {
-				for _, d := range filepath.SplitList(dirs) {
-					if fi, err := os.Stat(filepath.Join(d, c.argv[0])); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-						path = filepath.Join(d, c.argv[0])
-						break
-					}
-				}
-			}
-		}
+	args := append([]string{}, podmanRun...)
+	args = append(args, "--rm", "--label", containerLabel, "--network", "none", "--user", fmt.Sprintf("%d:%d", c.uid, c.gid))
+	for _, e := range c.env {
+		args = append(args, "--env", e)
 	}
-	got, err := os.Stat(path)
-	if err != nil || !os.SameFile(got, want) {
-		t.Fatalf("the launcher's command %q is %q on this machine, not %s's %s (err %v): point it there (update-alternatives)",
-			c.argv[0], path, impl.impl, impl.launcher, err)
+	// Both resolved to the file they end at: Debian's alternatives are chains of links.
+	args = append(args, "--entrypoint", "/bin/sh", mpiImage, "-c", `readlink -f "$(command -v "$1")" "$2"`, "sh", c.argv[0], impl.launcher)
+	out, err := exec.Command("podman", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("resolve %s and %s in %s: %v\n%s", c.argv[0], impl.launcher, mpiImage, err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != got[1] {
+		t.Fatalf("the launcher's command %q is %q in %s, not %s's %s: point the container's PATH at it",
+			c.argv[0], got, mpiImage, impl.impl, impl.launcher)
 	}
 }
 
 // podContainer is the container the test runs in pod p (see pod.container): its command line,
 // working directory, environment, user and volumes exactly as the operator's pod template
-// gives them.
-func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes string) container {
+// gives them, plus the test's program directory.
+func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes, testdata string) container {
 	t.Helper()
 	argv := append(append([]string{}, p.container.Command...), p.container.Args...)
 	if len(argv) == 0 {
@@ -267,10 +287,11 @@ func podContainer(t *testing.T, j *operatorJob, p pod, u testUser, volumes strin
 		t.Fatalf("pod %s runs as uid %d, want the test user's %d", p.hostname, uid, u.uid)
 	}
 	return container{
+		name:     prefix + "-" + p.hostname,
 		hostname: p.hostname,
-		mounts:   j.materialise(t, volumes, p),
+		mounts:   append(j.materialise(t, volumes, p), bindMount{src: testdata, dst: programDir, readOnly: true}),
 		uid:      uid, gid: gid, groups: groups,
-		env:  containerEnv(t, p, u),
+		env:  containerEnv(t, p),
 		dir:  p.container.WorkingDir,
 		argv: argv,
 	}
@@ -318,12 +339,15 @@ func checkRanks(t *testing.T, hostfile []hostfileEntry, uid int64, out string) {
 	}
 }
 
-// checkProcessUser checks that a started container process (after its namespaces and mounts
-// are set up, the same process runs the container's command) runs as uid: sshd serves the
+// checkProcessUser checks that a started container's process runs as uid: sshd serves the
 // job as the pods' non-root user.
 func checkProcessUser(t *testing.T, p *process, uid int64) {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	pid, err := exec.Command("podman", "inspect", "--format", "{{.State.Pid}}", p.name).Output()
+	if err != nil {
+		t.Fatalf("podman inspect %s: %v", p.name, err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%s/status", strings.TrimSpace(string(pid))))
 	must(t, err)
 	want := fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
 	if !strings.Contains(string(status), want) {
@@ -335,27 +359,18 @@ func checkProcessUser(t *testing.T, p *process, uid int64) {
 func checkPrerequisites(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("the data-plane test needs root (network and mount namespaces, a test user); run it as root: make test-dataplane")
+		t.Fatal("the data-plane test needs root (network namespaces, containers on them); run it as root: make test-dataplane")
 	}
 	var missing []string
-	for _, tool := range []string{"ip", "unshare", "setpriv", "mount", "hostname", "useradd"} {
+	for _, tool := range []string{"ip", "podman", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}
 	}
-	for _, f := range []string{mpi.DefaultSSHDPath, "/usr/bin/ssh"} {
-		if _, err := os.Stat(f); err != nil {
-			missing = append(missing, f)
-		}
-	}
-	for _, impl := range implementations {
-		for _, f := range []string{impl.mpicc, impl.launcher} {
-			if _, err := os.Stat(f); err != nil {
-				missing = append(missing, f)
-			}
-		}
-	}
 	if len(missing) > 0 {
-		t.Fatalf("the data-plane test needs %s: install them with hack/dataplane-deps.sh (make test-dataplane does)", strings.Join(missing, ", "))
+		t.Fatalf("the data-plane test needs %s: install them with hack/container-deps.sh (make test-dataplane does)", strings.Join(missing, ", "))
+	}
+	if err := exec.Command("podman", "image", "exists", mpiImage).Run(); err != nil {
+		t.Fatalf("the data-plane test runs the image %s, which podman does not have: build it with make images (make test-dataplane builds it)", mpiImage)
 	}
 }

@@ -404,16 +404,12 @@ func setVolumeOwnership(t *testing.T, vdir string, fsGroup int) {
 	}))
 }
 
-// containerEnv is the container's environment as the runtime gives it: the variables of
-// the pod template plus what every container gets from the runtime and the image (PATH of a
-// Debian image, HOME of the user, HOSTNAME of the pod).
-func containerEnv(t *testing.T, p pod, u testUser) []string {
+// containerEnv is the container's own environment: the variables of the pod template. The
+// runtime adds the image's (PATH, LD_PRELOAD, ...), HOSTNAME and the user's HOME, and the
+// template's win, as under the kubelet.
+func containerEnv(t *testing.T, p pod) []string {
 	t.Helper()
-	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOSTNAME=" + p.hostname,
-		"HOME=" + u.home,
-	}
+	var env []string
 	for _, e := range p.container.Env {
 		if e.ValueFrom != nil {
 			t.Fatalf("container %s: env %s comes from %v; the test emulates plain values only", p.container.Name, e.Name, e.ValueFrom)

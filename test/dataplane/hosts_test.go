@@ -3,12 +3,10 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,9 +26,20 @@ const (
 	// bridgeIP is the node's address on the pod network: readiness checks dial from here, as
 	// the kubelet's probes do.
 	bridgeIP = subnet + "254"
-	// testUserName is the non-root user every container runs as.
-	testUserName = prefix + "-mpi"
+	// mpiImage is the image every container runs: troupe-mpi as make images builds it (the
+	// name of hack/versions.mk), so the test proves the image troupe ships.
+	mpiImage = "ghcr.io/troupe-dev/troupe-mpi:v0.1.0"
+	// containerLabel marks the test's containers, so a run can remove what a crashed one left.
+	containerLabel = "dev.troupe.test=" + prefix
 )
+
+// imageUser is troupe-mpi's non-root user (mpiuser), as which every container runs: sshd
+// serves only users of the image's /etc/passwd.
+var imageUser = testUser{uid: 1000, gid: 1000}
+
+// podman runs every container with runc and explicit limits: crun cannot run on this
+// machine's cgroups, and podman's default limits cannot be set here (docs/images.md).
+var podmanRun = []string{"run", "--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"}
 
 // host is one "machine" of the emulated cluster: a network namespace with one veth address.
 // Each pod runs on a host of its own, as pods of one job usually do.
@@ -49,28 +58,36 @@ func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	removeLeftovers(t)
 	t.Cleanup(func() { removeLeftovers(t) })
-	run(t, "ip", "link", "add", bridgeName, "type", "bridge")
-	run(t, "ip", "addr", "add", bridgeIP+"/24", "dev", bridgeName)
-	run(t, "ip", "link", "set", bridgeName, "up")
+	ip(t, "link", "add", bridgeName, "type", "bridge")
+	ip(t, "addr", "add", bridgeIP+"/24", "dev", bridgeName)
+	ip(t, "link", "set", bridgeName, "up")
 	c := &cluster{}
 	for i := range n {
 		h := &host{netns: fmt.Sprintf("%s-h%d", prefix, i), ip: fmt.Sprintf("%s%d", subnet, 10+i)}
-		run(t, "ip", "netns", "add", h.netns)
+		ip(t, "netns", "add", h.netns)
 		// The root end is named like the namespace; the host's end is its eth0.
-		run(t, "ip", "link", "add", h.netns, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
-		run(t, "ip", "link", "set", h.netns, "master", bridgeName, "up")
-		run(t, "ip", "-n", h.netns, "addr", "add", h.ip+"/24", "dev", "eth0")
-		run(t, "ip", "-n", h.netns, "link", "set", "eth0", "up")
-		run(t, "ip", "-n", h.netns, "link", "set", "lo", "up")
+		ip(t, "link", "add", h.netns, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+		ip(t, "link", "set", h.netns, "master", bridgeName, "up")
+		ip(t, "-n", h.netns, "addr", "add", h.ip+"/24", "dev", "eth0")
+		ip(t, "-n", h.netns, "link", "set", "eth0", "up")
+		ip(t, "-n", h.netns, "link", "set", "lo", "up")
 		c.hosts = append(c.hosts, h)
 	}
 	return c
 }
 
-// removeLeftovers kills every process in the test's namespaces and deletes the namespaces, the
-// bridge, the namespaces' hosts files and the volume directories.
+// removeLeftovers removes the test's containers, kills every process left in the test's
+// namespaces and deletes the namespaces, the bridge, the namespaces' hosts files and the
+// volume directories.
 func removeLeftovers(t *testing.T) {
 	t.Helper()
+	names, err := exec.Command("podman", "ps", "--all", "--filter", "label="+containerLabel, "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Errorf("podman ps: %v", err)
+	}
+	for _, name := range strings.Fields(string(names)) {
+		removeContainer(t, name)
+	}
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
 		t.Errorf("ip netns list: %v", err)
@@ -100,8 +117,16 @@ func removeLeftovers(t *testing.T) {
 	}
 }
 
-// killNamespace kills every process in network namespace ns: whatever the test's sshd or
-// mpirun left running there (remote daemons, ranks).
+// removeContainer stops and removes the test's container name at once, if it exists.
+func removeContainer(t *testing.T, name string) {
+	t.Helper()
+	if out, err := exec.Command("podman", "rm", "--force", "--time", "0", "--ignore", name).CombinedOutput(); err != nil {
+		t.Errorf("podman rm %s: %v: %s", name, err, out)
+	}
+}
+
+// killNamespace kills every process in network namespace ns: whatever a container of the test
+// left running there.
 func killNamespace(t *testing.T, ns string) {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "pids", ns).Output()
@@ -116,8 +141,8 @@ func killNamespace(t *testing.T, ns string) {
 	}
 }
 
-// setDNS writes each host's /etc/hosts (bind-mounted by "ip netns exec" from
-// /etc/netns/<ns>/hosts): what the kubelet writes into a pod (localhost and the pod's own
+// setDNS writes each host's /etc/hosts (/etc/netns/<ns>/hosts, which its containers mount
+// at /etc/hosts): what the kubelet writes into a pod (localhost and the pod's own
 // names) followed by what the cluster's DNS would answer for the job's headless Service: every
 // pod's name under it, resolving to that pod's address, and the names of the job's other
 // headless Services (bare too, as the pods' DNS search path in the job's namespace resolves
@@ -144,52 +169,56 @@ func (c *cluster) setDNS(t *testing.T, pods []pod) {
 
 // container is a pod's container, ready to start on a host.
 type container struct {
+	name     string // the container's name in podman: trpdp-<pod hostname>
 	hostname string
 	mounts   []bindMount
 	uid, gid int64
 	groups   []int64
-	env      []string
-	dir      string // working directory; empty is the image's, "/"
+	env      []string // the pod template's variables; the image and the runtime add theirs
+	dir      string   // working directory; empty is the image's
 	argv     []string
 }
 
-// command returns the command that runs c on h as the kubelet would: in h's network namespace
-// (with h's /etc/hosts), in mount and UTS namespaces of its own with the pod's hostname and
-// the volumes mounted at their paths, as the container's user with its groups, in its working
-// directory, with exactly the container's environment.
+// command returns the command that runs c on h as the kubelet would: a container of
+// troupe-mpi in h's network namespace with h's /etc/hosts, the pod's hostname, the volumes
+// mounted at their paths, as the container's user with its groups, in its working directory,
+// with the image's environment and the container's variables, running c's command in place of
+// the image's entrypoint. The container goes when the command ends or ctx is done.
 func (h *host) command(ctx context.Context, c container) *exec.Cmd {
-	var script strings.Builder
-	script.WriteString("set -e\nhostname " + shellQuote(c.hostname) + "\n")
-	for _, m := range c.mounts {
-		fmt.Fprintf(&script, "mount --bind %s %s\n", shellQuote(m.src), shellQuote(m.dst))
-		if m.readOnly {
-			fmt.Fprintf(&script, "mount -o remount,bind,ro %s\n", shellQuote(m.dst))
-		}
-	}
-	groups := make([]string, 0, len(c.groups))
+	args := append(append([]string{}, podmanRun...), "--rm", "--name", c.name, "--label", containerLabel,
+		"--network", "ns:/run/netns/"+h.netns, "--hostname", c.hostname,
+		"--no-hosts", "--volume", filepath.Join("/etc/netns", h.netns, "hosts")+":/etc/hosts:ro",
+		"--user", fmt.Sprintf("%d:%d", c.uid, c.gid))
 	for _, g := range c.groups {
-		groups = append(groups, strconv.FormatInt(g, 10))
+		args = append(args, "--group-add", strconv.FormatInt(g, 10))
 	}
-	groupsArg := "--clear-groups"
-	if len(groups) > 0 {
-		groupsArg = "--groups=" + strings.Join(groups, ",")
+	for _, m := range c.mounts {
+		v := m.src + ":" + m.dst
+		if m.readOnly {
+			v += ":ro"
+		}
+		args = append(args, "--volume", v)
 	}
-	// The shell's own PWD and OLDPWD are no part of the container's environment.
-	fmt.Fprintf(&script, "unset PWD OLDPWD\nexec setpriv --reuid=%d --regid=%d %s -- \"$@\"\n", c.uid, c.gid, groupsArg)
-	args := append([]string{"netns", "exec", h.netns, "unshare", "--mount", "--uts", "--propagation", "private",
-		"sh", "-c", script.String(), "sh"}, c.argv...)
-	cmd := exec.CommandContext(ctx, "ip", args...)
-	cmd.Env = c.env
-	cmd.Dir = c.dir
-	if cmd.Dir == "" {
-		cmd.Dir = "/" // the image's working directory
+	for _, e := range c.env {
+		args = append(args, "--env", e)
+	}
+	if c.dir != "" {
+		args = append(args, "--workdir", c.dir)
+	}
+	args = append(append(args, "--entrypoint", c.argv[0], mpiImage), c.argv[1:]...)
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	// Killing the podman client would leave the container running.
+	cmd.Cancel = func() error {
+		_ = exec.Command("podman", "rm", "--force", "--time", "0", "--ignore", c.name).Run()
+		return cmd.Process.Kill()
 	}
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
 
-// process is a long-running container process (a worker's sshd).
+// process is a long-running container (a worker's sshd).
 type process struct {
+	name string
 	argv []string
 	cmd  *exec.Cmd
 	out  *syncBuffer
@@ -200,7 +229,7 @@ type process struct {
 // start starts c on h; the process is killed when the test ends.
 func (h *host) start(t *testing.T, c container) *process {
 	t.Helper()
-	p := &process{argv: c.argv, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{name: c.name, argv: c.argv, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = h.command(context.Background(), c)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -208,11 +237,12 @@ func (h *host) start(t *testing.T, c container) *process {
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
+		removeContainer(t, c.name)
 		select {
 		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%v on %s did not exit after SIGKILL", c.argv, h.netns)
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			t.Errorf("%v on %s did not end after its container was removed", c.argv, h.netns)
 		}
 		killNamespace(t, h.netns)
 	})
@@ -244,58 +274,16 @@ func (h *host) waitListening(t *testing.T, p *process, port int32, timeout time.
 
 // testUser is the non-root user the containers run as.
 type testUser struct {
-	name     string
 	uid, gid int64
-	home     string
 }
 
-// ensureTestUser returns the test user, creating it (with a home and a login shell, which sshd
-// needs to run the MPI daemons) when it does not exist.
-func ensureTestUser(t *testing.T) testUser {
+// ip runs ip(8) with args and fails the test if it fails.
+func ip(t *testing.T, args ...string) {
 	t.Helper()
-	u, err := user.Lookup(testUserName)
-	var unknown user.UnknownUserError
-	if errors.As(err, &unknown) {
-		run(t, "useradd", "--create-home", "--shell", "/bin/bash", testUserName)
-		u, err = user.Lookup(testUserName)
-	}
-	if err != nil {
-		t.Fatalf("user %s: %v", testUserName, err)
-	}
-	uid, _ := strconv.ParseInt(u.Uid, 10, 64)
-	gid, _ := strconv.ParseInt(u.Gid, 10, 64)
-	return testUser{name: u.Username, uid: uid, gid: gid, home: u.HomeDir}
-}
-
-// ensureMountPoints creates the (empty) directories the containers' volumes are mounted on and
-// removes those it created when the test ends.
-func ensureMountPoints(t *testing.T, paths ...string) {
-	t.Helper()
-	for _, p := range paths {
-		var created []string
-		for d := p; d != "/" && d != "."; d = filepath.Dir(d) {
-			if _, err := os.Stat(d); err == nil {
-				break
-			}
-			created = append(created, d)
-		}
-		must(t, os.MkdirAll(p, 0o755))
-		t.Cleanup(func() {
-			for _, d := range created { // deepest first
-				_ = os.Remove(d)
-			}
-		})
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // syncBuffer is a bytes.Buffer safe for a process's writes and the test's reads.
 type syncBuffer struct {
