@@ -156,6 +156,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.settleRestart(ctx, spec, obs, prev); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.settleRunMode(ctx, spec, obs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -280,6 +283,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		return fmt.Errorf("update status: %w", err)
 	}
 	r.recordTransitions(job, prev, &next)
+	r.recordRestart(job, prev, &next)
 	r.recordSecretEvents(job, prev, &next)
 	return nil
 }
