@@ -404,3 +404,44 @@ func TestNoFailurePolicyNoRestart(t *testing.T) {
 		t.Errorf("a failed master: phase %s, restarts %d", st.Phase, st.Restarts)
 	}
 }
+
+// The phase of a restarting job: Restarting from the decision until the next attempt's
+// launcher runs; a suspension or pause meanwhile wins; a worker lost with no restart left
+// fails the job; a finished job stays as it ended.
+func TestRestartPhase(t *testing.T) {
+	withReason := func(reason string) *troupev1.JobStatus {
+		return &troupev1.JobStatus{Restarts: 1, Conditions: []metav1.Condition{{Type: troupev1.ConditionRestarting, Status: metav1.ConditionTrue, Reason: reason}}}
+	}
+	tests := map[string]struct {
+		edit         func(*Spec, *Observed)
+		prev         *troupev1.JobStatus
+		p            troupev1.JobPhase
+		want         troupev1.JobPhase
+		wantRestarts int32
+	}{
+		"deciding": {edit: func(s *Spec, _ *Observed) { s.Restart.Deciding = true }, prev: &troupev1.JobStatus{}, p: troupev1.JobPending,
+			want: troupev1.JobRestarting, wantRestarts: 1},
+		"stopping":                   {prev: withReason(troupev1.ReasonStoppingAttempt), p: troupev1.JobPending, want: troupev1.JobRestarting, wantRestarts: 1},
+		"starting, launcher pending": {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobPending, want: troupev1.JobRestarting, wantRestarts: 1},
+		"starting, launcher runs":    {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobRunning, want: troupev1.JobRunning, wantRestarts: 1},
+		"suspended while stopping":   {prev: withReason(troupev1.ReasonStoppingAttempt), p: troupev1.JobSuspended, want: troupev1.JobSuspended, wantRestarts: 1},
+		"worker lost, none left": {edit: func(_ *Spec, o *Observed) {
+			o.Restart = RestartObservation{Cause: "worker pod w-1 was deleted", WorkerLost: true}
+		},
+			prev: &troupev1.JobStatus{Phase: troupev1.JobRunning}, p: troupev1.JobRunning, want: troupev1.JobFailed},
+		"succeeded stays": {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobSucceeded, want: troupev1.JobSucceeded, wantRestarts: 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, obs := testSpec(), &Observed{}
+			s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 2}
+			if tt.edit != nil {
+				tt.edit(s, obs)
+			}
+			got, restarts := restartPhase(s, obs, tt.prev, tt.p)
+			if got != tt.want || restarts != tt.wantRestarts {
+				t.Errorf("restartPhase = %s, %d; want %s, %d", got, restarts, tt.want, tt.wantRestarts)
+			}
+		})
+	}
+}

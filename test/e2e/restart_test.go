@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // restartJob is the T9k example as a 1+3 MPIJob whose launcher runs for a while on the
@@ -272,5 +273,44 @@ func TestWorkerLostWithoutFailurePolicy(t *testing.T) {
 		if _, ok := p.Labels[troupev1.LabelRestartAttempt]; ok {
 			t.Errorf("pod %s has the restart attempt label", p.Name)
 		}
+	}
+}
+
+// A ChainerJob whose master keeps failing: its master Job fails (backoffLimit 0), the job is
+// restarted once as a whole, the second attempt's master Job fails too, and the job fails
+// saying which attempt, with the master Job's reason.
+func TestFailingMasterRestartsThenFails(t *testing.T) {
+	ns := newNamespace(t)
+	history := watchPods(t, ns)
+	job := testutil.MakeChainerJob("flaky", ns).WorkerSet("ws0", 2).BackoffLimit(0).Obj()
+	job.Spec.Master.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
+	job.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: "1s"}
+	job.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 1}
+	create(t, job)
+	got := waitForJob(t, ns, "flaky", "Failed", func(j *troupev1.ChainerJob) bool {
+		return j.Status.Phase == troupev1.JobFailed
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionFailed)
+	if got.Status.Restarts != 1 || c == nil || c.Reason != batchv1.JobReasonBackoffLimitExceeded ||
+		!strings.HasSuffix(c.Message, "in attempt 1; no restart left (runPolicy.failurePolicy.maxRestarts: 1)") {
+		t.Errorf("restarts %d, Failed condition %+v", got.Status.Restarts, c)
+	}
+	if out, err := kubectl("get", "events", "-n", ns, "--field-selector", "reason=Restarting", "-o", "jsonpath={.items[*].message}"); err != nil ||
+		!strings.HasPrefix(out, "attempt 1 of 1: master Job flaky-master failed (BackoffLimitExceeded") {
+		t.Errorf("Restarting event: %v: %q", err, out)
+	}
+	history.mu.Lock()
+	masters := map[string]int{}
+	for _, e := range history.events {
+		if f := strings.Fields(e); len(f) == 3 && f[0] == string(watch.Added) && strings.HasPrefix(f[1], "flaky-master-") {
+			masters[f[2]]++
+		}
+	}
+	history.mu.Unlock()
+	if masters["0"] != 1 || masters["1"] != 1 || len(masters) != 2 {
+		t.Errorf("master pods created per attempt: %v, want one of attempt 0 and one of attempt 1", masters)
+	}
+	if why := history.overlap("0", "1"); why != "" {
+		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 }
