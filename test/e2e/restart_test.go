@@ -314,3 +314,27 @@ func TestFailingMasterRestartsThenFails(t *testing.T) {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 }
+
+// A restart under a gang provider: the PodGroup stays and the next attempt's pods are admitted
+// by it again, with the real Volcano and coscheduling schedulers. The master fails in every
+// attempt, so the job fails only if attempt 1's pods were bound and its master ran.
+func TestRestartUnderAGang(t *testing.T) {
+	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
+		t.Run(string(g), func(t *testing.T) {
+			ns := newNamespace(t)
+			gangPool(t, ns)
+			job := gangChainerJob("gang-restart", ns, ns, g, "1s")
+			job.Spec.Master.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
+			job.Spec.Master.BackoffLimit = ptrInt32(0)
+			job.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 1}
+			create(t, job)
+			got := waitForJob(t, ns, "gang-restart", "Failed after one restart", func(j *troupev1.ChainerJob) bool {
+				return j.Status.Phase == troupev1.JobFailed
+			})
+			c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionFailed)
+			if got.Status.Restarts != 1 || c == nil || !strings.HasSuffix(c.Message, "in attempt 1; no restart left (runPolicy.failurePolicy.maxRestarts: 1)") {
+				t.Errorf("restarts %d, Failed condition %+v", got.Status.Restarts, c)
+			}
+		})
+	}
+}
