@@ -167,6 +167,14 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
 	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
 		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
+	case last.Status == metav1.ConditionTrue && (phase == troupev1.JobSucceeded || phase == troupev1.JobFailed):
+		// The job ended before its attempt was seen running (a launcher quicker than a status
+		// write, or one that failed in its wait): it is not restarting any more.
+		reason := troupev1.ReasonSucceeded
+		if phase == troupev1.JobFailed {
+			reason = troupev1.ReasonFailed
+		}
+		set(newCondition(t, false, reason, last.Message))
 	}
 	if obs.Restart.Cause == "" || s.Restart.Deciding || phase != troupev1.JobFailed {
 		return

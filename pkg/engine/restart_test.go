@@ -356,6 +356,9 @@ func TestRestartAfterLauncherFailure(t *testing.T) {
 	h.failMaster()
 	st = h.reconcile()
 	failed := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
+	if restarting(st) != "False/AttemptRunning" {
+		t.Errorf("Restarting after the job failed: %s", restarting(st))
+	}
 	if st.Phase != troupev1.JobFailed || st.Restarts != 1 || failed == nil || failed.Reason != batchv1.JobReasonBackoffLimitExceeded ||
 		!strings.Contains(failed.Message, "in attempt 1; no restart left (runPolicy.failurePolicy.maxRestarts: 1)") {
 		t.Fatalf("exhausted: phase %s, restarts %d, Failed %+v", st.Phase, st.Restarts, failed)
@@ -443,5 +446,19 @@ func TestRestartPhase(t *testing.T) {
 				t.Errorf("restartPhase = %s, %d; want %s, %d", got, restarts, tt.want, tt.wantRestarts)
 			}
 		})
+	}
+}
+
+// A job that ends while its next attempt is starting is not restarting any more.
+func TestRestartingEndsWithTheJob(t *testing.T) {
+	prev := &troupev1.JobStatus{Restarts: 1, Conditions: []metav1.Condition{{
+		Type: troupev1.ConditionRestarting, Status: metav1.ConditionTrue, Reason: troupev1.ReasonStartingAttempt, Message: "attempt 1 of 1: x",
+	}}}
+	for phase, want := range map[troupev1.JobPhase]string{troupev1.JobSucceeded: "False/Succeeded", troupev1.JobFailed: "False/Failed"} {
+		st := prev.DeepCopy()
+		restartConditions(testSpec(), &Observed{}, prev, phase, func(c metav1.Condition) { meta.SetStatusCondition(&st.Conditions, c) })
+		if got := restarting(st); got != want {
+			t.Errorf("%s: Restarting %s, want %s", phase, got, want)
+		}
 	}
 }

@@ -291,6 +291,9 @@ func TestFailingMasterRestartsThenFails(t *testing.T) {
 		return j.Status.Phase == troupev1.JobFailed
 	})
 	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionFailed)
+	if r := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionRestarting); r == nil || r.Status != metav1.ConditionFalse {
+		t.Errorf("a failed job still restarting: %+v", r)
+	}
 	if got.Status.Restarts != 1 || c == nil || c.Reason != batchv1.JobReasonBackoffLimitExceeded ||
 		!strings.HasSuffix(c.Message, "in attempt 1; no restart left (runPolicy.failurePolicy.maxRestarts: 1)") {
 		t.Errorf("restarts %d, Failed condition %+v", got.Status.Restarts, c)

@@ -169,7 +169,8 @@ const (
 	ConditionTemplateDrift = "TemplateDrift"
 	// ConditionRestarting is True while the job is restarted as a whole (runPolicy.failurePolicy):
 	// reason StoppingAttempt while the pods of the failed attempt go, StartingAttempt while the
-	// next attempt's are created, until its launcher runs; then False, reason AttemptRunning.
+	// next attempt's are created, until its launcher runs; then False, reason AttemptRunning
+	// (or Succeeded or Failed, when the job ended before its launcher was seen running).
 	// Its message is "attempt n of m: <cause>". It appears only on jobs that restarted.
 	ConditionRestarting = "Restarting"
 	// ConditionSecretTampered is True while a Secret the operator generated for the job (its
