@@ -462,3 +462,49 @@ func TestRestartingEndsWithTheJob(t *testing.T) {
 		}
 	}
 }
+
+// staleJobClient serves a job from an old snapshot, as an informer that has not yet seen the
+// operator's last status write does; everything else, writes included, goes to the API server.
+type staleJobClient struct {
+	client.Client
+	stale *troupev1.ChainerJob
+}
+
+func (c staleJobClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if j, ok := obj.(*troupev1.ChainerJob); ok && key.Name == c.stale.Name {
+		c.stale.DeepCopyInto(j)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A reconcile from a cache that has not seen the recorded restart sees the same failure again;
+// its status write carries the old resourceVersion and is refused, so the failure counts once
+// and no second Restarting event is recorded.
+func TestRestartCountsOnceFromAStaleCache(t *testing.T) {
+	h := newRestartHarness(t, ptr.To[int32](3))
+	h.reconcile()
+	h.podsRun()
+	h.reconcile()
+	h.failMaster()
+	var stale troupev1.ChainerJob
+	if err := h.c.Get(h.ctx, h.key, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.reconcile(); st.Restarts != 1 {
+		t.Fatalf("restarts %d, want 1", st.Restarts)
+	}
+	h.event("Restarting")
+
+	h.r.client = staleJobClient{Client: h.c, stale: &stale}
+	st := h.reconcile()
+	if st.Restarts != 1 || restarting(st) != "True/StoppingAttempt" {
+		t.Errorf("after a reconcile from a stale cache: restarts %d, Restarting %s", st.Restarts, restarting(st))
+	}
+	if e := h.event("Restarting"); e != "" {
+		t.Errorf("a second Restarting event: %q", e)
+	}
+	if h.master() == nil {
+		t.Error("the stale reconcile changed the children")
+	}
+}
