@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -339,5 +340,57 @@ func TestRestartUnderAGang(t *testing.T) {
 				t.Errorf("restarts %d, Failed condition %+v", got.Status.Restarts, c)
 			}
 		})
+	}
+}
+
+// restartOperator stops the running operator and starts a new process, as a crash and a
+// restart of its Deployment would: it starts with empty caches and no memory of the old one.
+func restartOperator(t *testing.T) {
+	t.Helper()
+	operator.Stop()
+	logPath := ""
+	if p := os.Getenv("TROUPE_E2E_LOG"); p != "" {
+		logPath = p + ".restarted"
+	}
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath)
+	if err != nil {
+		t.Fatalf("start the operator again: %v", err)
+	}
+	operator = op
+}
+
+// The operator is stopped as soon as it has recorded a restart, wherever it was in it, and a new
+// process carries on from what the API says: the job restarts once, with no pod of the next
+// attempt created while one of the failed attempt lived, and Succeeds.
+func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
+	ns := newNamespace(t)
+	history := watchPods(t, ns)
+	restartJob(t, ns, "8s", &troupev1.FailurePolicy{MaxRestarts: 1})
+	failPod(t, ns, "mpi-example-worker-1")
+	waitForExampleMPIJob(t, ns, "restart recorded", func(j *troupev1.MPIJob) bool { return j.Status.Restarts == 1 })
+	operator.Stop()
+	var frozen troupev1.MPIJob
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mpi-example"}, &frozen); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(frozen.Status.Conditions, troupev1.ConditionRestarting); c != nil {
+		t.Logf("operator stopped with the job %s, Restarting %s/%s", frozen.Status.Phase, c.Status, c.Reason)
+	}
+	restartOperator(t)
+
+	var job troupev1.MPIJob
+	waitForExampleMPIJob(t, ns, "Succeeded", func(j *troupev1.MPIJob) bool {
+		j.DeepCopyInto(&job)
+		return j.Status.Phase == troupev1.JobSucceeded
+	})
+	if job.Status.Restarts != 1 {
+		t.Errorf("status.restarts = %d, want 1", job.Status.Restarts)
+	}
+	if why := history.overlap("0", "1"); why != "" {
+		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
+	}
+	if out, err := kubectl("get", "events", "-n", ns, "--field-selector", "reason=Restarting", "-o", "jsonpath={.items[*].message}"); err != nil ||
+		strings.Count(out, "attempt 1 of 1") != 1 {
+		t.Errorf("Restarting events: %v: %q, want one", err, out)
 	}
 }

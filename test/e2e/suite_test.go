@@ -30,6 +30,8 @@ var (
 	repoRoot   = filepath.Join("..", "..")
 	kubeconfig string
 	k8s        client.Client
+	// operator is the running troupe-operator; a test may replace it (restartOperator).
+	operator *testutil.Operator
 )
 
 const (
@@ -89,9 +91,10 @@ func startOperator() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	operator = op
 	return func() {
-		op.Stop()
-		fmt.Fprintln(os.Stderr, "operator log:", op.LogPath)
+		operator.Stop()
+		fmt.Fprintln(os.Stderr, "operator log:", operator.LogPath)
 	}, nil
 }
 
