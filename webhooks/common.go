@@ -66,7 +66,25 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
 	}
 	errs = append(errs, atLeast(p.Child("ttlSecondsAfterFinished"), rp.TTLSecondsAfterFinished, 0)...)
 	errs = append(errs, validateCleanPodPolicyOn(p, rp)...)
+	errs = append(errs, validateFailurePolicy(p.Child("failurePolicy"), rp.FailurePolicy)...)
 	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)
+}
+
+// validateFailurePolicy checks the whole-job restarts: 0 to troupev1.MaxRestartsLimit.
+func validateFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy) field.ErrorList {
+	if fp == nil {
+		return nil
+	}
+	if n := fp.MaxRestarts; n > troupev1.MaxRestartsLimit {
+		return field.ErrorList{field.Invalid(p.Child("maxRestarts"), n, fmt.Sprintf("must be no more than %d", troupev1.MaxRestartsLimit))}
+	}
+	return atLeast(p.Child("maxRestarts"), &fp.MaxRestarts, 0)
+}
+
+// failurePolicyUpdate refuses a changed failure policy: the pods of a job with one carry their
+// restart attempt, and a count changed under a restart would make the attempts disagree.
+func failurePolicyUpdate(spec *field.Path, o, n *troupev1.RunPolicy) field.ErrorList {
+	return unchanged(spec.Child("runPolicy", "failurePolicy"), o.FailurePolicy, n.FailurePolicy)
 }
 
 // validateJobLimits checks the retries and the deadline of a batch Job: the run policy's, or a

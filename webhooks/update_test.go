@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,5 +108,27 @@ func TestPlaceAndUnsuspendInOneUpdate(t *testing.T) {
 	updated.Spec.RunPolicy.Suspend = ptr.To(false)
 	if _, err := (MPIJob{o}).ValidateUpdate(context.Background(), mpiJob, updated); err != nil {
 		t.Errorf("MPIJob placed and resumed in one update: %v", err)
+	}
+}
+
+// runPolicy.failurePolicy is fixed once the job exists: its pods carry their restart attempt.
+func TestFailurePolicyCannotChange(t *testing.T) {
+	o := Options{DefaultGang: troupev1.GangNone}
+	stored := &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"}, Spec: troupev1.MPIJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{
+		Worker: troupev1.MPIWorker{Replicas: ptr.To[int32](2), Cmd: []string{"./app"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}},
+		RunPolicy: troupev1.RunPolicy{FailurePolicy: &troupev1.FailurePolicy{MaxRestarts: 1}},
+	}}}
+	DefaultMPIJob(stored, o)
+	for name, edit := range map[string]func(*troupev1.RunPolicy){
+		"maxRestarts changed": func(rp *troupev1.RunPolicy) { rp.FailurePolicy.MaxRestarts = 3 },
+		"removed":             func(rp *troupev1.RunPolicy) { rp.FailurePolicy = nil },
+	} {
+		updated := stored.DeepCopy()
+		edit(&updated.Spec.RunPolicy)
+		_, err := (MPIJob{o}).ValidateUpdate(context.Background(), stored, updated)
+		if err == nil || !strings.Contains(err.Error(), "spec.runPolicy.failurePolicy: Forbidden: cannot change once the job exists") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

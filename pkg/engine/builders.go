@@ -208,6 +208,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 	}
 	s.CodeSync.decoratePod(s, &tmpl)
 	s.applyRunMode(&tmpl, ws)
+	s.labelRestartAttempt(&tmpl)
 	return tmpl
 }
 

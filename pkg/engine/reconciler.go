@@ -164,6 +164,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.settleRestart(ctx, spec, obs, prev); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.settleRunMode(ctx, spec, obs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -309,6 +312,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		return 0, fmt.Errorf("update status: %w", err)
 	}
 	r.recordTransitions(job, s, obs, prev, &next)
+	r.recordRestart(job, prev, &next)
 	r.recordSecretEvents(job, prev, &next)
 	return 0, nil
 }

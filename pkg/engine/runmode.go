@@ -57,7 +57,9 @@ type ReplicaOverride struct {
 func (s *Spec) Paused() bool { return s.RunMode.Pause }
 
 // masterWanted reports whether the master Job is a desired child now.
-func (s *Spec) masterWanted() bool { return !s.RunMode.Pause && !s.RunMode.HoldMaster }
+func (s *Spec) masterWanted() bool {
+	return !s.RunMode.Pause && !s.RunMode.HoldMaster && !s.Restart.holdsMaster()
+}
 
 // overrides returns the overrides in force: debug mode's, else the resume overrides of a job
 // that is or was paused.

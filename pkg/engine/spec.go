@@ -51,6 +51,9 @@ type Spec struct {
 
 	// RunMode is debug mode, pause and the overrides a job runs after a pause (runmode.go).
 	RunMode RunMode
+	// Restart is observed: the job's restart attempt and whether a restart holds its pods back
+	// (restart.go).
+	Restart RestartState
 	// CodeSync clones git repositories into every pod of the job before its containers start.
 	CodeSync CodeSync
 

@@ -41,6 +41,8 @@ type Observed struct {
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secret_integrity.go).
 	Secrets SecretIntegrity
+	// Restart is what was seen of the current restart attempt (restart.go).
+	Restart RestartObservation
 
 	// current holds every owned child found, by kind and name.
 	current map[childKey]client.Object
@@ -76,12 +78,13 @@ func Finished(prev *troupev1.JobStatus, master *batchv1.Job) bool {
 }
 
 // WorkersReleased reports whether the worker sets should be scaled to zero: the job is
-// suspended, or it has ended (outcome) and its clean-pod policy, not None, is due.
+// suspended, paused or stopping an attempt to restart, or it has ended (outcome) and its
+// clean-pod policy, not None, is due.
 func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
 	if outcome != "" {
 		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
 	}
-	return s.Suspended() || s.Paused()
+	return s.Suspended() || s.Paused() || s.Restart.Stopping
 }
 
 // ComputeStatus returns the job's status as a pure function of its spec, what was observed of
@@ -101,6 +104,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
 	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
 	st.Phase = runModePhase(s, prev, phase(s, obs, prev))
+	st.Phase, st.Restarts = restartPhase(s, obs, prev, st.Phase)
 
 	set := func(c metav1.Condition) {
 		c.ObservedGeneration, c.LastTransitionTime = generation, now
@@ -121,6 +125,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if c, ok := secretLostCondition(obs, prev); ok {
 		set(c) // before terminalCondition, which would say only "the master failed"
 	}
+	restartConditions(s, obs, prev, st.Phase, set)
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
@@ -345,6 +350,8 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
 	case released && s.Paused():
 		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused; worker sets are scaled to zero")
+	case released && s.Restart.Stopping:
+		return newCondition(t, false, troupev1.ReasonStoppingAttempt, "the job is restarting; worker sets are scaled to zero until every pod of the failed attempt is gone")
 	case released:
 		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero")
 	}

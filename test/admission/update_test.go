@@ -113,6 +113,9 @@ func TestMPIJobUpdates(t *testing.T) {
 		"the MPI":            {"spec.mpiImplementation", func(j *troupev1.MPIJob) { j.Spec.MPIImplementation = "MPICH"; j.Spec.MCA = nil }},
 		"the MCA parameters": {"spec.mca", func(j *troupev1.MPIJob) { j.Spec.MCA["btl"] = "self,tcp" }},
 		"the worker image":   {"spec.worker.template", func(j *troupev1.MPIJob) { j.Spec.Worker.Template.Spec.Containers[0].Image = "x:1" }},
+		"a failure policy added": {"runPolicy.failurePolicy", func(j *troupev1.MPIJob) {
+			j.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 2}
+		}},
 	} {
 		t.Run("refused: "+name, func(t *testing.T) {
 			err := update(t, job, c.mutate)

@@ -98,13 +98,17 @@ func startOperator() (func(), error) {
 	}, nil
 }
 
-// restartOperator stops the operator and starts a new process, as a rolling update or a new
-// leader does; its log goes to a temporary file.
+// restartOperator stops the operator and starts a new process, as a crash, a rolling update or
+// a new leader does: it starts with empty caches and no memory of the old one.
 func restartOperator(t *testing.T) {
 	t.Helper()
 	operator.Stop()
 	t.Log("operator log before the restart:", operator.LogPath)
-	op, err := testutil.StartOperator(repoRoot, kubeconfig, "")
+	logPath := ""
+	if p := os.Getenv("TROUPE_E2E_LOG"); p != "" {
+		logPath = fmt.Sprintf("%s.restarted-%d", p, time.Now().UnixNano())
+	}
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath)
 	if err != nil {
 		t.Fatalf("restart the operator: %v", err)
 	}

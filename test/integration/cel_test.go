@@ -162,6 +162,9 @@ func TestCRDUpdateRulesWithoutWebhook(t *testing.T) {
 		{"extraMPIArgs", "spec.worker.extraMPIArgs: Forbidden", func() { mpi.Spec.Worker.ExtraMPIArgs = []string{"-x", "A"} }},
 		{"mca", "spec.mca: Forbidden", func() { mpi.Spec.MCA = map[string]string{"btl": "^openib"} }},
 		{"mpiHome", `spec.mpiHome: Invalid value: cannot change once the job exists (was "/opt/mpi")`, func() { mpi.Spec.MPIHome = "/usr" }},
+		{"failurePolicy added", "runPolicy.failurePolicy: cannot change once the job exists", func() {
+			mpi.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 1}
+		}},
 		{"the worker template", "spec.worker.template: Forbidden: cannot change once the job exists", func() {
 			mpi.Spec.Worker.Template.Spec.Containers[0].Image = "mpi:2"
 		}},

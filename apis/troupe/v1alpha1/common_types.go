@@ -67,6 +67,16 @@ type RunPolicy struct {
 	// only the job's own pods reach them. Set enabled: false to create none.
 	// +optional
 	NetworkPolicy *NetworkPolicyConfig `json:"networkPolicy,omitempty"`
+
+	// failurePolicy restarts the job as a whole when one of its ranks is lost: a worker pod
+	// fails, is evicted or deleted while the launcher runs, or the launcher Job fails (after its
+	// backoffLimit). The launcher and every worker are deleted, and once all of them are gone,
+	// created again, up to maxRestarts times; then the job fails. Unset: no restart, and a lost
+	// worker does not end the job (its StatefulSet replaces it). Not for elastic HorovodJobs,
+	// which follow their workers as they come and go. It cannot change once the job exists.
+	// See docs/failure-handling.md.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 }
 
 // GangProvider names the scheduler integration that admits a job's pods all together.
@@ -117,7 +127,7 @@ type SchedulingPolicy struct {
 }
 
 // JobPhase is a one-word summary of where a job is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Suspended;Paused;Resuming;Succeeded;Failed
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Paused;Resuming;Restarting;Succeeded;Failed
 type JobPhase string
 
 const (
@@ -158,6 +168,12 @@ const (
 	// held back because pods of the job run; it is written once none runs. It appears only on
 	// jobs that have drifted.
 	ConditionTemplateDrift = "TemplateDrift"
+	// ConditionRestarting is True while the job is restarted as a whole (runPolicy.failurePolicy):
+	// reason StoppingAttempt while the pods of the failed attempt go, StartingAttempt while the
+	// next attempt's are created, until its launcher runs; then False, reason AttemptRunning
+	// (or Succeeded or Failed, when the job ended before its launcher was seen running).
+	// Its message is "attempt n of m: <cause>". It appears only on jobs that restarted.
+	ConditionRestarting = "Restarting"
 	// ConditionSecretTampered is True while a Secret the operator generated for the job (its
 	// SSH keys) holds other data than the operator wrote; no missing child is created then, so
 	// no launcher starts with foreign keys. It appears only on jobs whose Secret was changed.
@@ -265,6 +281,11 @@ type JobStatus struct {
 	// aggregate counts the job's replicas by state (T9k's status.aggregate).
 	// +optional
 	Aggregate *Aggregate `json:"aggregate,omitempty"`
+
+	// restarts counts the times the job was restarted as a whole (runPolicy.failurePolicy):
+	// the attempt its pods belong to, as their label troupe.dev/restart-attempt says.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
 
 	// generatedSecrets records each Secret the operator generated for the job (its SSH keys)
 	// as the operator wrote it, so that a change or deletion by anyone else is noticed.

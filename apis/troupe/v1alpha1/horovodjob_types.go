@@ -32,6 +32,7 @@ type HorovodElastic struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.transport) || self.transport != 'KubeExec'",fieldPath=".transport",reason=FieldValueForbidden,message="elastic Horovod starts its workers with ssh itself: use transport SSH"
 // +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.elastic) ? self.elastic.minReplicas : 1)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the launcher and every worker)\".format([1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.elastic) ? self.elastic.minReplicas : 1)])"
 // +kubebuilder:validation:XValidation:rule="has(self.elastic) == has(oldSelf.elastic) && (!has(self.elastic) || self.elastic == oldSelf.elastic)",fieldPath=".elastic",reason=FieldValueForbidden,message="cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.runPolicy) || !has(self.runPolicy.failurePolicy)",fieldPath=".runPolicy.failurePolicy",reason=FieldValueForbidden,message="elastic Horovod keeps training when workers come and go; a restart of the whole job is for jobs without elastic"
 type HorovodJobSpec struct {
 	MPIProgramSpec `json:",inline"`
 

@@ -25,6 +25,11 @@ const (
 	// operator last wrote; a different one is written only while the job has no live pod.
 	AnnotationTemplateHash = "troupe.dev/template-hash"
 
+	// LabelRestartAttempt is the restart attempt (status.restarts when it was created: 0, 1,
+	// ...) on every pod of a job with runPolicy.failurePolicy; the operator deletes pods of
+	// earlier attempts before it creates the next attempt's.
+	LabelRestartAttempt = "troupe.dev/restart-attempt"
+
 	// RoleMaster is the value of LabelRole on the master (launcher) Job and its pods.
 	RoleMaster = "master"
 	// RoleWorker is the value of LabelRole on worker StatefulSets and their pods.
@@ -77,6 +82,18 @@ const (
 	// ReasonGeneratedSecretDeleted: a generated Secret was deleted after the job's pods got
 	// its keys; the job fails (Failed condition) rather than run with keys its sshd refuses.
 	ReasonGeneratedSecretDeleted = "GeneratedSecretDeleted"
+	// ReasonStoppingAttempt: a restart deletes the pods of the failed attempt
+	// (ConditionRestarting True).
+	ReasonStoppingAttempt = "StoppingAttempt"
+	// ReasonStartingAttempt: every pod of the failed attempt is gone; the next attempt's are
+	// created (ConditionRestarting True) until its launcher runs.
+	ReasonStartingAttempt = "StartingAttempt"
+	// ReasonAttemptRunning: the launcher of the attempt after the last restart runs
+	// (ConditionRestarting False).
+	ReasonAttemptRunning = "AttemptRunning"
+	// ReasonWorkerFailed: a worker pod was lost while the launcher ran and no restart is left
+	// (ConditionFailed True).
+	ReasonWorkerFailed = "WorkerFailed"
 )
 
 // Event reasons. The lifecycle events (Created to TTLExpired, with Paused and Resuming of the
@@ -101,10 +118,7 @@ const (
 	EventResumed = "Resumed"
 	// EventScaled: a worker set's replicas changed; the message gives both counts
 	// (EventScaledMessage).
-	EventScaled = "Scaled"
-	// EventRestarting: the job is torn down and started again as a whole; the message is
-	// EventRestartingMessage.
-	EventRestarting = "Restarting"
+	EventScaled     = "Scaled"
 	EventSucceeded  = "Succeeded"
 	EventFailed     = "Failed"
 	EventTTLExpired = "TTLExpired"
@@ -117,6 +131,9 @@ const (
 	EventSecretTampered = "SecretTampered"
 	// EventTemplateChangeHeld says a worker template change waits for the job's pods to go.
 	EventTemplateChangeHeld = ReasonTemplateChangeHeld
+	// EventRestarting: the job is restarted as a whole; the message is "attempt n of m:
+	// <cause>".
+	EventRestarting = "Restarting"
 )
 
 // Messages of the events whose text tools may parse.
@@ -124,9 +141,6 @@ const (
 	// EventScaledMessage formats EventScaled's message: the worker set, then the replicas
 	// before and after.
 	EventScaledMessage = "worker set %s scaled from %d to %d replicas"
-	// EventRestartingMessage formats EventRestarting's message: the attempt that starts (1 for
-	// the first restart), then why.
-	EventRestartingMessage = "attempt %d: %s"
 )
 
 // Well-known parts of the launcher's wait for its workers (troupe-agent wait), which the
