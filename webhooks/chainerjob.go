@@ -55,7 +55,7 @@ func (w ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.Chainer
 		errs = ValidateChainerJob(job)
 	}
 	errs = append(errs, validateChainerJobUpdate(old, job)...)
-	errs = append(errs, validateManagedByUpdate(old, job)...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("ChainerJob", job.Name, errs)
 }
 

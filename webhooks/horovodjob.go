@@ -79,7 +79,7 @@ func (w HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.Horovod
 	}
 	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())...)
 	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
-	errs = append(errs, validateManagedByUpdate(old, job)...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("HorovodJob", job.Name, errs)
 }
 

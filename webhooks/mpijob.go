@@ -100,7 +100,7 @@ func (w MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (ad
 	oldProgram, _ := old.Spec.Program()
 	newProgram, _ := job.Spec.Program()
 	errs = append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)
-	errs = append(errs, validateManagedByUpdate(old, job)...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("MPIJob", job.Name, errs)
 }
 

@@ -62,9 +62,18 @@ func validateQueued(job queuedJob) field.ErrorList {
 	return errs
 }
 
-// validateManagedByUpdate refuses a change of runPolicy.managedBy (the CRD refuses it too, but
-// not when the stored job has no runPolicy at all).
-func validateManagedByUpdate(old, job queuedJob) field.ErrorList {
-	return immutable(field.NewPath("spec", "runPolicy", "managedBy"),
+// validateQueueUpdate refuses a change of runPolicy.managedBy (the CRD refuses it too, but not
+// when the stored job has no runPolicy at all), and a change of the job's LocalQueue while the
+// stored job is not suspended, as Kueue refuses it for its own kinds: the Workload of a running
+// job holds its quota until the job ends, and a job added to a queue while it runs would be
+// stopped.
+func validateQueueUpdate(old, job queuedJob) field.ErrorList {
+	errs := immutable(field.NewPath("spec", "runPolicy", "managedBy"),
 		ptr.Deref(old.JobRunPolicy().ManagedBy, ""), ptr.Deref(job.JobRunPolicy().ManagedBy, ""))
+	was, now := old.GetLabels()[troupev1.LabelQueueName], job.GetLabels()[troupev1.LabelQueueName]
+	if was != now && !ptr.Deref(old.JobRunPolicy().Suspend, false) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "labels").Key(troupev1.LabelQueueName), now,
+			fmt.Sprintf("cannot change while the job is not suspended (was %q)", was)))
+	}
+	return errs
 }

@@ -95,6 +95,26 @@ func TestQueuedChainerJobPodSets(t *testing.T) {
 	}
 }
 
+func TestQueueCannotChangeWhileRunning(t *testing.T) {
+	o := Options{}
+	stored := queuedChainerJob("ws0")
+	DefaultChainerJob(stored, o)
+	for _, queue := range []string{"", "other"} {
+		updated := stored.DeepCopy()
+		updated.Labels = map[string]string{troupev1.LabelQueueName: queue}
+		_, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated)
+		if err == nil || !strings.Contains(err.Error(), "kueue.x-k8s.io/queue-name") {
+			t.Errorf("queue lq -> %q on a running job: %v, want refused at the label", queue, err)
+		}
+		suspended := stored.DeepCopy()
+		suspended.Spec.RunPolicy.Suspend = ptr.To(true)
+		updated.Spec.RunPolicy.Suspend = ptr.To(true)
+		if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), suspended, updated); err != nil {
+			t.Errorf("queue lq -> %q on a suspended job: %v", queue, err)
+		}
+	}
+}
+
 func TestManagedByCannotChange(t *testing.T) {
 	o := Options{}
 	stored := queuedChainerJob("ws0")
