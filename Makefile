@@ -160,7 +160,7 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 
 .PHONY: cluster-assets
 cluster-assets: ## Build (once, cached) every binary of the local simulated cluster.
-	hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl coscheduler volcano-scheduler
+	hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl coscheduler volcano-scheduler kueue
 
 ##@ Images
 

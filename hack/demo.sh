@@ -27,7 +27,7 @@ if [[ ${REAL:-} == 1 ]]; then
   EXAMPLE=examples/chainerjob-mn-realnode.yaml
   step "building the control plane and the images (cached in $TROUPE_CACHE)"
   hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
-    coscheduler volcano-scheduler
+    coscheduler volcano-scheduler kueue
   export PATH=$KUBE_BIN:$PATH
   step "starting the local cluster $CLUSTER_NAME with this machine as a real node"
   if ! KUBECONFIG=$(REAL_NODE=1 REAL_NODE_IMAGES="pause troupe-operator troupe-agent troupe-mpi troupe-train" \
@@ -67,7 +67,7 @@ fi
 
 step "building the control plane (cached in $TROUPE_CACHE) and troupe-operator"
 hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
-  coscheduler volcano-scheduler
+  coscheduler volcano-scheduler kueue
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
 go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator

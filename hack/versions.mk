@@ -18,6 +18,9 @@ VOLCANO_VERSION ?= v1.10.0
 # kubeflow's MPI operator, the other side of `make bench` (test/bench/controllers), built from its
 # module with its own replace list; its MPIJob CRD comes from the same module.
 MPI_OPERATOR_VERSION ?= v0.8.2
+# Kueue's manager runs beside the gang schedulers on the local cluster (docs/kueue.md): built from
+# its module (cmd/kueue), its CRDs and webhook manifests from the same module.
+KUEUE_VERSION ?= v0.15.2
 
 # The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module.
 COREDNS_VERSION ?= v1.15.0

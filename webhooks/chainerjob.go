@@ -28,8 +28,9 @@ var (
 var chainerBackends = []troupev1.ChainerBackend{troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone}
 
 // Default fills what the user left out with what the operator would assume.
-func (w ChainerJob) Default(_ context.Context, job *troupev1.ChainerJob) error {
+func (w ChainerJob) Default(ctx context.Context, job *troupev1.ChainerJob) error {
 	DefaultChainerJob(job, w.Options)
+	suspendIfQueued(ctx, job, w.Options)
 	return nil
 }
 
@@ -54,6 +55,7 @@ func (w ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.Chainer
 		errs = ValidateChainerJob(job)
 	}
 	errs = append(errs, validateChainerJobUpdate(old, job)...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("ChainerJob", job.Name, errs)
 }
 
@@ -103,7 +105,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods, "master")...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), s.RunMode, chainerReplicaTypes)...)
-	return errs
+	return append(errs, validateQueued(job)...)
 }
 
 // validateChainerJobUpdate refuses changes to what is fixed once a ChainerJob exists: the

@@ -24,8 +24,9 @@ var (
 )
 
 // Default fills what the user left out with what the operator would assume.
-func (w HorovodJob) Default(_ context.Context, job *troupev1.HorovodJob) error {
+func (w HorovodJob) Default(ctx context.Context, job *troupev1.HorovodJob) error {
 	DefaultHorovodJob(job, w.Options)
+	suspendIfQueued(ctx, job, w.Options)
 	return nil
 }
 
@@ -82,6 +83,7 @@ func (w HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.Horovod
 	}
 	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())...)
 	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("HorovodJob", job.Name, errs)
 }
 

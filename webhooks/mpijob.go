@@ -22,8 +22,9 @@ var (
 )
 
 // Default fills what the user left out with what the operator would assume.
-func (w MPIJob) Default(_ context.Context, job *troupev1.MPIJob) error {
+func (w MPIJob) Default(ctx context.Context, job *troupev1.MPIJob) error {
 	DefaultMPIJob(job, w.Options)
+	suspendIfQueued(ctx, job, w.Options)
 	return nil
 }
 
@@ -99,6 +100,7 @@ func (w MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (ad
 	oldProgram, _ := old.Spec.Program()
 	newProgram, _ := job.Spec.Program()
 	errs = append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)
+	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("MPIJob", job.Name, errs)
 }
 

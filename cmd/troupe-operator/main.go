@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/pkg/metrics"
+	"github.com/troupe-dev/troupe/pkg/queue/kueue"
 )
 
 // defaultAgentImage is the troupe-agent image released with this operator.
@@ -80,7 +82,7 @@ func run() error {
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme),
-		volcanov1beta1.AddToScheme(scheme), schedv1alpha1.AddToScheme(scheme)); err != nil {
+		volcanov1beta1.AddToScheme(scheme), schedv1alpha1.AddToScheme(scheme), kueuev1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("build scheme: %w", err)
 	}
 	if apiQPS > 0 && apiBurst < 1 {
@@ -103,7 +105,18 @@ func run() error {
 	if len(watchNS) > 0 {
 		ctrl.Log.Info("running the jobs of these namespaces only", "namespaces", []string(watchNS))
 	}
-	cacheOpts, err := engine.CacheOptions(watchNS, controllers.GangTypes(opts.AvailableGangs)...)
+	// Kueue (docs/kueue.md): on when its CRDs are installed, else off, said once here.
+	if hooks.kueue, err = kueue.Available(cfg); err != nil {
+		return err
+	}
+	owned := controllers.GangTypes(opts.AvailableGangs)
+	if hooks.kueue {
+		ctrl.Log.Info("Kueue's Workload API is served: jobs labelled " + troupev1.LabelQueueName + " are admitted by Kueue")
+		owned = append(owned, &kueuev1.Workload{})
+	} else {
+		ctrl.Log.Info("Kueue's CRDs are not installed: the Kueue integration is off; jobs labelled " + troupev1.LabelQueueName + " run without queueing")
+	}
+	cacheOpts, err := engine.CacheOptions(watchNS, owned...)
 	if err != nil {
 		return err
 	}
@@ -137,6 +150,14 @@ func run() error {
 	// Every kind of the registry: each registers itself from its own file of package kinds.
 	if err := kinds.SetupControllers(mgr, opts); err != nil {
 		return err
+	}
+	for _, k := range kinds.All() {
+		if !hooks.kueue {
+			break
+		}
+		if err := kueue.Setup(mgr, k.Adapter(opts)); err != nil {
+			return fmt.Errorf("set up Kueue admission of %s: %w", k.Name, err)
+		}
 	}
 	if err := hooks.setup(mgr); err != nil {
 		return err

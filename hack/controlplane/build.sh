@@ -2,7 +2,7 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-#              coscheduler volcano-scheduler kubelet kube-proxy coredns mpi-operator
+#              coscheduler volcano-scheduler kubelet kube-proxy coredns mpi-operator kueue
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
@@ -10,6 +10,7 @@
 #   $TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin/volcano-scheduler
 #   $TROUPE_CACHE/coredns-$COREDNS_VERSION/bin/coredns
 #   $TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/{bin/mpi-operator,crds/kubeflow.org_mpijobs.yaml}
+#   $TROUPE_CACHE/kueue-$KUEUE_VERSION/{bin/kueue,crds/*.yaml,webhooks.yaml}
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -79,6 +80,28 @@ build_kube() {
     -X $v.gitTreeState=clean"
 }
 
+# kueue_webhooks MANIFESTS: Kueue's webhook configurations as the local cluster uses them. Only the
+# webhooks of Kueue's own objects (kueue.x-k8s.io) and of batch Jobs (the one job integration the
+# cluster enables) are kept: the others (pods, Deployments, StatefulSets, ...) would send every
+# such object of every test to Kueue, for integrations that are off. The configurations take the
+# names Kueue's certificate rotator fills in (kueue-{mutating,validating}-webhook-configuration)
+# and call Kueue on this machine by URL: https://localhost:${KUEUE_WEBHOOK_PORT}<path>, the
+# port filled in per cluster by cluster-up.sh.
+kueue_webhooks() {
+  awk '
+    function flush() { if (entry != "" && keep) printf "%s", entry; entry = ""; keep = 0 }
+    /^---/ || /^kind:/ || /^apiVersion:/ || /^metadata:/ || /^webhooks:/ { flush(); print; next }
+    /^  name: (mutating|validating)-webhook-configuration$/ { flush(); sub(/name: /, "name: kueue-"); print; next }
+    /^- / { flush() }
+    /^    - (kueue\.x-k8s\.io|batch)$/ { keep = 1 }
+    /^ *service:$/ { insvc = 1; next }
+    insvc && /^ *(name|namespace):/ { next }
+    insvc && /^ *path:/ { sub(/path: */, "url: https://localhost:${KUEUE_WEBHOOK_PORT}"); sub(/^  /, ""); insvc = 0 }
+    { entry = entry $0 "\n" }
+    END { flush() }
+  ' "$1"
+}
+
 [[ $# -gt 0 ]] || { sed -n '2,12s/^# //p' "$0" >&2; exit 2; }
 for c in "$@"; do
   case $c in
@@ -130,6 +153,19 @@ for c in "$@"; do
       mkdir -p "$MPI_OPERATOR_CRDS"
       moddir=$(cd "$TOOLS_MODULES/mpi-operator" && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
       install -m 0644 "$moddir/manifests/base/kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/"
+      ;;
+    # Kueue's manager, its CRDs and the webhook configurations the local cluster uses
+    # (kueue_webhooks below).
+    kueue)
+      [[ -x $KUEUE_BIN/$c && -f $KUEUE_MANIFESTS/webhooks.yaml ]] && continue
+      check_pin "$TOOLS_MODULES/kueue" sigs.k8s.io/kueue "$KUEUE_VERSION" KUEUE_VERSION
+      build "$c" "$KUEUE_BIN" "$TOOLS_MODULES/kueue" sigs.k8s.io/kueue/cmd/kueue \
+        -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+      moddir=$(cd "$TOOLS_MODULES/kueue" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+      mkdir -p "$KUEUE_MANIFESTS/crds"
+      install -m 0644 "$moddir"/config/components/crd/bases/*.yaml "$KUEUE_MANIFESTS/crds/"
+      kueue_webhooks "$moddir/config/components/webhook/manifests.yaml" >"$KUEUE_MANIFESTS/.webhooks.yaml"
+      mv -f "$KUEUE_MANIFESTS/.webhooks.yaml" "$KUEUE_MANIFESTS/webhooks.yaml"
       ;;
     *) log "unknown component $c"; exit 2 ;;
   esac

@@ -14,8 +14,8 @@
 # with kwok faking the nodes of $NODES and the pods' lifecycle of pod-stages.yaml, and
 # `kubectl exec` running commands locally (exec.yaml). Beside kube-scheduler run the two gang
 # schedulers, scheduler-plugins' Coscheduling (`scheduler-plugins-scheduler`) and Volcano's
-# (`volcano`), with their CRDs and Volcano's `default` Queue installed. Binaries come from
-# build.sh (cached).
+# (`volcano`), with their CRDs and Volcano's `default` Queue installed, and Kueue's manager with
+# its CRDs and webhooks (kueue-config.yaml; docs/kueue.md). Binaries come from build.sh (cached).
 # Running it again reuses a healthy cluster made from the same files and versions, and
 # otherwise deletes and recreates it (a few seconds).
 set -euo pipefail
@@ -35,14 +35,17 @@ NODES=${NODES:-$here/nodes.yaml}
 # kwokctl.yaml, coscheduler.yaml and volcano-scheduler.conf are templates: render() fills them in
 # for this cluster, into $troupe_dir (inside the cluster's directory, so it goes with it).
 configs=("$here/kwokctl.yaml" "$here/pod-stages.yaml" "$here/exec.yaml")
-templates=("$here/kwokctl.yaml" "$here/coscheduler.yaml" "$here/volcano-scheduler.conf")
+templates=("$here/kwokctl.yaml" "$here/coscheduler.yaml" "$here/volcano-scheduler.conf" "$here/kueue-config.yaml" "$here/kueue-run.sh")
 troupe_dir=$cluster_dir/troupe
-# Objects every cluster has: the gang schedulers' CRDs, then Volcano's default Queue.
+# Objects every cluster has: the gang schedulers' and Kueue's CRDs, then Volcano's default Queue.
 crds=("$here"/crds/volcano/*.yaml "$here"/crds/scheduler-plugins/*.yaml)
+# Kueue's CRDs whose versions (v1beta1 stored, v1beta2 served) Kueue's webhook converts.
+kueue_converted=(localqueues clusterqueues cohorts workloads multikueueclusters)
 start=$SECONDS
 
 "$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
-  coscheduler volcano-scheduler
+  coscheduler volcano-scheduler kueue
+crds+=("$KUEUE_MANIFESTS"/crds/*.yaml)
 kwokctl=$KWOK_BIN/kwokctl
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
@@ -52,31 +55,33 @@ APISERVER_BIND_ADDRESS=127.0.0.1
 [[ ${REAL_NODE:-} != 1 ]] || APISERVER_BIND_ADDRESS=0.0.0.0
 
 # What the cluster is made from; a cluster made from anything else is recreated.
-fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" |
-  sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$APISERVER_BIND_ADDRESS
+fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" \
+  "$KUEUE_MANIFESTS/webhooks.yaml" | sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
 
-# schedulers_ready: both gang schedulers answer on their ports (written down by the run that
-# made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
+# schedulers_ready: both gang schedulers and Kueue answer on their ports (written down by the run
+# that made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
+# Kueue is ready once its webhooks serve with the certificate its rotator accepted.
 schedulers_ready() {
-  local COSCHEDULER_PORT VOLCANO_PORT
+  local COSCHEDULER_PORT VOLCANO_PORT KUEUE_HEALTH_PORT
   # shellcheck source=/dev/null
   source "$troupe_dir/ports" 2>/dev/null || return 1
   [[ $(curl -ksS --max-time 2 "https://127.0.0.1:$COSCHEDULER_PORT/readyz" 2>/dev/null) == ok ]] &&
     [[ $(curl -sS --max-time 2 "http://127.0.0.1:$VOLCANO_PORT/healthz" 2>/dev/null) == ok ]] &&
-    grep -q "Scheduler completes Initialization" "$cluster_dir/logs/volcano-scheduler.log" 2>/dev/null
+    grep -q "Scheduler completes Initialization" "$cluster_dir/logs/volcano-scheduler.log" 2>/dev/null &&
+    [[ $(curl -sS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null) == ok ]]
 }
 
-# free_port VAR: set VAR to a port nothing listens on, for a gang scheduler. kwokctl hands out
-# ports counting down from 32767, so take them below that, from a random start (clusters are
-# made one at a time, under the lock below), and never the one the last call gave.
+# free_port VAR: set VAR to a port nothing listens on, for a gang scheduler or Kueue. kwokctl
+# hands out ports counting down from 32767, so take them below that, from a random start
+# (clusters are made one at a time, under the lock below), and never one an earlier call gave.
 free_port() {
   local p
   for ((p = 20000 + RANDOM % 10000; p < 30000; p++)); do
-    [[ $p == "${last_port:-}" ]] && continue
+    [[ " ${given_ports:-} " == *" $p "* ]] && continue
     # A refused connection: nothing listens there.
     if ! (: <"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       printf -v "$1" %s "$p"
-      last_port=$p
+      given_ports+=" $p"
       return
     fi
   done
@@ -85,13 +90,46 @@ free_port() {
 }
 
 # render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
-# ${COSCHEDULER_PORT}, ${VOLCANO_PORT} and ${APISERVER_BIND_ADDRESS} filled in (nothing else,
-# so other $ stays as is).
+# ${COSCHEDULER_PORT}, ${VOLCANO_PORT}, ${APISERVER_BIND_ADDRESS}, ${KUBE_BIN}, ${KUEUE_BIN} and
+# ${KUEUE_*_PORT} filled in (nothing else, so other $ stays as is).
 render() {
   sed -e "s|\${CLUSTER_DIR}|$cluster_dir|g" \
+    -e "s|\${KUBE_BIN}|$KUBE_BIN|g" -e "s|\${KUEUE_BIN}|$KUEUE_BIN|g" \
+    -e "s|\${KUEUE_WEBHOOK_PORT}|$KUEUE_WEBHOOK_PORT|g" -e "s|\${KUEUE_HEALTH_PORT}|$KUEUE_HEALTH_PORT|g" \
+    -e "s|\${KUEUE_METRICS_PORT}|$KUEUE_METRICS_PORT|g" \
     -e "s|\${SCHEDULER_PLUGINS_BIN}|$SCHEDULER_PLUGINS_BIN|g" -e "s|\${VOLCANO_BIN}|$VOLCANO_BIN|g" \
     -e "s|\${COSCHEDULER_PORT}|$COSCHEDULER_PORT|g" -e "s|\${VOLCANO_PORT}|$VOLCANO_PORT|g" \
     -e "s|\${APISERVER_BIND_ADDRESS}|$APISERVER_BIND_ADDRESS|g" "$1"
+}
+
+# install_kueue: what Kueue's manager (kueue-run.sh) waits for, its certificate Secret last.
+# Its CRDs are in already; their conversion webhook, like the admission webhooks, is Kueue on
+# this machine, by URL.
+install_kueue() {
+  # Kueue's webhook server reads the certificate from this directory, where a pod would have the
+  # Secret mounted; its rotator waits for the files there.
+  local c certs=$troupe_dir/kueue-certs
+  for c in "${kueue_converted[@]}"; do
+    kubectl patch crd "$c.kueue.x-k8s.io" --type merge -p '{"spec":{"conversion":{"strategy":"Webhook",
+      "webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"url":"https://localhost:'"$KUEUE_WEBHOOK_PORT"'/convert"}}}}}' >&2
+  done
+  render "$KUEUE_MANIFESTS/webhooks.yaml" | kubectl apply --server-side -f - >&2
+  kubectl create namespace kueue-system >&2
+  # A CA and a serving certificate Kueue's rotator accepts (its CA is named kueue-ca; the
+  # certificate is valid for kueue-webhook-service.kueue-system.svc) that the API server accepts
+  # for https://localhost (PKCS#1 keys, as the rotator writes them).
+  mkdir -p "$certs"
+  openssl genrsa -traditional -out "$certs/ca.key" 2048 2>/dev/null
+  openssl req -x509 -new -key "$certs/ca.key" -out "$certs/ca.crt" -days 3650 -subj /O=kueue/CN=kueue-ca \
+    -addext subjectAltName=DNS:kueue-ca -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,digitalSignature,keyEncipherment
+  openssl genrsa -traditional -out "$certs/tls.key" 2048 2>/dev/null
+  openssl req -new -key "$certs/tls.key" -subj /CN=kueue-webhook-service.kueue-system.svc |
+    openssl x509 -req -CA "$certs/ca.crt" -CAkey "$certs/ca.key" -CAcreateserial -days 3650 -out "$certs/tls.crt" \
+      -extfile <(printf '%s\n' "subjectAltName=DNS:kueue-webhook-service.kueue-system.svc,DNS:localhost,IP:127.0.0.1" \
+        "extendedKeyUsage=serverAuth" "keyUsage=critical,digitalSignature,keyEncipherment") 2>/dev/null
+  kubectl -n kueue-system create secret generic kueue-webhook-server-cert --from-file="$certs/ca.crt" \
+    --from-file="$certs/ca.key" --from-file="$certs/tls.crt" --from-file="$certs/tls.key" >&2
 }
 
 # One cluster-up or cluster-down at a time on this machine: the e2e tests and the demo may race
@@ -119,9 +157,16 @@ fi
 
 free_port COSCHEDULER_PORT
 free_port VOLCANO_PORT
+free_port KUEUE_WEBHOOK_PORT
+free_port KUEUE_HEALTH_PORT
+free_port KUEUE_METRICS_PORT
 mkdir -p "$troupe_dir"
 for t in "${templates[@]}"; do render "$t" >"$troupe_dir/${t##*/}"; done
-printf 'COSCHEDULER_PORT=%s\nVOLCANO_PORT=%s\n' "$COSCHEDULER_PORT" "$VOLCANO_PORT" >"$troupe_dir/ports"
+# kwokctl names a component's log after its binary: logs/kueue.log.
+mv "$troupe_dir/kueue-run.sh" "$troupe_dir/kueue"
+chmod +x "$troupe_dir/kueue"
+printf 'COSCHEDULER_PORT=%s\nVOLCANO_PORT=%s\nKUEUE_WEBHOOK_PORT=%s\nKUEUE_HEALTH_PORT=%s\nKUEUE_METRICS_PORT=%s\n' \
+  "$COSCHEDULER_PORT" "$VOLCANO_PORT" "$KUEUE_WEBHOOK_PORT" "$KUEUE_HEALTH_PORT" "$KUEUE_METRICS_PORT" >"$troupe_dir/ports"
 
 config_flags=()
 [[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || config_flags+=(--disable-qps-limits)
@@ -145,6 +190,7 @@ kubectl wait --for=condition=Established crd --all --timeout=60s >&2
 # creates or updates it in one request, whichever comes first (and needs no OpenAPI schema of
 # the new CRD, which a client-side apply waits for).
 kubectl apply --server-side --force-conflicts -f "$here/volcano-queue.yaml" >&2
+install_kueue
 kubectl wait --for=condition=Ready nodes --all --timeout=60s >&2
 # Pods are refused until the service account controller has made the namespace's default
 # ServiceAccount; wait for it so the first kubectl create after this script works.
@@ -155,7 +201,7 @@ for ((i = 0; i < 300; i++)); do
   sleep 0.2
 done
 if ! schedulers_ready; then
-  log "the gang schedulers are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler}.log"
+  log "the gang schedulers or Kueue are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler,kueue}.log"
   exit 1
 fi
 

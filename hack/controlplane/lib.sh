@@ -29,5 +29,8 @@ VOLCANO_BIN=$TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin
 COREDNS_BIN=$TROUPE_CACHE/coredns-${COREDNS_VERSION:?}/bin
 MPI_OPERATOR_BIN=$TROUPE_CACHE/mpi-operator-${MPI_OPERATOR_VERSION:?}/bin
 MPI_OPERATOR_CRDS=$TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/crds
+KUEUE_BIN=$TROUPE_CACHE/kueue-${KUEUE_VERSION:?}/bin
+# Kueue's CRDs (crds/) and the local cluster's webhook configurations for it (webhooks.yaml).
+KUEUE_MANIFESTS=$TROUPE_CACHE/kueue-$KUEUE_VERSION
 
 log() { echo "[controlplane] $*" >&2; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
 # Run it after changing a version there (every module, or only those named: kube etcd kwok coredns
-# scheduler-plugins volcano mpi-operator), then commit test/tools/*/go.mod and go.sum. build.sh only ever
+# scheduler-plugins volcano mpi-operator kueue), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
 set -euo pipefail
@@ -140,11 +140,19 @@ update_mpi_operator() {
   (cd "$dir" && go get -tool "$mod/cmd/mpi-operator@$MPI_OPERATOR_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano coredns mpi-operator)
+# kueue: Kueue's manager (cmd/kueue), whose module builds with its own requirements (v0.15.2 has
+# no replace list); the local cluster runs it beside the gang schedulers (docs/kueue.md).
+update_kueue() {
+  local dir=$TOOLS_MODULES/kueue
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/kueue
+  (cd "$dir" && go get -tool "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" && go mod tidy)
+}
+
+all=(kube etcd kwok scheduler-plugins volcano coredns mpi-operator kueue)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
-    kube | etcd | kwok | volcano | coredns) "update_$t" ;;
+    kube | etcd | kwok | volcano | coredns | kueue) "update_$t" ;;
     scheduler-plugins) update_scheduler_plugins ;;
     mpi-operator) update_mpi_operator ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;

@@ -146,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.deferred.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !job.GetDeletionTimestamp().IsZero() {
+	if !job.GetDeletionTimestamp().IsZero() || managedElsewhere(job) {
 		r.deferred.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}

@@ -170,3 +170,27 @@ func TestConditions(t *testing.T) {
 		}
 	}
 }
+
+// A suspended (or paused) job has no pods: its PodGroup must not hold resources for it in the
+// scheduler's queue, and asks for them again once the job resumes.
+func TestSuspendedJobAsksForNothing(t *testing.T) {
+	s := spec()
+	s.RunPolicy.Suspend = ptr.To(true)
+	vpg := Volcano{SchedulerName: "volcano"}.Objects(s)[0].(*volcanov1beta1.PodGroup)
+	if vpg.Spec.MinResources != nil {
+		t.Errorf("suspended: Volcano PodGroup minResources %v, want none", *vpg.Spec.MinResources)
+	}
+	cpg := Coscheduling{SchedulerName: "sp"}.Objects(s)[0].(*schedv1alpha1.PodGroup)
+	if len(cpg.Spec.MinResources) != 0 {
+		t.Errorf("suspended: coscheduling PodGroup minResources %v, want none", cpg.Spec.MinResources)
+	}
+	s.RunPolicy.Suspend = nil
+	s.RunMode.Pause = true
+	if got := MinResources(s); len(got) != 0 {
+		t.Errorf("paused: minResources %v, want none", got)
+	}
+	s.RunMode.Pause = false
+	if got := MinResources(s); got.Cpu().Cmp(resource.MustParse("9")) != 0 {
+		t.Errorf("resumed: minResources cpu %v, want 9 again", got.Cpu())
+	}
+}

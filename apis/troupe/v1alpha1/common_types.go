@@ -19,6 +19,7 @@ const (
 )
 
 // RunPolicy is the lifecycle policy every troupe kind shares.
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="cannot change once the job exists",fieldPath=".managedBy"
 // +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicyOn) || self.cleanPodPolicyOn != 'Succeeded' || !((has(self.cleanPodPolicy) && self.cleanPodPolicy == 'None') || (has(self.cleanUpWorkers) && !self.cleanUpWorkers))",message="Succeeded applies the clean-pod policy after success only, and the policy is None: there is nothing to clean",fieldPath=".cleanPodPolicyOn"
 // +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicy) || !has(self.cleanUpWorkers) || self.cleanUpWorkers == (self.cleanPodPolicy != 'None')",message="cleanUpWorkers and cleanPodPolicy disagree: cleanUpWorkers true means a cleanPodPolicy other than None, false means None"
 type RunPolicy struct {
@@ -62,6 +63,14 @@ type RunPolicy struct {
 	// after a failure every pod is then left running, for inspection.
 	// +optional
 	CleanPodPolicyOn *CleanPodPolicyOn `json:"cleanPodPolicyOn,omitempty"`
+
+	// managedBy names the controller that runs the job, as a batch Job's spec.managedBy does:
+	// unset or "troupe.dev/troupe-operator" is troupe; any other value (for example
+	// "kueue.x-k8s.io/multikueue") leaves the job, its children and its status to that
+	// controller, and troupe-operator does nothing with it. It cannot change.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
 
 	// networkPolicy isolates the job's pods: by default a NetworkPolicy named like the job lets
 	// only the job's own pods reach them. Set enabled: false to create none.
@@ -174,6 +183,11 @@ const (
 	// (or Succeeded or Failed, when the job ended before its launcher was seen running).
 	// Its message is "attempt n of m: <cause>". It appears only on jobs that restarted.
 	ConditionRestarting = "Restarting"
+	// ConditionAdmitted is Kueue's verdict on a job queued with the kueue.x-k8s.io/queue-name
+	// label (docs/kueue.md): False while it waits in its LocalQueue (the message names the
+	// queue and says why) or after it was evicted (reason Preempted, ...), True once a
+	// ClusterQueue admitted it. It appears only on queued jobs.
+	ConditionAdmitted = "Admitted"
 	// ConditionSecretTampered is True while a Secret the operator generated for the job (its
 	// SSH keys) holds other data than the operator wrote; no missing child is created then, so
 	// no launcher starts with foreign keys. It appears only on jobs whose Secret was changed.

@@ -865,6 +865,11 @@ func (in *RunPolicy) DeepCopyInto(out *RunPolicy) {
 		*out = new(CleanPodPolicyOn)
 		**out = **in
 	}
+	if in.ManagedBy != nil {
+		in, out := &in.ManagedBy, &out.ManagedBy
+		*out = new(string)
+		**out = **in
+	}
 	if in.NetworkPolicy != nil {
 		in, out := &in.NetworkPolicy, &out.NetworkPolicy
 		*out = new(NetworkPolicyConfig)

@@ -1,0 +1,142 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Kueue's labels, read on the job itself (docs/kueue.md).
+const (
+	// LabelQueueName names the Kueue LocalQueue, in the job's namespace, the job waits in.
+	LabelQueueName = "kueue.x-k8s.io/queue-name"
+	// LabelWorkloadPriorityClass names the Kueue WorkloadPriorityClass of the job's Workload.
+	LabelWorkloadPriorityClass = "kueue.x-k8s.io/priority-class"
+)
+
+// ManagedByTroupeOperator is the runPolicy.managedBy value that means troupe, like unset.
+const ManagedByTroupeOperator = "troupe.dev/troupe-operator"
+
+// Reasons of ConditionAdmitted besides Kueue's own eviction reasons (Preempted, ...).
+const (
+	ReasonQueued   = "Pending"
+	ReasonAdmitted = "Admitted"
+)
+
+// PodSet is one group of identical pods of a job, as a queueing system counts and places them:
+// the master (launcher), then each worker set.
+// +kubebuilder:object:generate=false
+type PodSet struct {
+	// Name is "master" for a ChainerJob's master, "launcher" for an MPIJob's or HorovodJob's,
+	// and the worker set's name for each worker set.
+	Name string
+	// HasTemplate is false for a launcher the operator generates from the workers' template:
+	// it has no template of its own to place, and goes where the workers go.
+	HasTemplate bool
+}
+
+// PodSetMaster and PodSetLauncher name the master's pod set.
+const (
+	PodSetMaster   = "master"
+	PodSetLauncher = "launcher"
+)
+
+// QueuedJob is what every kind offers a queueing system: its run policy (suspend, managedBy),
+// its pod sets, and their templates in the spec, whose scheduling fields (nodeSelector,
+// tolerations) a queueing system sets while the job is suspended.
+// +kubebuilder:object:generate=false
+type QueuedJob interface {
+	JobRunPolicy() *RunPolicy
+	PodSets() []PodSet
+	// EditPodSetTemplate calls edit with the template of the named pod set, in the spec; it does
+	// nothing for a pod set without a template of its own (or of another name).
+	EditPodSetTemplate(name string, edit func(*corev1.PodTemplateSpec))
+}
+
+var (
+	_ QueuedJob = &ChainerJob{}
+	_ QueuedJob = &MPIJob{}
+	_ QueuedJob = &HorovodJob{}
+)
+
+// ManagedElsewhere reports whether runPolicy.managedBy gives the job to another controller.
+func (p *RunPolicy) ManagedElsewhere() bool {
+	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator
+}
+
+// JobRunPolicy returns the job's run policy.
+func (j *ChainerJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// PodSets are the master and the worker sets in name order.
+func (j *ChainerJob) PodSets() []PodSet {
+	sets := []PodSet{{Name: PodSetMaster, HasTemplate: true}}
+	for _, name := range j.Spec.WorkerSetNames() {
+		sets = append(sets, PodSet{Name: name, HasTemplate: true})
+	}
+	return sets
+}
+
+// EditPodSetTemplate edits the master's template or a worker set's.
+func (j *ChainerJob) EditPodSetTemplate(name string, edit func(*corev1.PodTemplateSpec)) {
+	if name == PodSetMaster {
+		edit(&j.Spec.Master.Template)
+		return
+	}
+	if ws, ok := j.Spec.WorkerSets[name]; ok {
+		edit(&ws.Template)
+		j.Spec.WorkerSets[name] = ws
+	}
+}
+
+// JobRunPolicy returns the job's run policy.
+func (j *MPIJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// PodSets are the launcher and the workers, in either form of the spec.
+func (j *MPIJob) PodSets() []PodSet {
+	if j.Spec.IsWorkerTemplateForm() {
+		return []PodSet{{Name: PodSetLauncher, HasTemplate: j.Spec.LauncherTemplate != nil}, {Name: MPIWorkerSetName, HasTemplate: true}}
+	}
+	return j.Spec.podSets()
+}
+
+// EditPodSetTemplate edits the launcher's or the workers' template, in either form.
+func (j *MPIJob) EditPodSetTemplate(name string, edit func(*corev1.PodTemplateSpec)) {
+	if !j.Spec.IsWorkerTemplateForm() {
+		j.Spec.editPodSetTemplate(name, edit)
+		return
+	}
+	switch {
+	case name == PodSetLauncher && j.Spec.LauncherTemplate != nil:
+		edit(j.Spec.LauncherTemplate)
+	case name == MPIWorkerSetName:
+		edit(j.Spec.WorkerTemplate)
+	}
+}
+
+// JobRunPolicy returns the job's run policy.
+func (j *HorovodJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// PodSets are the launcher and the workers.
+func (j *HorovodJob) PodSets() []PodSet { return j.Spec.podSets() }
+
+// EditPodSetTemplate edits the launcher's or the workers' template.
+func (j *HorovodJob) EditPodSetTemplate(name string, edit func(*corev1.PodTemplateSpec)) {
+	j.Spec.editPodSetTemplate(name, edit)
+}
+
+func (p *MPIProgramSpec) podSets() []PodSet {
+	return []PodSet{{Name: PodSetLauncher, HasTemplate: p.Launcher != nil && p.Launcher.Template != nil}, {Name: MPIWorkerSetName, HasTemplate: true}}
+}
+
+func (p *MPIProgramSpec) editPodSetTemplate(name string, edit func(*corev1.PodTemplateSpec)) {
+	switch {
+	case name == PodSetLauncher && p.Launcher != nil && p.Launcher.Template != nil:
+		edit(p.Launcher.Template)
+	case name == MPIWorkerSetName:
+		edit(&p.Worker.Template)
+	}
+}
+
+// Queued reports the LocalQueue the job names with LabelQueueName, if any.
+func Queued(labels map[string]string) (string, bool) {
+	q, ok := labels[LabelQueueName]
+	return q, ok && q != ""
+}

@@ -1,0 +1,373 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// Event reasons on the job, as Kueue's own job controllers give them.
+const (
+	EventCreatedWorkload  = "CreatedWorkload"
+	EventStarted          = "Started"
+	EventStopped          = "Stopped"
+	EventFinishedWorkload = "FinishedWorkload"
+)
+
+// The Workload and the job's spec are ours to write; ResourceFlavors, WorkloadPriorityClasses
+// and PriorityClasses are read, uncached, when a job is admitted or queued.
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
+
+// Reconciler drives the Workload of every queued job of one kind.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	gvk      schema.GroupVersionKind
+	adapter  engine.Adapter
+}
+
+// Reconcile brings the job and its Workload into agreement: a queued job gets a Workload and
+// stays suspended until Kueue admits it; admitted, it is placed and resumed; evicted, it is
+// suspended and its quota handed back; finished, its Workload is marked Finished.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// The job or its Workload changed under us: the watch event of the newer version
+		// reconciles again.
+		ctrl.LoggerFrom(ctx).V(2).Info("write raced a newer version; reconciling again", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
+	job := r.adapter.NewObject()
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return r.releaseOrphans(ctx, req)
+		}
+		return err
+	}
+	qj, ok := job.(troupev1.QueuedJob)
+	queue, queued := troupev1.Queued(job.GetLabels())
+	if !ok || !queued || qj.JobRunPolicy().ManagedElsewhere() {
+		return nil
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
+	wl, err := r.workload(ctx, job)
+	if err != nil {
+		return err
+	}
+	suspended := ptr.Deref(qj.JobRunPolicy().Suspend, false)
+
+	switch {
+	case !job.GetDeletionTimestamp().IsZero():
+		return r.removeFinalizer(ctx, wl)
+	case wl != nil && !wl.DeletionTimestamp.IsZero():
+		// Someone deleted the Workload: stop the job; a new Workload follows once it is gone.
+		if !suspended && !engine.Finished(job.JobStatus(), nil) {
+			return r.suspend(ctx, job, qj, "its Workload was deleted")
+		}
+		return r.removeFinalizer(ctx, wl)
+	case engine.Finished(job.JobStatus(), nil):
+		return r.finish(ctx, job, wl)
+	case wl == nil:
+		if !suspended {
+			// Created while the defaulting webhook was not there to suspend it.
+			return r.suspend(ctx, job, qj, "it is not admitted by Kueue yet")
+		}
+		if active(job) {
+			return nil // its pods are still going
+		}
+		return r.createWorkload(ctx, job, queue)
+	}
+
+	if ev := Evicted(wl); ev != nil {
+		if !suspended {
+			return r.suspend(ctx, job, qj, fmt.Sprintf("Kueue evicted its Workload (%s): %s", ev.Reason, ev.Message))
+		}
+		if HasQuota(wl) && !active(job) {
+			if err := r.releaseQuota(ctx, wl, ev); err != nil {
+				return err
+			}
+		}
+		return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+	}
+	if suspended {
+		if Admitted(wl) {
+			return r.start(ctx, job, qj, wl, queue)
+		}
+		// Placed by an earlier admission: back to the templates as written.
+		if RestorePlacements(qj, wl) {
+			return r.update(ctx, job)
+		}
+		if string(wl.Spec.QueueName) != queue {
+			orig := wl.DeepCopy()
+			wl.Spec.QueueName = kueuev1.LocalQueueName(queue)
+			if err := r.client.Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+				return fmt.Errorf("move Workload %s to LocalQueue %s: %w", wl.Name, queue, err)
+			}
+		}
+		return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+	}
+	if !Admitted(wl) {
+		return r.suspend(ctx, job, qj, "its Workload is not admitted by a ClusterQueue")
+	}
+	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+}
+
+// workload returns the job's Workload, or nil.
+func (r *Reconciler) workload(ctx context.Context, job engine.Object) (*kueuev1.Workload, error) {
+	wl := &kueuev1.Workload{}
+	key := client.ObjectKey{Namespace: job.GetNamespace(), Name: WorkloadName(r.gvk, job.GetName(), job.GetUID())}
+	if err := r.client.Get(ctx, key, wl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get Workload %s: %w", key.Name, err)
+	}
+	return wl, nil
+}
+
+// active reports whether pods of the job are still pending or running.
+func active(job engine.Object) bool {
+	return slices.ContainsFunc(job.JobStatus().ReplicaStatuses, func(rs troupev1.ReplicaStatus) bool { return rs.Active > 0 })
+}
+
+// createWorkload makes the job's Workload from its spec as the adapter describes it.
+func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
+	s := &engine.Spec{
+		Name: job.GetName(), Namespace: job.GetNamespace(),
+		Owner:     *metav1.NewControllerRef(job, r.gvk),
+		NameLabel: r.adapter.NameLabel(),
+	}
+	if err := r.adapter.Describe(job, s); err != nil {
+		// The engine reports an invalid spec on the job; there is nothing to queue.
+		ctrl.LoggerFrom(ctx).V(2).Info("not queueing a job whose spec cannot run", "reason", err.Error())
+		return nil
+	}
+	prio, err := r.priority(ctx, job, s)
+	if err != nil {
+		return err
+	}
+	wl, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), queue, prio)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Workload %s: %w", wl.Name, err)
+	}
+	r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventCreatedWorkload, "Queue",
+		"created Workload %s in LocalQueue %s", wl.Name, queue)
+	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+}
+
+// priority is the Workload's priority: the WorkloadPriorityClass the job's
+// kueue.x-k8s.io/priority-class label names, else the PriorityClass of its scheduling policy or
+// of its templates, else none (0).
+func (r *Reconciler) priority(ctx context.Context, job engine.Object, s *engine.Spec) (Priority, error) {
+	if name := job.GetLabels()[troupev1.LabelWorkloadPriorityClass]; name != "" {
+		wpc := &kueuev1.WorkloadPriorityClass{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, wpc); err != nil {
+			return Priority{}, fmt.Errorf("WorkloadPriorityClass %s of label %s: %w", name, troupev1.LabelWorkloadPriorityClass, err)
+		}
+		ref := kueuev1.NewPriorityClassRef(kueuev1.WorkloadPriorityClassGroup, kueuev1.WorkloadPriorityClassKind, name)
+		return Priority{Ref: ref, Value: ptr.To(wpc.Value)}, nil
+	}
+	name := s.SchedulingPolicy.PriorityClassName
+	for _, t := range append([]*corev1.PodTemplateSpec{&s.Master.Template}, workerTemplates(s)...) {
+		if name == "" {
+			name = t.Spec.PriorityClassName
+		}
+	}
+	if name == "" {
+		return Priority{Value: ptr.To[int32](0)}, nil
+	}
+	pc := &schedulingv1.PriorityClass{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, pc); err != nil {
+		return Priority{}, fmt.Errorf("PriorityClass %s: %w", name, err)
+	}
+	ref := kueuev1.NewPriorityClassRef(kueuev1.PodPriorityClassGroup, kueuev1.PodPriorityClassKind, name)
+	return Priority{Ref: ref, Value: ptr.To(pc.Value)}, nil
+}
+
+func workerTemplates(s *engine.Spec) []*corev1.PodTemplateSpec {
+	out := make([]*corev1.PodTemplateSpec, 0, len(s.WorkerSets))
+	for i := range s.WorkerSets {
+		out = append(out, &s.WorkerSets[i].Template)
+	}
+	return out
+}
+
+// start places the admitted job's pod sets where Kueue put them and resumes it, in one write
+// (a job's templates may change only while it is suspended, and this write still sees it so).
+func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, wl *kueuev1.Workload, queue string) error {
+	flavors := map[string]*kueuev1.ResourceFlavor{}
+	for _, a := range wl.Status.Admission.PodSetAssignments {
+		for _, name := range a.Flavors {
+			if _, ok := flavors[string(name)]; ok {
+				continue
+			}
+			rf := &kueuev1.ResourceFlavor{}
+			if err := r.reader.Get(ctx, client.ObjectKey{Name: string(name)}, rf); err != nil {
+				return fmt.Errorf("ResourceFlavor %s: %w", name, err)
+			}
+			flavors[string(name)] = rf
+		}
+	}
+	placements, err := Placements(wl.Status.Admission, flavors)
+	if err != nil {
+		return err
+	}
+	ApplyPlacements(qj, placements)
+	qj.JobRunPolicy().Suspend = ptr.To(false)
+	if err := r.update(ctx, job); err != nil {
+		return err
+	}
+	r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventStarted, "Admit",
+		"admitted by ClusterQueue %s", wl.Status.Admission.ClusterQueue)
+	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+}
+
+// suspend stops the job; its pods go (the engine suspends the master Job and scales the worker
+// sets to zero). Its templates are put back on a later pass, once the stored job is suspended.
+func (r *Reconciler) suspend(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, why string) error {
+	qj.JobRunPolicy().Suspend = ptr.To(true)
+	if err := r.update(ctx, job); err != nil {
+		return err
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, EventStopped, "Suspend", "suspended: %s", why)
+	return nil
+}
+
+// releaseQuota hands an evicted Workload's quota back once the job's pods are gone, so that
+// Kueue queues it again: no admission, QuotaReserved False, and Requeued after a preemption.
+// A merge patch of the status, guarded by the resourceVersion, as Kueue's own job controllers
+// write it with WorkloadRequestUseMergePatch.
+func (r *Reconciler) releaseQuota(ctx context.Context, wl *kueuev1.Workload, ev *metav1.Condition) error {
+	orig := wl.DeepCopy()
+	now := metav1.NewTime(r.clock.Now())
+	wl.Status.Admission = nil
+	set := func(t string, st metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{
+			Type: t, Status: st, Reason: reason, Message: msg, LastTransitionTime: now, ObservedGeneration: wl.Generation,
+		})
+	}
+	set(kueuev1.WorkloadQuotaReserved, metav1.ConditionFalse, "Pending", ev.Message)
+	set(kueuev1.WorkloadAdmitted, metav1.ConditionFalse, "NoReservation", "The workload has no reservation")
+	requeued := metav1.ConditionFalse
+	if ev.Reason == kueuev1.WorkloadEvictedByPreemption || ev.Reason == kueuev1.WorkloadEvictedDueToNodeFailures {
+		requeued = metav1.ConditionTrue
+	}
+	set(kueuev1.WorkloadRequeued, requeued, ev.Reason, ev.Message)
+	if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("hand back the quota of Workload %s: %w", wl.Name, err)
+	}
+	return nil
+}
+
+// finish marks the Workload of an ended job Finished, which hands its quota back, and then
+// lets it go (Kueue's finalizer).
+func (r *Reconciler) finish(ctx context.Context, job engine.Object, wl *kueuev1.Workload) error {
+	if wl == nil {
+		return nil
+	}
+	if !Finished(wl) {
+		reason, msg := kueuev1.WorkloadFinishedReasonSucceeded, "the job succeeded"
+		if job.JobStatus().Phase == troupev1.JobFailed {
+			reason, msg = kueuev1.WorkloadFinishedReasonFailed, "the job failed"
+			if c := meta.FindStatusCondition(job.JobStatus().Conditions, troupev1.ConditionFailed); c != nil && c.Message != "" {
+				msg = c.Message
+			}
+		}
+		orig := wl.DeepCopy()
+		meta.SetStatusCondition(&wl.Status.Conditions, metav1.Condition{
+			Type: kueuev1.WorkloadFinished, Status: metav1.ConditionTrue, Reason: reason, Message: msg,
+			LastTransitionTime: metav1.NewTime(r.clock.Now()), ObservedGeneration: wl.Generation,
+		})
+		if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("mark Workload %s finished: %w", wl.Name, err)
+		}
+		r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventFinishedWorkload, "Finish", "Workload %s is finished: %s", wl.Name, msg)
+	}
+	return r.removeFinalizer(ctx, wl)
+}
+
+// removeFinalizer lets the Workload go.
+func (r *Reconciler) removeFinalizer(ctx context.Context, wl *kueuev1.Workload) error {
+	if wl == nil || !slices.Contains(wl.Finalizers, ResourceInUseFinalizer) {
+		return nil
+	}
+	orig := wl.DeepCopy()
+	wl.Finalizers = slices.DeleteFunc(wl.Finalizers, func(f string) bool { return f == ResourceInUseFinalizer })
+	if err := r.client.Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove the finalizer of Workload %s: %w", wl.Name, err)
+	}
+	return nil
+}
+
+// releaseOrphans lets the Workloads of a deleted job go: the garbage collector deletes them,
+// and Kueue's finalizer waits for the job's controller.
+func (r *Reconciler) releaseOrphans(ctx context.Context, req ctrl.Request) error {
+	list := &kueuev1.WorkloadList{}
+	if err := r.client.List(ctx, list, client.InNamespace(req.Namespace)); err != nil {
+		return fmt.Errorf("list Workloads: %w", err)
+	}
+	for i := range list.Items {
+		wl := &list.Items[i]
+		owner := metav1.GetControllerOf(wl)
+		if owner == nil || owner.Kind != r.gvk.Kind || owner.APIVersion != r.gvk.GroupVersion().String() || owner.Name != req.Name {
+			continue
+		}
+		if err := r.removeFinalizer(ctx, wl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// update writes the job's spec; a conflict retries with the newer job.
+func (r *Reconciler) update(ctx context.Context, job engine.Object) error {
+	if err := r.client.Update(ctx, job); err != nil {
+		return fmt.Errorf("update the job: %w", err)
+	}
+	return nil
+}
+
+// setCondition writes the job's Admitted condition when it changed.
+func (r *Reconciler) setCondition(ctx context.Context, job engine.Object, c metav1.Condition) error {
+	st := job.JobStatus()
+	if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil &&
+		old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+		return nil
+	}
+	c.ObservedGeneration = job.GetGeneration()
+	c.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(1e9))
+	meta.SetStatusCondition(&st.Conditions, c)
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}

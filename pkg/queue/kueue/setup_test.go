@@ -1,0 +1,52 @@
+package kueue
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// The integration is on exactly when the API server serves Kueue's Workloads; a cluster without
+// Kueue's CRDs answers 404 for the group version, which is no error.
+func TestAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		resources []metav1.APIResource
+		status    int
+		want      bool
+	}{
+		{name: "Kueue installed", resources: []metav1.APIResource{{Name: "workloads", Kind: "Workload"}}, status: http.StatusOK, want: true},
+		{name: "no Kueue CRDs", status: http.StatusNotFound, want: false},
+		{name: "the group without Workloads", resources: []metav1.APIResource{{Name: "clusterqueues", Kind: "ClusterQueue"}}, status: http.StatusOK, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/apis/kueue.x-k8s.io/v1beta2" || tc.status != http.StatusOK {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(&metav1.APIResourceList{
+					TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+					GroupVersion: "kueue.x-k8s.io/v1beta2", APIResources: tc.resources,
+				})
+			}))
+			defer srv.Close()
+			got, err := Available(&rest.Config{Host: srv.URL})
+			if err != nil || got != tc.want {
+				t.Errorf("Available = %t, %v; want %t, no error", got, err, tc.want)
+			}
+		})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	if _, err := Available(&rest.Config{Host: srv.URL}); err == nil {
+		t.Error("a failing API server gave no error")
+	}
+}

@@ -1,0 +1,58 @@
+package kueue
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Admitted, Evicted and QuotaReserved read a Workload's conditions.
+func Admitted(wl *kueuev1.Workload) bool {
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadAdmitted)
+}
+
+// Evicted returns the Workload's Evicted condition while it is True.
+func Evicted(wl *kueuev1.Workload) *metav1.Condition {
+	c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadEvicted)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return c
+}
+
+// HasQuota reports whether the Workload holds quota in a ClusterQueue.
+func HasQuota(wl *kueuev1.Workload) bool {
+	return wl.Status.Admission != nil || meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadQuotaReserved)
+}
+
+// Finished reports whether the Workload was marked finished.
+func Finished(wl *kueuev1.Workload) bool {
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadFinished)
+}
+
+// AdmittedCondition is the job's Admitted condition: what Kueue says of its Workload (nil: not
+// made yet), naming the LocalQueue it waits in and, once admitted, the ClusterQueue.
+func AdmittedCondition(wl *kueuev1.Workload, queue string) metav1.Condition {
+	c := metav1.Condition{Type: troupev1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: troupev1.ReasonQueued}
+	switch {
+	case wl == nil:
+		c.Message = fmt.Sprintf("queued in LocalQueue %s: creating its Workload", queue)
+	case Evicted(wl) != nil:
+		ev := Evicted(wl)
+		c.Reason = ev.Reason
+		c.Message = fmt.Sprintf("evicted by Kueue (%s): %s; queued in LocalQueue %s again", ev.Reason, ev.Message, queue)
+	case Admitted(wl) && wl.Status.Admission != nil:
+		c.Status, c.Reason = metav1.ConditionTrue, troupev1.ReasonAdmitted
+		c.Message = fmt.Sprintf("admitted by ClusterQueue %s (LocalQueue %s, Workload %s)", wl.Status.Admission.ClusterQueue, queue, wl.Name)
+	default:
+		c.Message = fmt.Sprintf("waiting in LocalQueue %s for quota (Workload %s)", queue, wl.Name)
+		if q := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadQuotaReserved); q != nil && q.Status == metav1.ConditionFalse && q.Message != "" {
+			c.Message += ": " + q.Message
+		}
+	}
+	return c
+}

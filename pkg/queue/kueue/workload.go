@@ -1,0 +1,94 @@
+package kueue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+const (
+	// ResourceInUseFinalizer keeps an admitted Workload, and so its quota, until its job has
+	// handed it back: Kueue's finalizer, which the job's controller adds and removes.
+	ResourceInUseFinalizer = kueuev1.ResourceInUseFinalizerName
+	// LabelKueueJobUID is Kueue's label of a Workload's job UID.
+	LabelKueueJobUID = "kueue.x-k8s.io/job-uid"
+	// MaxPodSets is how many pod sets a Workload may have.
+	MaxPodSets = 8
+)
+
+// WorkloadName is the name of the job's Workload: <kind>-<job>-<hash>, the hash over the kind,
+// the job's name and its UID, so that a job recreated under the same name gets a new one and
+// jobs of two kinds never share one.
+func WorkloadName(gvk schema.GroupVersionKind, name string, uid types.UID) string {
+	h := sha256.Sum256([]byte(gvk.GroupKind().String() + "/" + name + "/" + string(uid)))
+	prefix := strings.ToLower(gvk.Kind) + "-" + name
+	// An object name has at most 253 characters: room for "-" and the hash.
+	if max := 253 - 1 - 5; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	return prefix + "-" + hex.EncodeToString(h[:])[:5]
+}
+
+// Priority is the Workload's priority: the class it came from and its value.
+type Priority struct {
+	Ref   *kueuev1.PriorityClassRef
+	Value *int32
+}
+
+// BuildWorkload returns the Workload of a job queued in LocalQueue queue: one pod set per pod
+// set of the job, master (launcher) first, each with its count and its pod template as the
+// adapter describes it (requests included, for a launcher the operator generates too). The
+// Workload is owned by the job and carries Kueue's finalizer; s.Owner is the job.
+func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.PodSet, queue string, p Priority) (*kueuev1.Workload, error) {
+	if len(sets) != 1+len(s.WorkerSets) {
+		return nil, fmt.Errorf("the job has %d pod sets but %d worker sets and a master", len(sets), len(s.WorkerSets))
+	}
+	podSets := []kueuev1.PodSet{{
+		Name:     kueuev1.PodSetReference(sets[0].Name),
+		Count:    1,
+		Template: *s.Master.Template.DeepCopy(),
+	}}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		if sets[i+1].Name != ws.Name {
+			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", i+1, sets[i+1].Name, i, ws.Name)
+		}
+		podSets = append(podSets, kueuev1.PodSet{
+			Name:     kueuev1.PodSetReference(ws.Name),
+			Count:    ws.Replicas,
+			Template: *ws.Template.DeepCopy(),
+		})
+	}
+	owner := s.Owner
+	owner.BlockOwnerDeletion = ptr.To(true)
+	return &kueuev1.Workload{
+		TypeMeta: metav1.TypeMeta{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      WorkloadName(gvk, s.Name, s.Owner.UID),
+			Namespace: s.Namespace,
+			Labels: map[string]string{
+				troupev1.LabelManagedBy: troupev1.ManagedByTroupe,
+				troupev1.LabelJobUID:    string(s.Owner.UID),
+				LabelKueueJobUID:        string(s.Owner.UID),
+			},
+			OwnerReferences: []metav1.OwnerReference{owner},
+			Finalizers:      []string{ResourceInUseFinalizer},
+		},
+		Spec: kueuev1.WorkloadSpec{
+			PodSets:          podSets,
+			QueueName:        kueuev1.LocalQueueName(queue),
+			PriorityClassRef: p.Ref,
+			Priority:         p.Value,
+		},
+	}, nil
+}

@@ -1,0 +1,79 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// maxQueuedPodSets is how many pod sets (master and worker sets) a Kueue Workload holds.
+const maxQueuedPodSets = 8
+
+// queuedJob is a job of any kind as Kueue sees it.
+type queuedJob interface {
+	metav1.Object
+	troupev1.QueuedJob
+}
+
+// suspendIfQueued creates a job that names a Kueue LocalQueue (label kueue.x-k8s.io/queue-name)
+// suspended, so that none of its pods starts before Kueue admits it, as Kueue's own webhooks do
+// for its job kinds. Only at creation: Kueue's admission later resumes the job with an update
+// this must not undo. Without Kueue in the cluster (o.Kueue false) the label changes nothing.
+func suspendIfQueued(ctx context.Context, job queuedJob, o Options) {
+	if !o.Kueue {
+		return
+	}
+	if _, ok := troupev1.Queued(job.GetLabels()); !ok {
+		return
+	}
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation != admissionv1.Create {
+		return
+	}
+	job.JobRunPolicy().Suspend = ptr.To(true)
+}
+
+// validateQueued refuses a queued job whose pod sets a Kueue Workload cannot hold: more than
+// eight, or a worker set named like the master's pod set.
+func validateQueued(job queuedJob) field.ErrorList {
+	if _, ok := troupev1.Queued(job.GetLabels()); !ok {
+		return nil
+	}
+	sets := job.PodSets()
+	labels := field.NewPath("metadata", "labels").Key(troupev1.LabelQueueName)
+	var errs field.ErrorList
+	if len(sets) > maxQueuedPodSets {
+		errs = append(errs, field.Invalid(labels, job.GetLabels()[troupev1.LabelQueueName],
+			fmt.Sprintf("a job queued in Kueue has at most %d pod sets (the master and %d worker sets); this one has %d",
+				maxQueuedPodSets, maxQueuedPodSets-1, len(sets))))
+	}
+	for _, ps := range sets[1:] {
+		if ps.Name == sets[0].Name {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "workerSets").Key(ps.Name), ps.Name,
+				fmt.Sprintf("a job queued in Kueue cannot have a worker set named %q: that is its master's pod set in the Workload", ps.Name)))
+		}
+	}
+	return errs
+}
+
+// validateQueueUpdate refuses a change of runPolicy.managedBy (the CRD refuses it too, but not
+// when the stored job has no runPolicy at all), and a change of the job's LocalQueue while the
+// stored job is not suspended, as Kueue refuses it for its own kinds: the Workload of a running
+// job holds its quota until the job ends, and a job added to a queue while it runs would be
+// stopped.
+func validateQueueUpdate(old, job queuedJob) field.ErrorList {
+	errs := immutable(field.NewPath("spec", "runPolicy", "managedBy"),
+		ptr.Deref(old.JobRunPolicy().ManagedBy, ""), ptr.Deref(job.JobRunPolicy().ManagedBy, ""))
+	was, now := old.GetLabels()[troupev1.LabelQueueName], job.GetLabels()[troupev1.LabelQueueName]
+	if was != now && !ptr.Deref(old.JobRunPolicy().Suspend, false) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "labels").Key(troupev1.LabelQueueName), now,
+			fmt.Sprintf("cannot change while the job is not suspended (was %q)", was)))
+	}
+	return errs
+}

@@ -1,0 +1,128 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+func queuedChainerJob(sets ...string) *troupev1.ChainerJob {
+	job := &troupev1.ChainerJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", Labels: map[string]string{troupev1.LabelQueueName: "lq"}},
+		Spec: troupev1.ChainerJobSpec{Master: troupev1.ChainerMaster{Template: chainerTemplate(0)},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{}},
+	}
+	for _, s := range sets {
+		job.Spec.WorkerSets[s] = troupev1.ChainerWorkerSet{Replicas: ptr.To[int32](1), Template: chainerTemplate(0)}
+	}
+	return job
+}
+
+func request(op admissionv1.Operation) context.Context {
+	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op}})
+}
+
+// A job queued in Kueue is created suspended, and only created: the update with which Kueue's
+// admission resumes it keeps suspend false. Without Kueue, or without the label, nothing changes.
+func TestQueuedJobCreatedSuspended(t *testing.T) {
+	tests := []struct {
+		name  string
+		kueue bool
+		label bool
+		op    admissionv1.Operation
+		want  bool
+	}{
+		{"queued, created", true, true, admissionv1.Create, true},
+		{"queued, resumed by an update", true, true, admissionv1.Update, false},
+		{"not queued", true, false, admissionv1.Create, false},
+		{"no Kueue in the cluster", false, true, admissionv1.Create, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := queuedChainerJob("ws0")
+			if !tc.label {
+				job.Labels = nil
+			}
+			job.Spec.RunPolicy.Suspend = ptr.To(false)
+			if err := (ChainerJob{Options{Kueue: tc.kueue}}).Default(request(tc.op), job); err != nil {
+				t.Fatal(err)
+			}
+			if got := *job.Spec.RunPolicy.Suspend; got != tc.want {
+				t.Errorf("suspend = %t, want %t", got, tc.want)
+			}
+		})
+	}
+	mpi := &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelQueueName: "lq"}}}
+	if err := (MPIJob{Options{Kueue: true}}).Default(request(admissionv1.Create), mpi); err != nil || !ptr.Deref(mpi.Spec.RunPolicy.Suspend, false) {
+		t.Errorf("queued MPIJob: suspend %v (%v), want true", mpi.Spec.RunPolicy.Suspend, err)
+	}
+	hvd := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelQueueName: "lq"}}}
+	if err := (HorovodJob{Options{Kueue: true}}).Default(request(admissionv1.Create), hvd); err != nil || !ptr.Deref(hvd.Spec.RunPolicy.Suspend, false) {
+		t.Errorf("queued HorovodJob: suspend %v (%v), want true", hvd.Spec.RunPolicy.Suspend, err)
+	}
+}
+
+// A Kueue Workload has at most 8 pod sets, and the master's is named master.
+func TestQueuedChainerJobPodSets(t *testing.T) {
+	var seven, eight []string
+	for i := range 8 {
+		eight = append(eight, fmt.Sprintf("ws%d", i))
+	}
+	seven = eight[:7]
+	if errs := validateQueued(queuedChainerJob(seven...)); len(errs) != 0 {
+		t.Errorf("7 worker sets: %v", errs)
+	}
+	errs := validateQueued(queuedChainerJob(eight...))
+	if len(errs) != 1 || errs[0].Field != "metadata.labels[kueue.x-k8s.io/queue-name]" || !strings.Contains(errs[0].Detail, "at most 8 pod sets") {
+		t.Errorf("8 worker sets: %v, want one error on the queue label saying at most 8 pod sets", errs)
+	}
+	errs = ValidateChainerJob(queuedChainerJob("master"))
+	if len(errs) != 1 || errs[0].Field != "spec.workerSets[master]" {
+		t.Errorf("worker set named master: %v, want one error on spec.workerSets[master]", errs)
+	}
+	notQueued := queuedChainerJob(eight...)
+	notQueued.Labels = nil
+	if errs := validateQueued(notQueued); len(errs) != 0 {
+		t.Errorf("a job without the queue label: %v", errs)
+	}
+}
+
+func TestQueueCannotChangeWhileRunning(t *testing.T) {
+	o := Options{}
+	stored := queuedChainerJob("ws0")
+	DefaultChainerJob(stored, o)
+	for _, queue := range []string{"", "other"} {
+		updated := stored.DeepCopy()
+		updated.Labels = map[string]string{troupev1.LabelQueueName: queue}
+		_, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated)
+		if err == nil || !strings.Contains(err.Error(), "kueue.x-k8s.io/queue-name") {
+			t.Errorf("queue lq -> %q on a running job: %v, want refused at the label", queue, err)
+		}
+		suspended := stored.DeepCopy()
+		suspended.Spec.RunPolicy.Suspend = ptr.To(true)
+		updated.Spec.RunPolicy.Suspend = ptr.To(true)
+		if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), suspended, updated); err != nil {
+			t.Errorf("queue lq -> %q on a suspended job: %v", queue, err)
+		}
+	}
+}
+
+func TestManagedByCannotChange(t *testing.T) {
+	o := Options{}
+	stored := queuedChainerJob("ws0")
+	DefaultChainerJob(stored, o)
+	updated := stored.DeepCopy()
+	updated.Spec.RunPolicy.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+	_, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated)
+	if err == nil || !strings.Contains(err.Error(), "spec.runPolicy.managedBy") {
+		t.Errorf("managedBy set on a stored job: %v, want refused at spec.runPolicy.managedBy", err)
+	}
+}
