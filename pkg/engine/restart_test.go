@@ -154,7 +154,8 @@ func newRestartHarness(t *testing.T, maxRestarts *int32) *restartHarness {
 		t.Fatal(err)
 	}
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).WithObjects(job).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
+		WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job).Build()
 	rec := events.NewFakeRecorder(100)
 	return &restartHarness{
 		t: t, ctx: context.Background(), c: c, rec: rec, key: client.ObjectKeyFromObject(job),
