@@ -112,6 +112,10 @@ func TrimPod(obj any) (any, error) {
 	// launcher's wait took (troupe_launcher_wait_seconds).
 	for _, cs := range pod.Status.InitContainerStatuses {
 		kept := corev1.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount}
+		// Running: the launcher waits for its workers now (the LauncherWaiting condition).
+		if r := cs.State.Running; r != nil {
+			kept.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+		}
 		if t := cs.State.Terminated; t != nil {
 			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
 				StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}

@@ -76,6 +76,7 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 	if becameTrue(prev, next, troupev1.ConditionGangScheduled) {
 		add(normal, troupev1.EventGangScheduled, "Schedule", "%s", conditionMessage(next, troupev1.ConditionGangScheduled))
 	}
+	out = append(out, launcherWaitEvents(prev, next)...)
 	if becameTrue(prev, next, troupev1.ConditionWorkersReady) &&
 		meta.FindStatusCondition(next.Conditions, troupev1.ConditionWorkersReady).Reason == troupev1.ReasonWorkersReady {
 		add(normal, troupev1.EventWorkersReady, "Start", "all %d worker pods are ready", s.TotalWorkers())

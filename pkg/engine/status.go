@@ -114,6 +114,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		// Once the job has finished, its children are not recreated; Initialized keeps its
 		// last word.
 		set(initializedCondition(obs))
+		set(launcherWaitingCondition(s, obs)) // likewise: how the last wait ended stays
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, finished, released))
 	set(runningCondition(st.Phase))

@@ -13,12 +13,14 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// withoutSeedConditions drops the conditions this file tests, for tests about the others.
+// withoutSeedConditions drops the conditions this file tests (and LauncherWaiting,
+// status_launcher_test.go's), for tests about the others.
 func withoutSeedConditions(cs []metav1.Condition) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range cs {
 		switch c.Type {
-		case troupev1.ConditionPaused, troupev1.ConditionCompleted, troupev1.ConditionComplete:
+		case troupev1.ConditionPaused, troupev1.ConditionCompleted, troupev1.ConditionComplete,
+			troupev1.ConditionLauncherWaiting: // status_launcher_test.go's
 		default:
 			out = append(out, c)
 		}

@@ -19,7 +19,7 @@ const simOutcomeWaitTimeout = "wait-timeout"
 
 // A launcher whose wait for its workers times out fails the job at once, through the master
 // Job's pod failure policy and the real Job controller, without spending the backoffLimit
-// retries, and the job's Failed condition names the missing host.
+// retries, and the job's Failed and LauncherWaiting conditions name the missing host.
 func TestLauncherWaitTimeoutFailsTheJob(t *testing.T) {
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("late", ns).WorkerSet("ws0", 1).BackoffLimit(4).Obj()
@@ -32,6 +32,11 @@ func TestLauncherWaitTimeoutFailsTheJob(t *testing.T) {
 	if c == nil || c.Reason != string(batchv1.JobReasonPodFailurePolicy) ||
 		!strings.Contains(c.Message, "init container troupe-wait: 1 of 2 hosts still unreachable over KubeExec after 1s: simulated-missing-host") {
 		t.Errorf("Failed condition = %+v, want reason PodFailurePolicy and the wait's message naming the host", c)
+	}
+	// The job's LauncherWaiting condition says the wait timed out, quoting the same message.
+	w := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionLauncherWaiting)
+	if w == nil || w.Status != "False" || w.Reason != troupev1.ReasonWaitTimedOut || !strings.Contains(w.Message, "simulated-missing-host") {
+		t.Errorf("LauncherWaiting condition = %+v, want False, reason WaitTimedOut, naming the host", w)
 	}
 	master := &batchv1.Job{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "late-master"}, master); err != nil {

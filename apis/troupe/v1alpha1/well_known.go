@@ -152,3 +152,30 @@ const (
 	// deadline.
 	ExitCodeLauncherWaitTimeout int32 = 3
 )
+
+// The LauncherWaiting condition: whether the launcher is waiting for its workers now, read
+// from its troupe-wait init container. It is distinct from WorkersReady, which counts ready
+// worker pods: a launcher may still wait for pods that are ready but do not answer yet, and
+// a launcher that gave up leaves WorkersReady as it was.
+const (
+	// ConditionLauncherWaiting is True while the launcher's wait for its workers runs (or
+	// restarts in place), naming the worker hosts that are not ready yet.
+	ConditionLauncherWaiting = "LauncherWaiting"
+	// ReasonWaitingForWorkers: the wait runs (ConditionLauncherWaiting True).
+	ReasonWaitingForWorkers = "WaitingForWorkers"
+	// ReasonWaitNotStarted: the launcher has no pod, or its pod has not started the wait.
+	ReasonWaitNotStarted = "WaitNotStarted"
+	// ReasonWorkersReached: the wait ended with its workers reachable; the launcher runs.
+	ReasonWorkersReached = "WorkersReached"
+	// ReasonWaitTimedOut: the wait ended with ExitCodeLauncherWaitTimeout, hosts still
+	// missing at its deadline; the message quotes the hosts it named.
+	ReasonWaitTimedOut = "WaitTimedOut"
+	// ReasonWaitFailed: the wait ended with another non-zero exit code.
+	ReasonWaitFailed = "WaitFailed"
+	// ReasonNoLauncherWait: the job's launcher starts without waiting (no troupe-wait init
+	// container: a ChainerJob with backend none, or an operator run without an agent image).
+	ReasonNoLauncherWait = "NoLauncherWait"
+	// EventWaitingForWorkers: the launcher started waiting for its workers (the message names
+	// the hosts not ready yet).
+	EventWaitingForWorkers = ReasonWaitingForWorkers
+)
