@@ -81,7 +81,8 @@ func OwnedSecret() *metav1.PartialObjectMetadata {
 
 // TrimPod keeps what the engine reads of a pod (identity, labels, owners, phase, conditions and
 // restart counts) and drops the spec and the rest of the status, which make up most of a pod's
-// size.
+// size. The pod watch's predicate (sameForEngine, podwatch.go) compares the same fields: a field
+// kept here must be compared there.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

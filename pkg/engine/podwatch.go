@@ -1,47 +1,65 @@
 package engine
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // podChanged lets a pod's update queue a pass of its job only when something the engine reads
 // of the pod changed. The engine reads pods from the cache, where TrimPod has cut each one down
-// to what it uses (phase, reason, conditions, container and init-container states and restart
-// counts, labels, owners, node, deletion), so an update whose trimmed pods are alike, but for
-// the resourceVersion, cannot change what a pass computes: a kubelet's heartbeat-like status
-// rewrites, an annotation set by someone, a container's started time. Creates and deletes
-// always pass. Whatever TrimPod keeps is compared, so a field added to it (a condition a
-// restart decision reads, say DisruptionTarget) is followed without touching this predicate.
+// to what it uses, so an update that leaves every field TrimPod keeps alike cannot change what
+// a pass computes: a kubelet's rewrite of probe times, an annotation set by someone, a
+// container's start time. Creates and deletes always pass. sameForEngine compares the fields
+// TrimPod keeps, field by field and without copying: it runs on every update of every pod of
+// every job, so it must cost less than the passes it saves. A field added to TrimPod must be
+// added to it (TestPodChangedPassesWhatTheEngineReads checks each kept field).
 var podChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !sameForEngine(e.ObjectOld, e.ObjectNew)
+		older, okOld := e.ObjectOld.(*corev1.Pod)
+		newer, okNew := e.ObjectNew.(*corev1.Pod)
+		return !okOld || !okNew || !sameForEngine(older, newer)
 	},
 }
 
-// sameForEngine reports whether two versions of a pod agree on everything TrimPod keeps.
-func sameForEngine(older, newer any) bool {
-	a, okA := trimmedPod(older)
-	b, okB := trimmedPod(newer)
-	if !okA || !okB {
-		return false
-	}
-	a.ResourceVersion, b.ResourceVersion = "", ""
-	return equality.Semantic.DeepEqual(a, b)
+// sameForEngine reports whether two versions of a pod agree on everything TrimPod keeps
+// (conditions without their probe and transition times, which change only with them).
+func sameForEngine(a, b *corev1.Pod) bool {
+	return a.Name == b.Name && a.Namespace == b.Namespace && a.UID == b.UID &&
+		a.Generation == b.Generation && a.CreationTimestamp.Equal(&b.CreationTimestamp) &&
+		a.DeletionTimestamp.Equal(b.DeletionTimestamp) &&
+		maps.Equal(a.Labels, b.Labels) &&
+		slices.EqualFunc(a.OwnerReferences, b.OwnerReferences, sameOwner) &&
+		a.Spec.NodeName == b.Spec.NodeName &&
+		a.Status.Phase == b.Status.Phase && a.Status.Reason == b.Status.Reason &&
+		slices.EqualFunc(a.Status.Conditions, b.Status.Conditions, sameCondition) &&
+		slices.EqualFunc(a.Status.InitContainerStatuses, b.Status.InitContainerStatuses, sameContainer) &&
+		slices.EqualFunc(a.Status.ContainerStatuses, b.Status.ContainerStatuses, sameContainer)
 }
 
-// trimmedPod is obj as the cache holds it (TrimPod is idempotent, so an already trimmed pod
-// comes back alike), in a new Pod whose own fields may be set.
-func trimmedPod(obj any) (*corev1.Pod, bool) {
-	if _, ok := obj.(*corev1.Pod); !ok {
-		return nil, false
+func sameOwner(a, b metav1.OwnerReference) bool {
+	return a.UID == b.UID && a.Kind == b.Kind && a.Name == b.Name && a.APIVersion == b.APIVersion &&
+		ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+func sameCondition(a, b corev1.PodCondition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+}
+
+// sameContainer compares what TrimPod keeps of a container's status; the terminated state is
+// compared for every container (TrimPod keeps it for init containers and the master's).
+func sameContainer(a, b corev1.ContainerStatus) bool {
+	if a.Name != b.Name || a.Ready != b.Ready || a.RestartCount != b.RestartCount {
+		return false
 	}
-	t, err := TrimPod(obj)
-	if err != nil {
-		return nil, false
+	ta, tb := a.State.Terminated, b.State.Terminated
+	if ta == nil || tb == nil {
+		return ta == tb
 	}
-	p, ok := t.(*corev1.Pod)
-	return p, ok
+	return ta.ExitCode == tb.ExitCode && ta.Reason == tb.Reason && ta.Message == tb.Message
 }
