@@ -51,15 +51,21 @@ func sameCondition(a, b corev1.PodCondition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
-// sameContainer compares what TrimPod keeps of a container's status; the terminated state is
-// compared for every container (TrimPod keeps it for init containers and the master's).
+// sameContainer compares what TrimPod keeps of a container's status; the running and terminated
+// states are compared for every container (TrimPod keeps them for init containers, and the
+// terminated state for the master's).
 func sameContainer(a, b corev1.ContainerStatus) bool {
 	if a.Name != b.Name || a.Ready != b.Ready || a.RestartCount != b.RestartCount {
 		return false
+	}
+	ra, rb := a.State.Running, b.State.Running
+	if (ra == nil) != (rb == nil) || (ra != nil && !ra.StartedAt.Equal(&rb.StartedAt)) {
+		return false // an init container started: the launcher waits (LauncherWaiting)
 	}
 	ta, tb := a.State.Terminated, b.State.Terminated
 	if ta == nil || tb == nil {
 		return ta == tb
 	}
-	return ta.ExitCode == tb.ExitCode && ta.Reason == tb.Reason && ta.Message == tb.Message
+	return ta.ExitCode == tb.ExitCode && ta.Reason == tb.Reason && ta.Message == tb.Message &&
+		ta.StartedAt.Equal(&tb.StartedAt) && ta.FinishedAt.Equal(&tb.FinishedAt)
 }

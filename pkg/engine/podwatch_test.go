@@ -20,8 +20,10 @@ func TestPodChangedPassesWhatTheEngineReads(t *testing.T) {
 			},
 			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main", Image: "i:1"}}},
 			Status: corev1.PodStatus{
-				Phase:             corev1.PodRunning,
-				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				Phase:      corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				InitContainerStatuses: []corev1.ContainerStatus{{Name: "wait",
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}},
 				ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, ImageID: "sha:1"}},
 				PodIP:             "10.0.0.1",
 			},
@@ -46,6 +48,9 @@ func TestPodChangedPassesWhatTheEngineReads(t *testing.T) {
 		"a label":  {change: func(p *corev1.Pod) { p.Labels["extra"] = "x" }, want: true},
 		"the node": {change: func(p *corev1.Pod) { p.Spec.NodeName = "n2" }, want: true},
 		"deletion": {change: func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, want: true},
+		"an init container started": {change: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		}, want: true},
 		"an init container ended": {change: func(p *corev1.Pod) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "wait", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
 		}, want: true},
