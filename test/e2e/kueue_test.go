@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -120,10 +122,16 @@ func kueueQueue(t *testing.T, kc client.Client, ns, pool string) (low, high stri
 		Spec: kueuev1.ClusterQueueSpec{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
 			ResourceGroups: []kueuev1.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
+				// Memory is covered too, with room to spare: a generated launcher and the
+				// launcher's wait request some, and Kueue admits no Workload that requests a
+				// resource its ClusterQueue does not cover.
+				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
 				Flavors: []kueuev1.FlavorQuotas{{
-					Name:      kueuev1.ResourceFlavorReference(pool),
-					Resources: []kueuev1.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("8")}},
+					Name: kueuev1.ResourceFlavorReference(pool),
+					Resources: []kueuev1.ResourceQuota{
+						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("8")},
+						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("64Gi")},
+					},
 				}},
 			}},
 			Preemption: &kueuev1.ClusterQueuePreemption{WithinClusterQueue: kueuev1.PreemptionPolicyLowerPriority},
@@ -175,14 +183,21 @@ func requestCPU(tmpl *corev1.PodTemplateSpec, cpu string) {
 	}
 }
 
+// queuedJob is a troupe job of any kind.
+type queuedJob interface {
+	client.Object
+	JobRunPolicy() *troupev1.RunPolicy
+	JobStatus() *troupev1.JobStatus
+}
+
 // createJob creates a queued job and checks that admission stored it suspended.
-func createJob(t *testing.T, job *troupev1.ChainerJob) {
+func createJob(t *testing.T, job queuedJob) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), job); err != nil {
-		t.Fatalf("create %s: %v", job.Name, err)
+		t.Fatalf("create %s: %v", job.GetName(), err)
 	}
-	if !ptr.Deref(job.Spec.RunPolicy.Suspend, false) {
-		t.Fatalf("%s was stored with runPolicy.suspend %v, want true: a queued job waits for Kueue", job.Name, job.Spec.RunPolicy.Suspend)
+	if suspend := job.JobRunPolicy().Suspend; !ptr.Deref(suspend, false) {
+		t.Fatalf("%s was stored with runPolicy.suspend %v, want true: a queued job waits for Kueue", job.GetName(), suspend)
 	}
 }
 
@@ -195,14 +210,14 @@ func getJob(t *testing.T, job *troupev1.ChainerJob) *troupev1.ChainerJob {
 	return got
 }
 
-func waitPhase(t *testing.T, job *troupev1.ChainerJob, phase troupev1.JobPhase) {
+func waitPhase(t *testing.T, job queuedJob, phase troupev1.JobPhase) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s %s", job.Name, phase), func(ctx context.Context) (bool, error) {
-		got := &troupev1.ChainerJob{}
+	eventually(t, fmt.Sprintf("%s %s", job.GetName(), phase), func(ctx context.Context) (bool, error) {
+		got := job.DeepCopyObject().(queuedJob)
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
 			return false, err
 		}
-		return got.Status.Phase == phase, nil
+		return got.JobStatus().Phase == phase, nil
 	})
 }
 
@@ -214,10 +229,21 @@ func admittedCondition(ctx context.Context, job *troupev1.ChainerJob) (*metav1.C
 	return meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionAdmitted), got, nil
 }
 
-// queuedJobPods lists the pods of a ChainerJob that are not going away.
-func queuedJobPods(ctx context.Context, job *troupev1.ChainerJob) ([]corev1.Pod, error) {
+// jobKind is the job's kind, from the client's scheme.
+func jobKind(job queuedJob) string {
+	gvk, err := apiutil.GVKForObject(job, k8s.Scheme())
+	if err != nil {
+		panic(err)
+	}
+	return gvk.Kind
+}
+
+// queuedJobPods lists the pods of a job that are not going away; every pod of a job carries
+// the label <kind>.troupe.dev/name.
+func queuedJobPods(ctx context.Context, job queuedJob) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"chainerjob.troupe.dev/name": job.Name}); err != nil {
+	nameLabel := strings.ToLower(jobKind(job)) + ".troupe.dev/name"
+	if err := k8s.List(ctx, pods, client.InNamespace(job.GetNamespace()), client.MatchingLabels{nameLabel: job.GetName()}); err != nil {
 		return nil, err
 	}
 	var live []corev1.Pod
@@ -229,11 +255,11 @@ func queuedJobPods(ctx context.Context, job *troupev1.ChainerJob) ([]corev1.Pod,
 	return live, nil
 }
 
-// expectPlacedOnPool: every pod of the running job (master and workers) is on the pool's
-// nodes, where only the flavor's nodeSelector and toleration take it.
-func expectPlacedOnPool(t *testing.T, job *troupev1.ChainerJob, pool string) {
+// expectPlacedOnPool: every pod of the running job (master or launcher, and 2 workers) is on
+// the pool's nodes, where only the flavor's nodeSelector and toleration take it.
+func expectPlacedOnPool(t *testing.T, job queuedJob, pool string) {
 	t.Helper()
-	eventually(t, job.Name+": master and 2 workers bound to the pool", func(ctx context.Context) (bool, error) {
+	eventually(t, job.GetName()+": master and 2 workers bound to the pool", func(ctx context.Context) (bool, error) {
 		pods, err := queuedJobPods(ctx, job)
 		if err != nil {
 			return false, err
@@ -242,6 +268,11 @@ func expectPlacedOnPool(t *testing.T, job *troupev1.ChainerJob, pool string) {
 		for _, p := range pods {
 			if p.Spec.NodeSelector[gangPoolLabel] != pool {
 				return false, fmt.Errorf("pod %s has nodeSelector %v, want Kueue's flavor's %s=%s", p.Name, p.Spec.NodeSelector, gangPoolLabel, pool)
+			}
+			if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool {
+				return tol.Key == gangPoolLabel && tol.Value == pool && tol.Effect == corev1.TaintEffectNoSchedule
+			}) {
+				return false, fmt.Errorf("pod %s has tolerations %v, want Kueue's flavor's %s=%s:NoSchedule", p.Name, p.Spec.Tolerations, gangPoolLabel, pool)
 			}
 			if p.Spec.NodeName != "" {
 				if !strings.HasPrefix(p.Spec.NodeName, pool) {
@@ -257,24 +288,39 @@ func expectPlacedOnPool(t *testing.T, job *troupev1.ChainerJob, pool string) {
 // expectWorkload: the job's Workload has its pod sets, master 1 and ws0 2, in LocalQueue lq.
 func expectWorkload(t *testing.T, kc client.Client, job *troupev1.ChainerJob) {
 	t.Helper()
+	expectWorkloadPodSets(t, kc, job, "master=1,ws0=2")
+}
+
+// expectWorkloadPodSets: the job's Workload is in LocalQueue lq with the pod sets want, written
+// name=count in order, comma-separated.
+func expectWorkloadPodSets(t *testing.T, kc client.Client, job queuedJob, want string) {
+	t.Helper()
+	wl, err := jobWorkload(context.Background(), kc, job)
+	if err != nil || wl == nil {
+		t.Fatalf("the Workload of %s %s: %v %v", jobKind(job), job.GetName(), wl, err)
+	}
+	var sets []string
+	for _, ps := range wl.Spec.PodSets {
+		sets = append(sets, fmt.Sprintf("%s=%d", ps.Name, ps.Count))
+	}
+	if got := strings.Join(sets, ","); got != want || wl.Spec.QueueName != "lq" {
+		t.Errorf("Workload %s: pod sets %s in LocalQueue %s, want %s in lq", wl.Name, got, wl.Spec.QueueName, want)
+	}
+}
+
+// jobWorkload is the Workload the job controls, or nil.
+func jobWorkload(ctx context.Context, kc client.Client, job queuedJob) (*kueuev1.Workload, error) {
 	list := &kueuev1.WorkloadList{}
-	if err := kc.List(context.Background(), list, client.InNamespace(job.Namespace)); err != nil {
-		t.Fatal(err)
+	if err := kc.List(ctx, list, client.InNamespace(job.GetNamespace())); err != nil {
+		return nil, err
 	}
-	for _, wl := range list.Items {
-		if owner := metav1.GetControllerOf(&wl); owner == nil || owner.Name != job.Name || owner.Kind != "ChainerJob" {
-			continue
+	for i := range list.Items {
+		wl := &list.Items[i]
+		if owner := metav1.GetControllerOf(wl); owner != nil && owner.UID == job.GetUID() && owner.Kind == jobKind(job) {
+			return wl, nil
 		}
-		var sets []string
-		for _, ps := range wl.Spec.PodSets {
-			sets = append(sets, fmt.Sprintf("%s=%d", ps.Name, ps.Count))
-		}
-		if got := strings.Join(sets, ","); got != "master=1,ws0=2" || wl.Spec.QueueName != "lq" {
-			t.Errorf("Workload %s: pod sets %s in LocalQueue %s, want master=1,ws0=2 in lq", wl.Name, got, wl.Spec.QueueName)
-		}
-		return
 	}
-	t.Errorf("no Workload owned by ChainerJob %s", job.Name)
+	return nil, nil
 }
 
 // expectSuspendedWithoutPods: the job is suspended and none of its pods is left.
