@@ -298,7 +298,27 @@ func runAgent(ctx context.Context, env []string, host, command string) (int, str
 // Open MPI runs the master's ranks itself; here mpirun runs in a mount namespace of its own
 // whose /etc/hosts adds the master's name on loopback. The workers' names resolve nowhere on
 // this machine, so Open MPI starts them through the agent.
+//
+// A run that times out without printing anything is run once more, logged: in one full e2e run
+// of 2026-11-23 mpirun sat 60 s with no output (its daemons never called back) and the same test
+// alone then passed in 0.6 s; the cause is not yet known (docs/testing.md). Any other failure,
+// or a second silent timeout, fails the test.
 func runMPI(t *testing.T, env []string, masterHost, dir, program string) string {
+	t.Helper()
+	out, timedOut, err := runMPIOnce(t, env, masterHost, dir, program)
+	if err != nil && timedOut && len(out) == 0 {
+		t.Logf("mpirun timed out without output (%v); running it once more", err)
+		out, _, err = runMPIOnce(t, env, masterHost, dir, program)
+	}
+	if err != nil {
+		t.Fatalf("mpirun: %v", err)
+	}
+	return string(out)
+}
+
+// runMPIOnce runs the program under mpirun on this machine, with masterHost resolving to it,
+// for at most 60 s.
+func runMPIOnce(t *testing.T, env []string, masterHost, dir, program string) ([]byte, bool, error) {
 	t.Helper()
 	system, err := os.ReadFile("/etc/hosts")
 	if err != nil {
@@ -321,10 +341,7 @@ func runMPI(t *testing.T, env []string, masterHost, dir, program string) string 
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s %s (%.1fs):\n%s", openMPIRun, filepath.Base(program), time.Since(start).Seconds(), out)
-	if err != nil {
-		t.Fatalf("mpirun: %v", err)
-	}
-	return string(out)
+	return out, ctx.Err() != nil, err
 }
 
 var rankReport = regexp.MustCompile(`(?m)^rank (\d+) of (\d+) pod (\S+) sum (\d+)$`)
