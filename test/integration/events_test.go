@@ -20,7 +20,6 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
-	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
@@ -182,18 +181,7 @@ func updateJob(t *testing.T, ns, name string, mutate func(*troupev1.ChainerJob))
 // init container ended with code after running from start to end.
 func masterPod(t *testing.T, job *troupev1.ChainerJob, name string, phase corev1.PodPhase, code int32, start, end metav1.Time) {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: map[string]string{
-			controllers.ChainerJobNameLabel: job.Name, troupev1.LabelJobUID: string(job.UID), troupev1.LabelRole: troupev1.RoleMaster,
-		}},
-		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: troupev1.ContainerLauncherWait, Image: testAgentImage}},
-			Containers:     []corev1.Container{{Name: "chainer", Image: "chainer:test"}},
-		},
-	}
-	if err := k8s.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
+	pod := launcherPod(t, job, name)
 	setStatus(t, pod, func() {
 		pod.Status.Phase = phase
 		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{
