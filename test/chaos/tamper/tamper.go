@@ -17,6 +17,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // Target is one job: Kind is "MPIJob", "HorovodJob" or "ChainerJob".
@@ -50,6 +52,7 @@ type Result struct {
 const (
 	// ActionDeleteMaster deletes the master (launcher) batch Job, as `kubectl delete job` does
 	// (background propagation: its pods go with it).
+	// The job's launcher then runs again: one more launcher pod, never beside the old one.
 	ActionDeleteMaster = "delete-master-job"
 	// ActionDeleteWorkers deletes a worker StatefulSet (background propagation).
 	ActionDeleteWorkers = "delete-worker-statefulset"
@@ -147,6 +150,10 @@ func Do(ctx context.Context, c client.Client, t Target, action string, timeout t
 		res.Err = err
 		return res
 	}
+	if p := job.JobStatus().Phase; p == troupev1.JobSucceeded || p == troupev1.JobFailed {
+		res.Err = fmt.Errorf("%s is %s: %w", t, p, ErrJobFinished)
+		return res
+	}
 	kids, err := desiredChildren(job, t)
 	if err != nil {
 		res.Err = err
@@ -203,6 +210,7 @@ func Do(ctx context.Context, c client.Client, t Target, action string, timeout t
 			res.Err = fmt.Errorf("%s: %s %s: not restored within %s (%s)", t, action, res.Child, timeout, last)
 			if fin, phase := finished(ctx, c, t); fin {
 				res.Outcome = fmt.Sprintf("not restored: the job is %s and a finished job's children are not created again", phase)
+				res.Err = fmt.Errorf("%s: %s %s: not restored, the job ended meanwhile (%s): %w", t, action, res.Child, phase, ErrJobFinished)
 			}
 			return res
 		}
@@ -226,3 +234,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // errNoJob is returned when the target does not exist.
 var errNoJob = errors.New("job not found")
+
+// ErrJobFinished is in Do's error when the job had ended before the tampering (nothing is
+// tampered with), or ended before its child was restored: a finished job's children are never
+// created again (docs/architecture.md), so such a result is no failure of the operator.
+var ErrJobFinished = errors.New("the job has finished")

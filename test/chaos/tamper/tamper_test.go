@@ -2,6 +2,7 @@ package tamper
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -119,5 +120,17 @@ func TestClassify(t *testing.T) {
 		if got := classify(tc.msg, "spec.worker.replicas"); got != tc.want {
 			t.Errorf("classify(%q) = %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// A job that has ended is not tampered with: its children would not be created again, so the
+// result says so with ErrJobFinished, which a harness tells apart from a failed restore.
+func TestFinishedJobIsNotTamperedWith(t *testing.T) {
+	job := mpiJob("mj", "ns")
+	job.Status.Phase = troupev1.JobSucceeded
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(job).Build()
+	res := Do(context.Background(), c, Target{"MPIJob", "ns", "mj"}, ActionDeleteMaster, time.Second)
+	if !errors.Is(res.Err, ErrJobFinished) || res.Restored {
+		t.Errorf("tampering with a Succeeded job: %+v, want ErrJobFinished", res)
 	}
 }
