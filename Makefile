@@ -95,7 +95,7 @@ test: test-unit test-fuzz test-integration test-dataplane test-e2e test-bench-sm
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./test/chaos/tamper/...
 
 .PHONY: test-integration
 test-integration: envtest-assets ## Integration and admission-webhook tests on a real kube-apiserver and etcd.

@@ -80,7 +80,7 @@ func refOf(o client.Object) ChildRef {
 // observe reads the job's children and pods. Children come from the cache, which holds only
 // objects carrying the job UID label; a child missing there is read once from the API server,
 // to tell a name taken by a foreign object (a conflict) from our own object the cache has not
-// seen yet.
+// seen yet. A child of the job that lost its owner reference is adopted back (adopt.go).
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
 	ids, gang := childIdentities(s)
@@ -93,6 +93,10 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		case cur == nil:
 			obs.Missing = append(obs.Missing, refOf(want))
 			continue
+		case !metav1.IsControlledBy(cur, job) && adoptable(job, cur):
+			if err := r.adopt(ctx, job, s, want, cur); err != nil {
+				return nil, err
+			}
 		case !metav1.IsControlledBy(cur, job):
 			obs.Conflicts = append(obs.Conflicts, refOf(want))
 			continue

@@ -134,6 +134,9 @@ const (
 	// EventRestarting: the job is restarted as a whole; the message is "attempt n of m:
 	// <cause>".
 	EventRestarting = "Restarting"
+	// EventAdopted: a child of the job that had lost its owner reference (it still carries the
+	// job's UID label and no other controller) was given it back.
+	EventAdopted = "Adopted"
 )
 
 // Messages of the events whose text tools may parse.
