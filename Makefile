@@ -91,7 +91,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e test-bench-smoke test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -157,6 +157,10 @@ test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, 
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.
 	hack/dataplane-deps.sh
 	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
+
+.PHONY: test-demo
+test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.
+	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/demo/...
 
 .PHONY: cluster-assets
 cluster-assets: ## Build (once, cached) every binary of the local simulated cluster.

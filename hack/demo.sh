@@ -87,19 +87,25 @@ kubectl wait --for=condition=Established --timeout=60s crd/chainerjobs.troupe.de
 
 step "starting troupe-operator (log: $DEMO_DIR/operator.log)"
 hack/demo-down.sh --operator-only
+# Free ports of this machine for each run, so that the demos of two clusters (CLUSTER_NAME) run
+# side by side; $DEMO_DIR/ports says which.
+free_port METRICS_PORT
+free_port HEALTH_PORT
+free_port WEBHOOK_PORT
+printf 'METRICS_PORT=%s\nHEALTH_PORT=%s\nWEBHOOK_PORT=%s\n' "$METRICS_PORT" "$HEALTH_PORT" "$WEBHOOK_PORT" >"$DEMO_DIR/ports"
 # Its admission webhooks are served on this machine; the cluster reaches them by URL.
-hack/webhooks-local.sh 19443
+hack/webhooks-local.sh "$WEBHOOK_PORT"
 # In its own session, so it outlives this script and the terminal that ran it.
-setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address 127.0.0.1:18080 \
-  --health-probe-bind-address 127.0.0.1:18081 \
-  --webhook-bind-address 127.0.0.1:19443 --webhook-dns-name localhost \
+setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address "127.0.0.1:$METRICS_PORT" \
+  --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
+  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-dns-name localhost \
   --webhook-cert-dir "$DEMO_DIR/certs" --webhook-write-certs >"$DEMO_DIR/operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO_DIR/operator.pid"
 for _ in $(seq 100); do
-  curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null 2>&1 && break
   sleep 0.2
 done
-curl -fsS http://127.0.0.1:18081/readyz >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
+curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
 
 step "running $EXAMPLE"
 # Foreground deletion returns once the previous run's children are gone too, so the new job

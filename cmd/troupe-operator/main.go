@@ -78,7 +78,7 @@ func run() error {
 	logOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	// JSON logs through zapr; --zap-devel switches to human-readable console output.
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
+	ctrl.SetLogger(withObjectReferences(zap.New(zap.UseFlagOptions(&logOpts))))
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme),

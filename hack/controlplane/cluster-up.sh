@@ -71,24 +71,6 @@ schedulers_ready() {
     [[ $(curl -sS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null) == ok ]]
 }
 
-# free_port VAR: set VAR to a port nothing listens on, for a gang scheduler or Kueue. kwokctl
-# hands out ports counting down from 32767, so take them below that, from a random start
-# (clusters are made one at a time, under the lock below), and never one an earlier call gave.
-free_port() {
-  local p
-  for ((p = 20000 + RANDOM % 10000; p < 30000; p++)); do
-    [[ " ${given_ports:-} " == *" $p "* ]] && continue
-    # A refused connection: nothing listens there.
-    if ! (: <"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      printf -v "$1" %s "$p"
-      given_ports+=" $p"
-      return
-    fi
-  done
-  log "no free port"
-  exit 1
-}
-
 # render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
 # ${COSCHEDULER_PORT}, ${VOLCANO_PORT}, ${APISERVER_BIND_ADDRESS}, ${KUBE_BIN}, ${KUEUE_BIN} and
 # ${KUEUE_*_PORT} filled in (nothing else, so other $ stays as is).

@@ -34,3 +34,22 @@ KUEUE_BIN=$TROUPE_CACHE/kueue-${KUEUE_VERSION:?}/bin
 KUEUE_MANIFESTS=$TROUPE_CACHE/kueue-$KUEUE_VERSION
 
 log() { echo "[controlplane] $*" >&2; }
+
+# free_port VAR: set VAR to a port nothing listens on (the gang schedulers' and Kueue's of
+# cluster-up.sh, the demo operator's). kwokctl hands out ports counting down from 32767, so take
+# them below that, from a random start (so that two scripts running at once rarely meet), and
+# never one an earlier call of this shell gave.
+free_port() {
+  local p
+  for ((p = 20000 + RANDOM % 10000; p < 30000; p++)); do
+    [[ " ${given_ports:-} " == *" $p "* ]] && continue
+    # A refused connection: nothing listens there.
+    if ! (: <"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      printf -v "$1" %s "$p"
+      given_ports+=" $p"
+      return
+    fi
+  done
+  log "no free port"
+  exit 1
+}

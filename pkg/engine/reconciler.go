@@ -251,7 +251,8 @@ func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctr
 }
 
 // expireTTL deletes a finished job whose ttlSecondsAfterFinished has passed; its children go
-// with it through garbage collection.
+// with it through garbage collection. The TTLExpired event is told once the delete succeeded: a
+// failed delete is retried, and telling it before would tell it again on every retry.
 func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (bool, error) {
 	ttl := s.RunPolicy.TTLSecondsAfterFinished
 	if ttl == nil || prev.CompletionTime == nil {
@@ -262,10 +263,13 @@ func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *t
 		return false, nil
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("deleting finished job past its TTL", "ttlSecondsAfterFinished", *ttl)
+	if err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		// Not found: deleted by someone else meanwhile, which is not the TTL's doing.
+		return true, client.IgnoreNotFound(err)
+	}
 	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventTTLExpired, "Delete",
 		"deleting the job %ds after it finished (runPolicy.ttlSecondsAfterFinished)", *ttl)
-	err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	return true, client.IgnoreNotFound(err)
+	return true, nil
 }
 
 // deleteMasterPods removes the master's remaining pods (clean-pod policy All).

@@ -51,6 +51,28 @@ const (
 // the environment. Every rank reports its pod: the ranks per pod must be the pod's slots. The
 // same agent holding another job's token is refused.
 func TestKubeExecRunsMPI(t *testing.T) {
+	run := startKubeExecMPIJob(t)
+	out := runMPI(t, run.env, run.masterHost, run.dir, run.program)
+	checkRankReports(t, out, run.wantRanks)
+}
+
+// kubeExecMPIRun is what mpirun on this machine needs to run as the master of a KubeExec job
+// whose workers are Ready: the master's environment (with the job's own token), the master's
+// host name, a directory and the program, and the ranks each pod must report.
+type kubeExecMPIRun struct {
+	env        []string
+	masterHost string
+	dir        string
+	program    string
+	wantRanks  map[string]int
+}
+
+// startKubeExecMPIJob creates the KubeExec ChainerJob (master 1 slot, two workers with 2) and
+// another job, waits for its workers, checks its hostfile and that troupe-rsh reaches each
+// worker with the job's token and is refused with the other job's, and returns what mpirun
+// needs.
+func startKubeExecMPIJob(t *testing.T) kubeExecMPIRun {
+	t.Helper()
 	requireOpenMPI(t)
 	ns := newNamespace(t)
 	t.Cleanup(func() {
@@ -87,13 +109,18 @@ func TestKubeExecRunsMPI(t *testing.T) {
 	if len(hosts) != 3 || hosts[0].Name != masterHost {
 		t.Fatalf("hostfile %q: want the master %s first, then 2 workers", cm.Data[mpi.HostfileKey], masterHost)
 	}
+	podsTmp, err := os.MkdirTemp("", "trp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(podsTmp) })
 	wantRanks := map[string]int{launcherPod: int(hosts[0].Slots)}
 	var workerHosts []string
 	for _, h := range hosts[1:] {
 		pod, _, _ := strings.Cut(h.Name, ".")
 		wantRanks[pod] = int(h.Slots)
 		workerHosts = append(workerHosts, h.Name)
-		createPodExec(t, ns, pod)
+		createPodExec(t, ns, pod, podsTmp)
 	}
 	if want := map[string]int{launcherPod: 1, name + "-workerset-ws0-0": 2, name + "-workerset-ws0-1": 2}; !maps.Equal(wantRanks, want) {
 		t.Fatalf("hostfile slots per pod = %v, want %v (the spec's mpiConfig.slots)", wantRanks, want)
@@ -135,9 +162,7 @@ func TestKubeExecRunsMPI(t *testing.T) {
 			workerHosts[0], intruder, code, stderr)
 	}
 	t.Logf("troupe-rsh with job %s's token: exit %d: %s", intruder, code, strings.TrimSpace(stderr))
-
-	out := runMPI(t, ownToken, masterHost, dir, program)
-	checkRankReports(t, out, wantRanks)
+	return kubeExecMPIRun{env: ownToken, masterHost: masterHost, dir: dir, program: program, wantRanks: wantRanks}
 }
 
 // requireOpenMPI fails early, with what to do, where the test cannot run: it needs Debian's
@@ -180,18 +205,37 @@ func mpiCompile(t *testing.T, dir, src string) string {
 	return bin
 }
 
-// createPodExec makes an exec into pod run on this machine with testPodEnv naming the pod. The
-// processes the exec starts (Open MPI's daemon and its ranks) inherit it. The namespace's
-// deletion removes it.
-func createPodExec(t *testing.T, ns, pod string) {
+// createPodExec makes an exec into pod run on this machine with testPodEnv naming the pod, and
+// with a temporary directory of the pod's own (TMPDIR, also the working directory), under dir, as
+// each pod has its own /tmp. dir must be short: Open MPI makes Unix sockets in there, whose
+// paths may not exceed 107 bytes. The processes the exec starts (Open MPI's daemon and its ranks)
+// inherit both. The namespace's deletion removes the Exec.
+//
+// Open MPI 4's daemon keeps its session directory under $TMPDIR, at a path made of the host name,
+// the user and the job (/tmp/ompi.<host>.<uid>/jf.<job family>): the same path for every daemon
+// of a job run on one machine. Each daemon removes what it finds there as stale when it starts,
+// and writes its topology to one file there (hwloc.sm), so with a shared /tmp the daemons of the
+// two worker pods, started together, now and then broke each other: one failed orte_init
+// ("A call to mkdir was unable to create the desired directory: .../jf.N/0/2 File exists", exit
+// 213) or crashed in hwloc_shmem_topology_write. It had already detached (--daemonize), so
+// nothing reported it and mpirun waited for its call back forever: the silent 60 s timeouts of
+// 2026-11-23 (docs/testing.md).
+func createPodExec(t *testing.T, ns, pod, dir string) {
 	t.Helper()
+	tmp := filepath.Join(dir, pod)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	e := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1",
 		"kind":       "Exec",
 		"metadata":   map[string]any{"name": pod, "namespace": ns},
 		"spec": map[string]any{"execs": []any{map[string]any{"local": map[string]any{
-			"workDir": os.TempDir(),
-			"envs":    []any{map[string]any{"name": testPodEnv, "value": pod}},
+			"workDir": tmp,
+			"envs": []any{
+				map[string]any{"name": testPodEnv, "value": pod},
+				map[string]any{"name": "TMPDIR", "value": tmp},
+			},
 		}}}},
 	}}
 	if err := k8s.Create(context.Background(), e); err != nil {
@@ -293,32 +337,12 @@ func runAgent(ctx context.Context, env []string, host, command string) (int, str
 	}
 }
 
-// runMPI runs the real mpirun with env alone, no flags, as the master's command would, and
-// returns its output. In a pod the master's host name resolves to the pod's own address, so
-// Open MPI runs the master's ranks itself; here mpirun runs in a mount namespace of its own
-// whose /etc/hosts adds the master's name on loopback. The workers' names resolve nowhere on
-// this machine, so Open MPI starts them through the agent.
-//
-// A run that times out without printing anything is run once more, logged: in one full e2e run
-// of 2026-11-23 mpirun sat 60 s with no output (its daemons never called back) and the same test
-// alone then passed in 0.6 s; the cause is not yet known (docs/testing.md). Any other failure,
-// or a second silent timeout, fails the test.
+// runMPI runs the real mpirun with env alone, no flags, as the master's command would, for at
+// most 60 s, and returns its output. In a pod the master's host name resolves to the pod's own
+// address, so Open MPI runs the master's ranks itself; here mpirun runs in a mount namespace of
+// its own whose /etc/hosts adds the master's name on loopback. The workers' names resolve
+// nowhere on this machine, so Open MPI starts them through the agent.
 func runMPI(t *testing.T, env []string, masterHost, dir, program string) string {
-	t.Helper()
-	out, timedOut, err := runMPIOnce(t, env, masterHost, dir, program)
-	if err != nil && timedOut && len(out) == 0 {
-		t.Logf("mpirun timed out without output (%v); running it once more", err)
-		out, _, err = runMPIOnce(t, env, masterHost, dir, program)
-	}
-	if err != nil {
-		t.Fatalf("mpirun: %v", err)
-	}
-	return string(out)
-}
-
-// runMPIOnce runs the program under mpirun on this machine, with masterHost resolving to it,
-// for at most 60 s.
-func runMPIOnce(t *testing.T, env []string, masterHost, dir, program string) ([]byte, bool, error) {
 	t.Helper()
 	system, err := os.ReadFile("/etc/hosts")
 	if err != nil {
@@ -341,7 +365,10 @@ func runMPIOnce(t *testing.T, env []string, masterHost, dir, program string) ([]
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s %s (%.1fs):\n%s", openMPIRun, filepath.Base(program), time.Since(start).Seconds(), out)
-	return out, ctx.Err() != nil, err
+	if err != nil {
+		t.Fatalf("mpirun: %v (timed out: %v)", err, ctx.Err() != nil)
+	}
+	return string(out)
 }
 
 var rankReport = regexp.MustCompile(`(?m)^rank (\d+) of (\d+) pod (\S+) sum (\d+)$`)
