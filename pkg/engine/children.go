@@ -159,7 +159,7 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 // the job has finished (a finished job is never started again). Objects it does not own are
 // never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
-	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {
+	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
 			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation() {
