@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -93,8 +92,8 @@ func run() error {
 	if apiQPS > 0 {
 		// One bucket for the whole process: controller-runtime gives each resource type a
 		// client of its own, each with its own limiter from QPS/Burst, which would make the
-		// flags a per-type budget.
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(apiQPS), apiBurst)
+		// flags a per-type budget. Events come last in it (clientrate.go).
+		limitRequests(cfg, apiQPS, apiBurst)
 	}
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang

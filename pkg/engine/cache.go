@@ -125,9 +125,12 @@ func TrimPod(obj any) (any, error) {
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		kept := corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
-		// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage).
+		// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage), and
+		// its end is the job's completion time when its success comes before the Job's
+		// (master_verdict.go).
 		if t := cs.State.Terminated; t != nil && pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
-			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
+				FinishedAt: t.FinishedAt}
 		}
 		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, kept)
 	}

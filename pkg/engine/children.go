@@ -163,7 +163,10 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 // the job has finished (a finished job is never started again). Objects it does not own are
 // never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, finished bool) error {
-	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs.MasterJob))) {
+	var created []ChildRef
+	// One event for the children this pass created, told even when a later create fails.
+	defer func() { r.recordCreated(job, created) }()
+	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
 			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation() {
@@ -189,11 +192,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			}
 			obs.Secrets.created(want)
 			obs.created(want)
-			k := keyOf(want)
-			// The child is the event's related object: events of one reason and action about
-			// the same objects are folded into one series (events.k8s.io), and each child's
-			// creation is news of its own.
-			r.recorder.Eventf(job, want, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "created %s %s", k.kind, k.name)
+			created = append(created, refOf(want))
 			continue
 		}
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {

@@ -1,18 +1,20 @@
 package engine
 
 import (
-	batchv1 "k8s.io/api/batch/v1"
-
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// Outcome is how the job ended: Succeeded or Failed, from an earlier status or the master Job's
-// terminal condition, or "" while it has not ended.
-func Outcome(prev *troupev1.JobStatus, master *batchv1.Job) troupev1.JobPhase {
+// Outcome is how the job ended: Succeeded or Failed, from an earlier status or the master's
+// verdict (masterOutcome), or "" while it has not ended. obs may be nil: the previous status
+// alone then says.
+func Outcome(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
 	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
 		return prev.Phase
 	}
-	if p, done := masterOutcome(master); done {
+	if obs == nil {
+		return ""
+	}
+	if p, done := masterOutcome(obs.MasterJob, obs.Pods); done {
 		return p
 	}
 	return ""

@@ -19,8 +19,41 @@ import (
 // successful write fails its own write for the same reason. Events never come from "the
 // state is X" on every pass, which would repeat them on every reconcile.
 //
-// Events that mark an action rather than a state (Created for each child object, TTLExpired,
-// ScaledOutsideJob, SecretTampered) are emitted where the action is taken, once it succeeded.
+// Events that mark an action rather than a state (Created, TTLExpired, ScaledOutsideJob,
+// SecretTampered) are emitted where the action is taken, once it succeeded.
+
+// createdNoteLimit bounds the Created event's message: the events API refuses a note over
+// 1 kB, and a job's children are named after it (up to 63 characters each, and the kinds).
+const createdNoteLimit = 900
+
+// recordCreated tells, in one event, which children a pass created (none: no event). A new
+// job's children are all created in its first pass: one event instead of one per child, each
+// of which was a request under the operator's client rate limit that slowed the creation of
+// every other job's children (docs/performance.md). The message names them in creation order.
+func (r *Reconciler) recordCreated(job Object, created []ChildRef) {
+	if len(created) == 0 {
+		return
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "%s", createdNote(created))
+}
+
+// createdNote is "created Service a, ConfigMap b, ...", cut short ("and N more") where the
+// next name would take it past createdNoteLimit.
+func createdNote(created []ChildRef) string {
+	note := "created " + created[0].String()
+	for i := 1; i < len(created); i++ {
+		next := note + ", " + created[i].String()
+		room := createdNoteLimit
+		if rest := len(created) - i - 1; rest > 0 {
+			room -= len(fmt.Sprintf(" and %d more", rest))
+		}
+		if len(next) > room {
+			return fmt.Sprintf("%s and %d more", note, len(created)-i)
+		}
+		note = next
+	}
+	return note
+}
 
 // lifecycleEvent is one event for a transition of the job.
 type lifecycleEvent struct {

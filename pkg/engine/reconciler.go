@@ -171,7 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	spec.ReadyWorkers = ReadyWorkers(spec, obs)
-	finished := Finished(prev, obs.MasterJob)
+	finished := Finished(prev, obs)
 	spec.Ended = finished
 
 	if finished {
@@ -194,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	if spec.CleanUpDue(Outcome(prev, obs.MasterJob)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+	if spec.CleanUpDue(Outcome(prev, obs)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deleteMasterPods(ctx, obs); err != nil {
 			return ctrl.Result{}, err
 		}

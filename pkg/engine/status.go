@@ -66,15 +66,12 @@ func joinRefs(refs []ChildRef) string {
 	return strings.Join(names, ", ")
 }
 
-// Finished reports whether the job has ended: the master Job reached Complete or Failed, or an
-// earlier status said so. A finished job is never started again, even if its master Job is
-// deleted afterwards.
-func Finished(prev *troupev1.JobStatus, master *batchv1.Job) bool {
-	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
-		return true
-	}
-	_, done := masterOutcome(master)
-	return done
+// Finished reports whether the job has ended: the master's verdict is in (masterOutcome: the
+// master Job reached Complete or Failed, or its success is certain), or an earlier status said
+// so. A finished job is never started again, even if its master Job is deleted afterwards. obs
+// may be nil: the previous status alone then says.
+func Finished(prev *troupev1.JobStatus, obs *Observed) bool {
+	return Outcome(prev, obs) != ""
 }
 
 // WorkersReleased reports whether the worker sets should be scaled to zero: the job is
@@ -96,8 +93,8 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		StartTime:          prev.StartTime,
 		CompletionTime:     prev.CompletionTime,
 	}
-	finished := Finished(prev, obs.MasterJob)
-	released := WorkersReleased(s, Outcome(prev, obs.MasterJob))
+	finished := Finished(prev, obs)
+	released := WorkersReleased(s, Outcome(prev, obs))
 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
@@ -144,7 +141,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
 	}
 	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
-		st.CompletionTime = completionTime(obs.MasterJob, now)
+		st.CompletionTime = completionTime(obs.MasterJob, obs.Pods, now)
 	}
 	return st
 }
@@ -154,7 +151,7 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
 		return prev.Phase
 	}
-	if outcome, done := masterOutcome(obs.MasterJob); done {
+	if outcome, done := masterOutcome(obs.MasterJob, obs.Pods); done {
 		return outcome
 	}
 	if len(obs.Secrets.Lost) > 0 {
@@ -168,17 +165,6 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	default:
 		return troupev1.JobPending
 	}
-}
-
-// masterOutcome reads the master Job's terminal condition.
-func masterOutcome(job *batchv1.Job) (troupev1.JobPhase, bool) {
-	if c := terminalJobCondition(job); c != nil {
-		if c.Type == batchv1.JobComplete {
-			return troupev1.JobSucceeded, true
-		}
-		return troupev1.JobFailed, true
-	}
-	return "", false
 }
 
 func terminalJobCondition(job *batchv1.Job) *batchv1.JobCondition {
@@ -231,7 +217,13 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 			master.Ready = *j.Status.Ready
 		}
 	}
-	if _, done := masterOutcome(obs.MasterJob); done {
+	switch outcome, _ := masterOutcome(obs.MasterJob, obs.Pods); outcome {
+	case troupev1.JobSucceeded:
+		// Counted as the Job will count it once it says Complete, so that its verdict, coming
+		// after the engine's (master_verdict.go), moves no count and costs no status write.
+		master.Replicas, master.Active, master.Ready = 0, 0, 0
+		master.Succeeded = max(master.Succeeded, 1)
+	case troupev1.JobFailed:
 		master.Replicas = 0
 	}
 	master.Restarts = restarts(obs.Pods, func(p *corev1.Pod) bool {
@@ -504,12 +496,17 @@ func masterInitFailure(pods []corev1.Pod) string {
 	return ""
 }
 
-func completionTime(master *batchv1.Job, now metav1.Time) *metav1.Time {
+// completionTime is when the master ended: the Job's completion time or terminal condition's,
+// or, when the engine saw its success first (master_verdict.go), when its pod ended.
+func completionTime(master *batchv1.Job, pods []corev1.Pod, now metav1.Time) *metav1.Time {
 	if master != nil && master.Status.CompletionTime != nil {
 		return master.Status.CompletionTime.DeepCopy()
 	}
 	if c := terminalJobCondition(master); c != nil && !c.LastTransitionTime.IsZero() {
 		return c.LastTransitionTime.DeepCopy()
+	}
+	if at := masterFinishedAt(master, pods); at != nil {
+		return at
 	}
 	return &now
 }

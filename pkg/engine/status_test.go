@@ -177,9 +177,16 @@ func TestComputeStatus(t *testing.T) {
 			wantStart:      &t0,
 			wantCompletion: &t1,
 		},
-		"master pod succeeded, the Job's verdict not in yet: still Running": {
-			obs: observe().master(func(j *batchv1.Job) { j.Status.Succeeded = 1 }).
-				workers("cpu", 2).workers("gpu", 1).pod("master", "", corev1.PodSucceeded, 0).obj(),
+		"master pod succeeded, the Job's verdict not in yet and not certain (a deadline): still Running": {
+			obs: func() *Observed {
+				o := observe().master(func(j *batchv1.Job) {
+					runningMaster(j)
+					j.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
+					j.Status.Active, j.Status.Ready, j.Status.Succeeded = 0, nil, 1
+				}).workers("cpu", 2).workers("gpu", 1).obj()
+				o.Pods = []corev1.Pod{masterPod(masterUID, corev1.PodSucceeded)}
+				return o
+			}(),
 			wantPhase: troupev1.JobRunning,
 			wantConditions: map[string]string{
 				"Initialized": "True/ChildrenCreated", "WorkersReady": "True/AllWorkersReady",

@@ -96,7 +96,7 @@ func TestJobStoryEventsAndMetrics(t *testing.T) {
 	}
 	for reason, n := range got {
 		if reason == troupev1.EventCreated {
-			continue // one per child, each told once (eventCounts checks that none repeats)
+			continue // one per pass that created children (eventCounts checks that none repeats)
 		}
 		if want[reason] != n {
 			t.Errorf("%d %s events, want %d (all: %v)", n, reason, want[reason], got)
@@ -217,7 +217,7 @@ func deletePods(t *testing.T, ns string) {
 // eventCounts counts the job's events by reason: how many times each was emitted, as far as
 // the events API tells (an event emitted again about the same objects, the job at the same
 // resourceVersion, becomes a series of count 2 at once; higher counts are written later). A
-// Created event, one per child, must never repeat.
+// Created event, one per pass that created children and naming them, must never repeat.
 func eventCounts(t *testing.T, ns, jobName string) map[string]int {
 	t.Helper()
 	var list eventsv1.EventList

@@ -103,7 +103,8 @@ const (
 	EventChildConflict   = "ChildNameConflict"
 	EventInvalidSpec     = "InvalidSpec"
 	EventGangUnavailable = "GangProviderUnavailable"
-	// EventCreated: the operator created one child object (the message names it).
+	// EventCreated: the operator created children of the job, one event per reconcile that
+	// created any (the message names them).
 	EventCreated = "Created"
 	EventUpdated = "Updated"
 	// EventGangScheduled: the gang scheduler admitted the job's pods together.

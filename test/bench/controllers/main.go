@@ -66,7 +66,18 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up on a side after this long")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 0, "take a CPU profile of troupe-operator this long from its first job, and a heap profile at its end (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end")
+	var like string
+	flag.StringVar(&like, "limit-like", "", "give the limit's objects these features of troupe's, comma-separated: init, service, policy, netpol (objects.go)")
 	flag.Parse()
+	for _, f := range strings.Split(like, ",") {
+		switch f {
+		case "":
+		case "init", "service", "policy", "netpol":
+			limitLike[f] = true
+		default:
+			return fmt.Errorf("-limit-like: unknown feature %q (want init, service, policy or netpol)", f)
+		}
+	}
 	o.sides = strings.Split(sides, ",")
 	for _, s := range o.sides {
 		if _, ok := sideKinds[s]; !ok {

@@ -55,6 +55,7 @@ var gvrOf = map[string]schema.GroupVersionResource{
 	"Secret":                      {Version: "v1", Resource: "secrets"},
 	"StatefulSet":                 {Group: "apps", Version: "v1", Resource: "statefulsets"},
 	"Job":                         batchJobs,
+	"NetworkPolicy":               {Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"},
 	"MPIJob/troupe.dev/v1alpha1":  troupeJobs,
 	"MPIJob/kubeflow.org/v2beta1": kubeflowJobs,
 }
@@ -98,6 +99,15 @@ func podTemplate(job, role, container string) map[string]any {
 	}
 }
 
+// limitLike gives the limit's objects features of troupe's (-limit-like), one at a time, to
+// find which of them slows kube-controller-manager's Job controller on troupe's launcher Jobs:
+//
+//	init     the launcher has an init container, as troupe's troupe-wait
+//	service  the headless Service selects the launcher too, not-ready addresses published
+//	policy   the launcher Job has troupe's pod failure policy and podReplacementPolicy Failed
+//	netpol   a NetworkPolicy per job (a sixth object)
+var limitLike = map[string]bool{}
+
 // limitObjects are the five objects one MPI job needs, as an operator would create them.
 func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
 	hosts := ""
@@ -107,9 +117,30 @@ func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
 	worker := podTemplate(name, "worker", "mpi-worker")
 	launcher := podTemplate(name, "launcher", "launcher")
 	launcher["spec"].(map[string]any)["restartPolicy"] = "Never"
-	return []*unstructured.Unstructured{
+	selector := map[string]any{jobLabel: name, roleLabel: "worker"}
+	jobSpec := map[string]any{"backoffLimit": int64(0), "template": launcher}
+	if limitLike["init"] {
+		launcher["spec"].(map[string]any)["initContainers"] = []any{map[string]any{"name": "troupe-wait", "image": image, "command": []any{"true"}}}
+	}
+	if limitLike["service"] {
+		selector = map[string]any{jobLabel: name}
+	}
+	if limitLike["policy"] {
+		jobSpec["podReplacementPolicy"] = "Failed"
+		jobSpec["podFailurePolicy"] = map[string]any{"rules": []any{map[string]any{
+			"action": "FailJob", "onExitCodes": map[string]any{"containerName": "troupe-wait", "operator": "In", "values": []any{int64(3)}},
+		}}}
+	}
+	var extra []*unstructured.Unstructured
+	if limitLike["netpol"] {
+		extra = append(extra, obj("networking.k8s.io/v1", "NetworkPolicy", ns, name, name, map[string]any{"spec": map[string]any{
+			"podSelector": map[string]any{"matchLabels": map[string]any{jobLabel: name}},
+			"ingress":     []any{map[string]any{"from": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{jobLabel: name}}}}}},
+		}}))
+	}
+	return append([]*unstructured.Unstructured{
 		obj("v1", "Service", ns, name+"-worker", name, map[string]any{"spec": map[string]any{
-			"clusterIP": "None", "selector": map[string]any{jobLabel: name, roleLabel: "worker"},
+			"clusterIP": "None", "selector": selector, "publishNotReadyAddresses": limitLike["service"],
 		}}),
 		obj("v1", "ConfigMap", ns, name+"-hostfile", name, map[string]any{"data": map[string]any{"hostfile": hosts}}),
 		obj("v1", "Secret", ns, name+"-ssh", name, map[string]any{"type": "kubernetes.io/ssh-auth",
@@ -119,10 +150,8 @@ func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
 			"selector": map[string]any{"matchLabels": map[string]any{jobLabel: name, roleLabel: "worker"}},
 			"template": worker,
 		}}),
-		obj("batch/v1", "Job", ns, name+"-launcher", name, map[string]any{"spec": map[string]any{
-			"backoffLimit": int64(0), "template": launcher,
-		}}),
-	}
+		obj("batch/v1", "Job", ns, name+"-launcher", name, map[string]any{"spec": jobSpec}),
+	}, extra...)
 }
 
 // troupeObjects is a troupe MPIJob with cleanPodPolicy None, mpi-operator's default: the workers

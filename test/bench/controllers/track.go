@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,18 +18,21 @@ import (
 // each launcher pod finished and each job final. Every time is when the bench's watch saw it,
 // so all sides are timed by the same clock and the same watch delay.
 type tracker struct {
-	mu            sync.Mutex
-	workers       int
-	final         func(*unstructured.Unstructured) bool
-	podRunning    map[string]bool // pod UID
-	jobPods       map[string]int  // job -> pods seen Running
-	jobRunning    map[string]time.Time
-	launcherDone  map[string]time.Time
-	launcherPods  map[string]string // launcher pod name -> job, while it runs
-	jobFinal      map[string]time.Time
-	running       int
-	releasedAfter int // launchers that ended before the bench released them
-	released      bool
+	mu           sync.Mutex
+	workers      int
+	final        func(*unstructured.Unstructured) bool
+	podRunning   map[string]bool // pod UID
+	jobPods      map[string]int  // job -> pods seen Running
+	jobRunning   map[string]time.Time
+	launcherDone map[string]time.Time
+	launcherPods map[string]string // launcher pod name -> job, while it runs
+	jobFinal     map[string]time.Time
+	// launcherJobDone: when each job's launcher Job (batch/v1, <job>-launcher on every side)
+	// was seen Complete or Failed, kube-controller-manager's Job controller's verdict.
+	launcherJobDone map[string]time.Time
+	running         int
+	releasedAfter   int // launchers that ended before the bench released them
+	released        bool
 }
 
 func newTracker(ctx context.Context, dyn dynamic.Interface, ns string, jobs schema.GroupVersionResource,
@@ -37,10 +41,12 @@ func newTracker(ctx context.Context, dyn dynamic.Interface, ns string, jobs sche
 		workers: workers, final: final,
 		podRunning: map[string]bool{}, jobPods: map[string]int{}, jobRunning: map[string]time.Time{},
 		launcherDone: map[string]time.Time{}, launcherPods: map[string]string{}, jobFinal: map[string]time.Time{},
+		launcherJobDone: map[string]time.Time{},
 	}
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 	pods := f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Informer()
 	js := f.ForResource(jobs).Informer()
+	launcherJobs := f.ForResource(batchJobs).Informer() // js itself on the limit's side
 	handler := func(fn func(*unstructured.Unstructured)) cache.ResourceEventHandlerFuncs {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { fn(o.(*unstructured.Unstructured)) },
@@ -51,6 +57,9 @@ func newTracker(ctx context.Context, dyn dynamic.Interface, ns string, jobs sche
 		return nil, err
 	}
 	if _, err := js.AddEventHandler(handler(t.job)); err != nil {
+		return nil, err
+	}
+	if _, err := launcherJobs.AddEventHandler(handler(t.launcherJob)); err != nil {
 		return nil, err
 	}
 	f.Start(ctx.Done())
@@ -108,6 +117,29 @@ func (t *tracker) job(u *unstructured.Unstructured) {
 	if _, seen := t.jobFinal[job]; !seen {
 		t.jobFinal[job] = now
 	}
+}
+
+// launcherJob notes when a launcher Job (every side names it <job>-launcher) got its verdict.
+func (t *tracker) launcherJob(u *unstructured.Unstructured) {
+	now := time.Now()
+	job, ok := strings.CutSuffix(u.GetName(), "-launcher")
+	if !ok || !jobControllerDone(u) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, seen := t.launcherJobDone[job]; !seen {
+		t.launcherJobDone[job] = now
+	}
+}
+
+var jobControllerDone = conditionTrue("Complete", "Failed")
+
+// launcherJobsDone is how many launcher Jobs were seen Complete or Failed.
+func (t *tracker) launcherJobsDone() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.launcherJobDone)
 }
 
 // counts are the pods seen Running and the jobs seen final so far.

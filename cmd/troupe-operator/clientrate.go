@@ -1,0 +1,96 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// limitRequests puts the operator's whole client budget (--kube-api-qps, --kube-api-burst)
+// in one token bucket for every request of the process, in which events come last: an event
+// is written only with a token that no other request is waiting for.
+//
+// Every request goes through the bucket, so the flags bound all the operator sends. Inside
+// the budget, what users and tools act on (creates of children, status writes) goes first:
+// with one first-come bucket, the events of 200 jobs ending together (one Succeeded each)
+// took every other token from their status writes, and a job's status said Succeeded as late
+// as its event (docs/performance.md). Events are best-effort in Kubernetes; under a flood of
+// jobs they wait, in the event broadcaster's queue, until the operator's other requests leave
+// room (the broadcaster drops the newest once 1,000 wait, as it does whenever the API server
+// is slower than the events come).
+//
+// client-go applies a rest.Config's rate limiter before a request is built, where it cannot
+// tell an event from anything else; the limit is applied in the transport instead, and the
+// config's own limiter is turned off.
+func limitRequests(cfg *rest.Config, qps float64, burst int) {
+	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(qps), burst), poll: pollEvery(qps)}
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &eventsLastTransport{eventsLast: l, next: rt}
+	})
+}
+
+// eventsLast is the bucket and how often an event waiting for a spare token looks again.
+type eventsLast struct {
+	limiter *rate.Limiter
+	poll    time.Duration
+}
+
+// pollEvery is the time one token takes to come, between 10 ms and 1 s.
+func pollEvery(qps float64) time.Duration {
+	return min(max(time.Duration(float64(time.Second)/qps), 10*time.Millisecond), time.Second)
+}
+
+type eventsLastTransport struct {
+	*eventsLast
+	next http.RoundTripper
+}
+
+func (t *eventsLastTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.wait(req); err != nil {
+		return nil, err
+	}
+	return t.next.RoundTrip(req)
+}
+
+// wait takes a token for req. Any other request reserves the next token (rate.Limiter.Wait),
+// so that waiting requests are served in turn; an event takes a token only when one is free
+// now (Allow), which it never is while other requests have reserved the coming ones.
+func (l *eventsLast) wait(req *http.Request) error {
+	ctx := req.Context()
+	if !isEventWrite(req) {
+		return l.limiter.Wait(ctx)
+	}
+	for !l.limiter.Allow() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(l.poll):
+		}
+	}
+	return nil
+}
+
+// isEventWrite: req creates or updates an Event, core/v1 (/api/v1/namespaces/NS/events[/NAME])
+// or events.k8s.io/v1 (/apis/events.k8s.io/v1/namespaces/NS/events[/NAME]). Reads of events (the
+// engine lists a child's FailedCreate events) are requests like any other.
+func isEventWrite(req *http.Request) bool {
+	if req.Method == http.MethodGet {
+		return false
+	}
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	var rest []string // after the group and version
+	switch {
+	case len(parts) >= 2 && parts[0] == "api" && parts[1] == "v1":
+		rest = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis" && parts[1] == "events.k8s.io":
+		rest = parts[3:]
+	default:
+		return false
+	}
+	return (len(rest) == 3 || len(rest) == 4) && rest[0] == "namespaces" && rest[2] == "events"
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+func TestIsEventWrite(t *testing.T) {
+	tests := []struct {
+		method, path string
+		want         bool
+	}{
+		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/ml/events", true},
+		{http.MethodPatch, "/apis/events.k8s.io/v1/namespaces/ml/events/train.1870", true},
+		{http.MethodPost, "/api/v1/namespaces/ml/events", true},
+		{http.MethodPatch, "/api/v1/namespaces/ml/events/train.1870", true},
+		{http.MethodGet, "/api/v1/namespaces/ml/events", false}, // the engine's FailedCreate lookups
+		{http.MethodPut, "/apis/troupe.dev/v1alpha1/namespaces/ml/mpijobs/train/status", false},
+		{http.MethodPost, "/api/v1/namespaces/ml/configmaps", false},
+		{http.MethodPut, "/api/v1/namespaces/events", false}, // a namespace named events
+		{http.MethodPost, "/apis/batch/v1/namespaces/events/jobs", false},
+	}
+	for _, tc := range tests {
+		req := httptest.NewRequest(tc.method, tc.path, nil)
+		if got := isEventWrite(req); got != tc.want {
+			t.Errorf("isEventWrite(%s %s) = %t, want %t", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+// While other requests wait for tokens, an event waits for them all: the status writes of
+// jobs ending together are not held back behind their own events.
+func TestEventsComeLast(t *testing.T) {
+	// A token every 100 ms: the five requests below all ask before the first comes.
+	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(10), 1), poll: pollEvery(10)}
+	l.limiter.Allow() // the bucket is empty: every request waits
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	send := func(name, method, path string) {
+		defer wg.Done()
+		req := httptest.NewRequest(method, path, nil).WithContext(context.Background())
+		if err := l.wait(req); err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		order = append(order, name)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go send("event", http.MethodPost, "/apis/events.k8s.io/v1/namespaces/ml/events")
+	time.Sleep(5 * time.Millisecond) // orders the arrivals: the event asks first
+	for _, name := range []string{"status-1", "status-2", "status-3", "status-4"} {
+		wg.Add(1)
+		go send(name, http.MethodPut, "/apis/troupe.dev/v1alpha1/namespaces/ml/mpijobs/"+name+"/status")
+	}
+	wg.Wait()
+	if len(order) != 5 || order[4] != "event" {
+		t.Errorf("requests served in the order %v; want the event last", order)
+	}
+}
+
+// An event waiting for a spare token gives up with its request's context.
+func TestEventWaitEndsWithItsContext(t *testing.T) {
+	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(0.001), 1), poll: time.Millisecond}
+	l.limiter.Allow()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/ml/events", nil).WithContext(ctx)
+	if err := l.wait(req); err == nil {
+		t.Error("the event got a token from an empty bucket")
+	}
+}

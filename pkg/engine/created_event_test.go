@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// The pass that creates a new job's children tells it in one Created event naming them all, in
+// the order they were created; a pass that creates nothing tells nothing.
+func TestCreatedToldOncePerPass(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := troupev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
+		WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job).Build()
+	rec := events.NewFakeRecorder(100)
+	r := &Reconciler{
+		client: c, apiReader: c, recorder: rec, adapter: masterOnlyAdapter{},
+		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)), deferred: newDeferredWrites(),
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}
+
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	created := createdEvents(rec)
+	want := "Normal Created created Service train, NetworkPolicy train, Job train-master"
+	if len(created) != 1 || created[0] != want {
+		t.Errorf("Created events of the first pass:\n%q\nwant one:\n%q", created, want)
+	}
+
+	// The master's pod runs (the Job controller made it); the next pass has nothing to create.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "train-master-x", Namespace: "ml", Labels: map[string]string{
+			troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: troupev1.RoleMaster,
+		}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if created := createdEvents(rec); len(created) != 0 {
+		t.Errorf("a pass that created nothing told %q", created)
+	}
+}
+
+// createdEvents drains the recorder and returns its Created events.
+func createdEvents(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			if strings.Contains(e, " "+troupev1.EventCreated+" ") {
+				out = append(out, e)
+			}
+		default:
+			return out
+		}
+	}
+}
+
+// The note names every child while it fits the events API's limit, and says how many more
+// were created once it would not.
+func TestCreatedNote(t *testing.T) {
+	few := []ChildRef{{"Service", "a"}, {"Job", "a-master"}}
+	if got, want := createdNote(few), "created Service a, Job a-master"; got != want {
+		t.Errorf("createdNote = %q, want %q", got, want)
+	}
+	var many []ChildRef
+	for range 40 {
+		many = append(many, ChildRef{"StatefulSet", strings.Repeat("w", 60)})
+	}
+	got := createdNote(many)
+	if len(got) > createdNoteLimit {
+		t.Errorf("createdNote is %d bytes, over %d", len(got), createdNoteLimit)
+	}
+	named := strings.Count(got, "StatefulSet ")
+	if !strings.HasSuffix(got, " and "+strconv.Itoa(40-named)+" more") || named == 0 || named == 40 {
+		t.Errorf("createdNote of 40 long names names %d and ends %q", named, got[max(0, len(got)-30):])
+	}
+}
