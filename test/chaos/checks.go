@@ -73,7 +73,15 @@ func orphans(ctx context.Context, c client.Client, ns string) ([]string, error) 
 	for _, o := range all {
 		owned := slices.ContainsFunc(o.OwnerReferences, func(r metav1.OwnerReference) bool { return exists.Has(r.UID) })
 		if !jobs.Has(types.UID(o.Labels[troupev1.LabelJobUID])) || !owned {
-			out = append(out, fmt.Sprintf("%s %s", o.Kind, o.Name))
+			var owners []string
+			for _, r := range o.OwnerReferences {
+				owners = append(owners, fmt.Sprintf("%s %s (exists %v)", r.Kind, r.Name, exists.Has(r.UID)))
+			}
+			why := fmt.Sprintf("%s %s: job exists %v, owners %v", o.Kind, o.Name, jobs.Has(types.UID(o.Labels[troupev1.LabelJobUID])), owners)
+			if o.DeletionTimestamp != nil {
+				why += fmt.Sprintf(", being deleted since %s, finalizers %v", o.DeletionTimestamp.UTC().Format(time.TimeOnly), o.Finalizers)
+			}
+			out = append(out, why)
 		}
 	}
 	slices.Sort(out)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,17 +34,21 @@ type env struct {
 	up bool
 	// clusterDir is kwokctl's directory of the cluster (pids/, logs/).
 	clusterDir string
-	cfg        *rest.Config
-	c          client.Client
-	kube       kubernetes.Interface
-	fleet      *fleet
+	// components serializes restarts of the cluster's processes (restartComponent and
+	// superviseCluster); componentRestarts counts those superviseCluster made, by component.
+	components        sync.Mutex
+	componentRestarts map[string]int
+	cfg               *rest.Config
+	c                 client.Client
+	kube              kubernetes.Interface
+	fleet             *fleet
 }
 
 // setUp brings the cluster up (hack/controlplane/cluster-up.sh, with the harness's nodes),
 // installs the CRDs, builds the operator and points the webhooks at the fleet's forwarder.
 // The env it returns (even with an error) must be torn down.
 func setUp(ctx context.Context, o *options) (*env, error) {
-	e := &env{o: o}
+	e := &env{o: o, componentRestarts: map[string]int{}}
 	out, err := e.script(ctx, "hack/controlplane/cluster-up.sh", "CLUSTER_NAME="+o.cluster,
 		"NODES="+filepath.Join(o.repoRoot, "test", "chaos", "nodes.yaml"))
 	e.up = true
@@ -104,6 +109,8 @@ func (e *env) tearDown() {
 // start it again: `kwokctl start cluster` starts the components that are not running, with
 // the arguments it made the cluster with. It returns once the API server answers /readyz.
 func (e *env) restartComponent(ctx context.Context, name string) (time.Duration, error) {
+	e.components.Lock()
+	defer e.components.Unlock()
 	start := time.Now()
 	pidFile := filepath.Join(e.clusterDir, "pids", name+".pid")
 	raw, err := os.ReadFile(pidFile)
@@ -142,16 +149,81 @@ func (e *env) restartComponent(ctx context.Context, name string) (time.Duration,
 	}
 	// kwokctl takes a PID that answers signal 0 (a zombie does) for a running component.
 	_ = os.Remove(pidFile)
-	kwokctl := envOr("KWOKCTL", "kwokctl")
-	cmd := exec.CommandContext(ctx, kwokctl, "--name", e.o.cluster, "start", "cluster")
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Dir(filepath.Dir(e.clusterDir)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("kwokctl start cluster: %w\n%s", err, out)
+	if err := e.kwokctlStart(ctx); err != nil {
+		return 0, err
 	}
 	if err := e.waitAPIReady(ctx, 2*time.Minute); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// kwokctlStart has kwokctl start the cluster's components that do not run.
+func (e *env) kwokctlStart(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, envOr("KWOKCTL", "kwokctl"), "--name", e.o.cluster, "start", "cluster")
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Dir(filepath.Dir(e.clusterDir)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kwokctl start cluster: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// superviseCluster does for the cluster's processes what the kubelet does for a control
+// plane's static pods: kube-scheduler and kube-controller-manager exit when they cannot renew
+// their leader lease (the API server down more than their renew deadline), and a component
+// restarted while its predecessor still held its port exits at once; every 2 s, a component
+// whose recorded PID no longer runs is started again by kwokctl (under the machine's kwok
+// lock, its port being free meanwhile).
+func (e *env) superviseCluster(ctx context.Context, report func(error)) {
+	for sleepCtx(ctx, 2*time.Second) {
+		dead := e.deadComponents()
+		if len(dead) == 0 {
+			continue
+		}
+		e.components.Lock()
+		if dead = e.deadComponents(); len(dead) > 0 {
+			unlock, err := lockKwok(ctx, filepath.Join(filepath.Dir(filepath.Dir(e.clusterDir)), ".lock"), 3*time.Minute)
+			if err == nil {
+				for _, pidFile := range dead {
+					_ = os.Remove(pidFile)
+				}
+				err = e.kwokctlStart(ctx)
+				unlock()
+			}
+			if err != nil {
+				report(err)
+			}
+			for _, pidFile := range dead {
+				e.componentRestarts[strings.TrimSuffix(filepath.Base(pidFile), ".pid")]++
+			}
+		}
+		e.components.Unlock()
+	}
+}
+
+// deadComponents are the pid files of the cluster whose process is gone or a zombie.
+func (e *env) deadComponents() []string {
+	files, _ := filepath.Glob(filepath.Join(e.clusterDir, "pids", "*.pid"))
+	var dead []string
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			dead = append(dead, f)
+			continue
+		}
+		if fields := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X") {
+			dead = append(dead, f)
+		}
+	}
+	return dead
 }
 
 // lockKwok takes the exclusive flock of path (hack/controlplane's lock), waiting up to

@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -75,6 +76,10 @@ func run() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = o.log.Close() }()
+	// client-go's complaints while the API server restarts go to the log, not between the
+	// harness's lines.
+	klog.LogToStderr(false)
+	klog.SetOutput(o.log)
 
 	// Ctrl-C or SIGTERM cancels the run; the deferred tearDown then stops the operator's
 	// replicas (by their PIDs) and deletes the cluster. -timeout bounds the whole run.
@@ -95,10 +100,17 @@ func run() (int, error) {
 	if err := e.fleet.start(); err != nil {
 		return 0, err
 	}
+	// The supervisors stop before the teardown (deferred later, so run earlier).
+	supCtx, stopSupervisors := context.WithCancel(ctx)
+	defer stopSupervisors()
 	var supervisorErrs atomic.Int32
-	go e.fleet.supervise(ctx, func(err error) {
+	go e.fleet.supervise(supCtx, func(err error) {
 		supervisorErrs.Add(1)
 		fmt.Println("chaos: operator replica:", err)
+	})
+	go e.superviseCluster(supCtx, func(err error) {
+		supervisorErrs.Add(1)
+		fmt.Println("chaos: cluster component:", err)
 	})
 	fmt.Printf("chaos: cluster %s and operator up in %.0f s\n", o.cluster, time.Since(began).Seconds())
 
@@ -135,6 +147,9 @@ func run() (int, error) {
 	started, exits, early := e.fleet.counts()
 	fmt.Printf("chaos: operator replicas started %d; ended on their own %d (a leader that cannot renew its lease exits), %d while starting (the API server down)\n",
 		started, exits, early)
+	e.components.Lock()
+	fmt.Printf("chaos: cluster components that exited and were started again: %v\n", e.componentRestarts)
+	e.components.Unlock()
 	for _, err := range rep.errs {
 		fmt.Println("chaos: fault error:", err)
 	}
@@ -181,7 +196,7 @@ func run() (int, error) {
 	fmt.Printf("chaos: ran %.0f s, load average %s\n", time.Since(began).Seconds(), loadAverage())
 	problems := s.problems(o, rep)
 	if n := supervisorErrs.Load(); n > 0 {
-		problems = append(problems, fmt.Sprintf("%d operator replicas failed to start", n))
+		problems = append(problems, fmt.Sprintf("%d operator replicas or cluster components failed to start", n))
 	}
 	if len(problems) > 0 {
 		fmt.Println("chaos: FAIL:", strings.Join(problems, "; "))
