@@ -91,7 +91,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -142,6 +142,24 @@ bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three side
 .PHONY: test-bench-smoke
 test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe (no mpi-operator build): about a minute.
 	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
+
+# make chaos: troupe jobs of every kind run twice on the harness's own simulated cluster
+# (CHAOS_CLUSTER), undisturbed and then under faults (operator SIGKILLs, kube-apiserver and
+# etcd restarts, webhooks down, tampering), and the counts of docs/reliability.md checked; the
+# cluster is deleted at the end. CHAOS_FLAGS go to the harness (-jobs, -kills, -seed, -timeout,
+# -keep...: go run ./test/chaos -h).
+CHAOS_CLUSTER ?= troupe-chaos
+CHAOS_FLAGS ?=
+CHAOS_GO = PATH=$(KUBE_BIN):$$PATH KWOKCTL=$(TROUPE_CACHE)/kwok-$(KWOK_VERSION)/bin/kwokctl go run ./test/chaos
+
+.PHONY: chaos
+chaos: cluster-assets ## 100 jobs, 50 operator SIGKILLs, kube-apiserver and etcd restarts: nothing lost, orphaned or duplicated (about 10 min).
+	$(CHAOS_GO) -cluster $(CHAOS_CLUSTER) $(CHAOS_FLAGS)
+
+.PHONY: test-chaos-smoke
+test-chaos-smoke: cluster-assets ## make chaos at 12 jobs, 5 kills, one kube-apiserver restart: a couple of minutes.
+	$(CHAOS_GO) -cluster $(CHAOS_CLUSTER)-smoke -jobs 12 -kills 5 -apiserver-restarts 1 -etcd-restarts 0 \
+	  -webhook-down 10s -window 20s -min-run 5s -max-run 15s -timeout 10m -out $$(mktemp -d) $(CHAOS_FLAGS)
 
 .PHONY: bench-webhook
 bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behind a real kube-apiserver.

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// faultReport is what the faulty run did to the cluster and the operator.
+type faultReport struct {
+	mu sync.Mutex
+	// Kills by kind: the only replica (a cold start), the leader of two (the standby takes
+	// over), the standby of two.
+	kills, coldKills, leaderKills, standbyKills int
+	apiserverRestarts, etcdRestarts             []time.Duration
+	webhookDown                                 time.Duration
+	badRefused, badTotal                        int
+	tampers                                     []tamperResult
+	// foreign: foreign objects made before their jobs, and those released untouched.
+	foreign, foreignUntouched int
+	errs                      []error
+}
+
+func (r *faultReport) err(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+// faultPlan is what the faulty run does, spread over window at random moments.
+type faultPlan struct {
+	kills, apiserverRestarts, etcdRestarts int
+	webhookDown                            time.Duration
+	tampers                                int
+	window                                 time.Duration
+}
+
+// injectFaults runs plan's events one after the other at random moments of its window, while
+// p's jobs run (an event that takes long delays the next). The first half of the kills hit one
+// replica running without leader election (every kill a cold start); then two replicas run
+// with --leader-elect, and each kill hits the leader or the standby at random, the killed one
+// replaced at once as a Deployment would.
+func (e *env) injectFaults(ctx context.Context, p *pass, plan faultPlan, rng *rand.Rand, rep *faultReport) {
+	var events []string
+	add := func(name string, n int) {
+		for range n {
+			events = append(events, name)
+		}
+	}
+	add("kill", plan.kills)
+	add("kube-apiserver", plan.apiserverRestarts)
+	add("etcd", plan.etcdRestarts)
+	add("tamper", plan.tampers)
+	if plan.webhookDown > 0 {
+		add("webhook-down", 1)
+	}
+	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+	at := make([]time.Duration, len(events))
+	for i := range at {
+		at[i] = time.Duration(rng.Float64() * float64(plan.window))
+	}
+	slices.Sort(at)
+	start := time.Now()
+	kill := 0
+	for i, ev := range events {
+		if !sleepCtx(ctx, time.Until(start.Add(at[i]))) {
+			return
+		}
+		switch ev {
+		case "kill":
+			e.killOne(kill >= plan.kills/2, rng, rep)
+			kill++
+		case "kube-apiserver", "etcd":
+			d, err := e.restartComponent(ctx, ev)
+			if err != nil {
+				rep.err(fmt.Errorf("restart %s: %w", ev, err))
+				continue
+			}
+			rep.mu.Lock()
+			if ev == "etcd" {
+				rep.etcdRestarts = append(rep.etcdRestarts, d)
+			} else {
+				rep.apiserverRestarts = append(rep.apiserverRestarts, d)
+			}
+			rep.mu.Unlock()
+		case "tamper":
+			e.tamper(ctx, p, rng, rep)
+		case "webhook-down":
+			e.webhookDown(ctx, plan.webhookDown, rep)
+		}
+	}
+}
+
+// killOne sends SIGKILL to one replica and starts its replacement. twoReplicas: the kill
+// belongs to the second half, with two replicas under leader election; the first such kill is
+// the switch from one replica.
+func (e *env) killOne(twoReplicas bool, rng *rand.Rand, rep *faultReport) {
+	f := e.fleet
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	live := f.live()
+	if len(live) == 0 {
+		// Every replica is still starting (a failed start): nothing to kill now.
+		rep.err(fmt.Errorf("kill %d: no replica runs", rep.kills+1))
+		return
+	}
+	if !twoReplicas || !f.leaderElect {
+		// One replica without leader election: kill it; the new one is a cold start.
+		for _, r := range live {
+			f.kill(r)
+		}
+		rep.mu.Lock()
+		rep.kills++
+		rep.coldKills++
+		rep.mu.Unlock()
+		if twoReplicas {
+			// The switch: never a replica without election beside elected ones.
+			f.leaderElect = true
+		}
+	} else {
+		leader := f.leader()
+		victim := live[rng.IntN(len(live))]
+		if leader != nil && rng.IntN(2) == 0 {
+			victim = leader
+		}
+		f.kill(victim)
+		rep.mu.Lock()
+		rep.kills++
+		if victim == leader {
+			rep.leaderKills++
+		} else {
+			rep.standbyKills++
+		}
+		rep.mu.Unlock()
+	}
+	if err := f.ensure(); err != nil {
+		rep.err(err)
+	}
+}
+
+// tamper tampers with up to two running jobs at once, once the operator leads (so the
+// restore time is the operator's, not a failover's).
+func (e *env) tamper(ctx context.Context, p *pass, rng *rand.Rand, rep *faultReport) {
+	if !e.fleet.waitLeader(ctx, time.Minute) {
+		rep.err(fmt.Errorf("tamper: no operator replica leads after 1m"))
+		return
+	}
+	running := p.running()
+	rng.Shuffle(len(running), func(i, j int) { running[i], running[j] = running[j], running[i] })
+	var wg sync.WaitGroup
+	for _, s := range running[:min(2, len(running))] {
+		actions := tampering.Actions(s.Kind)
+		if len(actions) == 0 {
+			return
+		}
+		action := actions[rng.IntN(len(actions))]
+		wg.Go(func() {
+			r := tampering.Do(ctx, e.c, target{Kind: s.Kind, Namespace: p.ns, Name: s.Name}, action, 30*time.Second)
+			rep.mu.Lock()
+			rep.tampers = append(rep.tampers, r)
+			rep.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// webhookDown kills every replica and keeps the operator down for d, creating the bad-spec
+// corpus meanwhile; the replicas killed here are not counted as kills.
+func (e *env) webhookDown(ctx context.Context, d time.Duration, rep *faultReport) {
+	f := e.fleet
+	start := time.Now()
+	f.ops.Lock()
+	f.down = true
+	f.stopAll()
+	f.ops.Unlock()
+	refused, total, err := tampering.WebhookDown(ctx, e.c, filepath.Join(e.o.repoRoot, "test", "testdata", "admission", "bad"))
+	if err != nil {
+		rep.err(fmt.Errorf("webhook down: %w", err))
+	}
+	sleepCtx(ctx, time.Until(start.Add(d)))
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	f.down = false
+	rep.mu.Lock()
+	rep.webhookDown = time.Since(start)
+	rep.badRefused, rep.badTotal = refused, total
+	rep.mu.Unlock()
+	if err := f.ensure(); err != nil {
+		rep.err(err)
+	}
+}
+
+// foreignBefore is the faulty run's beforeCreate: for every tenth job, a foreign object with
+// one of its children's names, released (checked untouched, deleted) a few seconds after the
+// job is created, so the job first meets the conflict and then runs.
+func (e *env) foreignBefore(ns string, rep *faultReport) func(ctx context.Context, s shape) func(context.Context) {
+	return func(ctx context.Context, s shape) func(context.Context) {
+		var n int
+		_, _ = fmt.Sscanf(s.Name[len(s.Name)-3:], "%d", &n)
+		if n%10 != 5 {
+			return nil
+		}
+		release, err := tampering.PreCreateForeign(ctx, e.c, target{Kind: s.Kind, Namespace: ns, Name: s.Name})
+		if err != nil {
+			rep.err(fmt.Errorf("foreign object before %s: %w", s.Name, err))
+			return nil
+		}
+		if release == nil {
+			return nil
+		}
+		rep.mu.Lock()
+		rep.foreign++
+		rep.mu.Unlock()
+		return func(ctx context.Context) {
+			sleepCtx(ctx, 5*time.Second)
+			if err := retry(ctx, release); err != nil {
+				rep.err(fmt.Errorf("foreign object of %s: %w", s.Name, err))
+				return
+			}
+			rep.mu.Lock()
+			rep.foreignUntouched++
+			rep.mu.Unlock()
+		}
+	}
+}
