@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // options are the command's flags.
@@ -89,7 +91,7 @@ func run() (int, error) {
 	defer cancelRun()
 	began := time.Now()
 	fmt.Printf("chaos: %d jobs, %d kills, %d kube-apiserver and %d etcd restarts, webhooks down %s, seed %d, load average %s; files in %s\n",
-		o.jobs, o.kills, o.apiserverRestarts, o.etcdRests, o.webhookDown, o.seed, loadAverage(), o.out)
+		o.jobs, o.kills, o.apiserverRestarts, o.etcdRests, o.webhookDown, o.seed, testutil.LoadAverage(), o.out)
 	e, err := setUp(ctx, &o)
 	if e != nil {
 		defer e.tearDown()
@@ -193,7 +195,7 @@ func run() (int, error) {
 		fmt.Println("chaos: panic in", w)
 	}
 	s.tamper(rep)
-	fmt.Printf("chaos: ran %.0f s, load average %s\n", time.Since(began).Seconds(), loadAverage())
+	fmt.Printf("chaos: ran %.0f s, load average %s\n", time.Since(began).Seconds(), testutil.LoadAverage())
 	problems := s.problems(o, rep)
 	if n := supervisorErrs.Load(); n > 0 {
 		problems = append(problems, fmt.Sprintf("%d operator replicas or cluster components failed to start", n))
@@ -244,17 +246,4 @@ func (e *env) jobControllerDeletions(ctx context.Context, ns string) func(job, p
 		}
 	}
 	return func(job, pod string) bool { return deleted[job+"/"+pod] }
-}
-
-// loadAverage is the machine's 1, 5 and 15 minute load average, as uptime prints it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

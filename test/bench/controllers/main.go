@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // options are the command's flags.
@@ -112,7 +114,7 @@ func run() error {
 	}
 
 	fmt.Printf("bench: %d jobs x (1 launcher + %d workers) per side, client QPS %g burst %d, load average %s\n",
-		o.jobs, o.workers, o.qps, o.burst, loadAverage())
+		o.jobs, o.workers, o.qps, o.burst, testutil.LoadAverage())
 	var results []*result
 	for i, name := range o.sides {
 		res, err := env.measure(ctx, sideKinds[name], i < len(o.sides)-1)
@@ -126,7 +128,7 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Printf("load average after: %s\n", loadAverage())
+	fmt.Printf("load average after: %s\n", testutil.LoadAverage())
 	byName := map[string]*result{}
 	for _, r := range results {
 		byName[r.side] = r
@@ -148,17 +150,4 @@ func run() error {
 		}
 	}
 	return nil
-}
-
-// loadAverage is the machine's 1, 5 and 15 minute load average, as uptime prints it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
