@@ -9,13 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -25,16 +22,8 @@ import (
 // the order they were created; a pass that creates nothing tells nothing.
 func TestCreatedToldOncePerPass(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := troupev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
-		WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job).Build()
+	c := fakeJobClient(t, job)
 	rec := events.NewFakeRecorder(100)
 	r := &Reconciler{
 		client: c, apiReader: c, recorder: rec, adapter: masterOnlyAdapter{},

@@ -7,13 +7,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -35,23 +32,12 @@ func (masterOnlyAdapter) Describe(job Object, s *Spec) error {
 // Running. The reconciler re-reads the job before it creates the master Job, and creates none.
 func TestStaleCacheNeverRecreatesTheMaster(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := troupev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	started := metav1.Now()
 	job := &troupev1.ChainerJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"},
 		Status:     troupev1.JobStatus{Phase: troupev1.JobRunning, StartTime: &started},
 	}
-	newClient := func() client.Client {
-		return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
-			WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job.DeepCopy()).Build()
-	}
-	cache, apiServer := newClient(), newClient()
+	cache, apiServer := fakeJobClient(t, job.DeepCopy()), fakeJobClient(t, job.DeepCopy())
 
 	// On the API server the job has finished since the cache's copy was taken.
 	fresh := &troupev1.ChainerJob{}

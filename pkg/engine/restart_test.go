@@ -10,15 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -146,16 +143,8 @@ type restartHarness struct {
 }
 
 func newRestartHarness(t *testing.T, maxRestarts *int32) *restartHarness {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := troupev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
-		WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(job).Build()
+	c := fakeJobClient(t, job)
 	rec := events.NewFakeRecorder(100)
 	return &restartHarness{
 		t: t, ctx: context.Background(), c: c, rec: rec, key: client.ObjectKeyFromObject(job),
