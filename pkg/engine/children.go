@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,38 +79,25 @@ func refOf(o client.Object) ChildRef {
 }
 
 // observe reads the job's children and pods. Children come from the cache, which holds only
-// objects carrying the job UID label; a child missing there is read once from the API server,
-// to tell a name taken by a foreign object (a conflict) from our own object the cache has not
-// seen yet. A child of the job that lost its owner reference is adopted back (adopt.go).
+// objects carrying the job's labels; a child missing there is read from the API server when
+// the answer matters before anything is created (readThrough), to tell a name taken by a
+// foreign object (a conflict) from our own object the cache does not hold. A child of the job
+// that lost its owner reference is adopted back (adopt.go).
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	for _, want := range ids {
-		cur, err := r.getChild(ctx, want)
-		switch {
-		case err != nil:
+		cur, err := r.getChild(ctx, want, readThrough(job, want))
+		if err != nil {
 			return nil, err
-		case cur == nil:
+		}
+		if cur == nil {
 			obs.Missing = append(obs.Missing, refOf(want))
 			continue
-		case !metav1.IsControlledBy(cur, job) && adoptable(job, cur):
-			if err := r.adopt(ctx, job, s, want, cur); err != nil {
-				return nil, err
-			}
-		case !metav1.IsControlledBy(cur, job):
-			obs.Conflicts = append(obs.Conflicts, refOf(want))
-			continue
 		}
-		obs.current[keyOf(want)] = cur
-		if gang[keyOf(want)] {
-			obs.Gang = cur
-		}
-		switch c := cur.(type) {
-		case *batchv1.Job:
-			obs.MasterJob = c
-		case *appsv1.StatefulSet:
-			obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
+		if _, err := r.claim(ctx, job, s, want, cur, obs); err != nil {
+			return nil, err
 		}
 	}
 
@@ -135,17 +123,38 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	return obs, nil
 }
 
-// getChild returns the object named like want, from the cache or else the API server, or nil.
-func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.Object, error) {
-	var cur client.Object
-	if _, isSecret := want.(*corev1.Secret); isSecret {
-		cur = OwnedSecret() // the engine never reads a generated Secret's data back
-	} else {
-		cur = reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+// readThrough reports whether a child missing from the cache is read from the API server
+// before the pass goes on. It is, for a child that holds pods (a worker StatefulSet, the
+// master Job): a foreign object with its name must be found before anything of the job is
+// created, so that no pod starts while a conflict exists. It is, for every child, once the
+// job's status says its children all existed (or names a conflict): a child missing from the
+// cache then was deleted, lost its labels or is still in the way, and the pass must know which.
+// The same holds for a generated Secret the status has a record of: one gone would fail the
+// job (secret_integrity.go), so its absence is confirmed. A new job's other children are not
+// read: they are created, and a name already taken is found by the create (createChild),
+// which saves a new job one GET per such child.
+func readThrough(job Object, want client.Object) bool {
+	switch want.(type) {
+	case *appsv1.StatefulSet, *batchv1.Job:
+		return true
+	case *corev1.Secret:
+		if slices.ContainsFunc(job.JobStatus().GeneratedSecrets, func(g troupev1.GeneratedSecretRecord) bool {
+			return g.Name == want.GetName()
+		}) {
+			return true
+		}
 	}
+	c := meta.FindStatusCondition(job.JobStatus().Conditions, troupev1.ConditionInitialized)
+	return c != nil && c.Reason != troupev1.ReasonCreatingChildren
+}
+
+// getChild returns the object named like want from the cache, or nil when the cache has none
+// and live is false; with live, a miss is read from the API server.
+func (r *Reconciler) getChild(ctx context.Context, want client.Object, live bool) (client.Object, error) {
+	cur := emptyLike(want)
 	key := client.ObjectKeyFromObject(want)
 	err := r.client.Get(ctx, key, cur)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && live {
 		err = r.apiReader.Get(ctx, key, cur)
 	}
 	if apierrors.IsNotFound(err) {
@@ -155,6 +164,58 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object) (client.O
 		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).kind, key.Name, err)
 	}
 	return cur, nil
+}
+
+// emptyLike is an empty object to read want's kind into; a Secret is read metadata-only (the
+// engine never reads a generated Secret's data back).
+func emptyLike(want client.Object) client.Object {
+	if _, isSecret := want.(*corev1.Secret); isSecret {
+		return OwnedSecret()
+	}
+	return reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+}
+
+// claim files cur, the object found under the name of the desired child want: the job's own
+// child (adopted back first when it lost its owner reference), or else a conflict. It reports
+// whether the object is the job's.
+func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur client.Object, obs *Observed) (bool, error) {
+	if !metav1.IsControlledBy(cur, job) && adoptable(job, cur) {
+		if err := r.adopt(ctx, job, s, want, cur); err != nil {
+			return false, err
+		}
+	}
+	if !metav1.IsControlledBy(cur, job) {
+		obs.Conflicts = append(obs.Conflicts, refOf(want))
+		return false, nil
+	}
+	obs.found(want, cur)
+	return true, nil
+}
+
+// createChild creates want. When its name is taken (a child readThrough did not read: the
+// job's own, which the cache had not brought in yet, or a foreign object), the object is read
+// from the API server and claimed; the child it returns then is the job's to keep in shape,
+// and nil means the name is someone else's: a conflict, after which the pass creates nothing.
+func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want client.Object, obs *Observed) (created bool, cur client.Object, err error) {
+	err = r.client.Create(ctx, want)
+	if err == nil {
+		obs.found(want, want)
+		return true, nil, nil
+	}
+	k := keyOf(want)
+	if !apierrors.IsAlreadyExists(err) {
+		return false, nil, fmt.Errorf("create %s %s: %w", k.kind, k.name, err)
+	}
+	taken := emptyLike(want)
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), taken); err != nil {
+		// Deleted since, or unreadable: the next pass finds out.
+		return false, nil, fmt.Errorf("create %s %s: the name is taken, and reading it failed: %w", k.kind, k.name, err)
+	}
+	ours, err := r.claim(ctx, job, s, want, taken, obs)
+	if err != nil || !ours {
+		return false, nil, err
+	}
+	return false, taken, nil
 }
 
 // syncChildren creates missing children and puts owned ones back to their desired shape. It
@@ -169,31 +230,17 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
-			if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation() {
+			made, taken, err := r.createMissing(ctx, job, s, want, obs, finished)
+			if err != nil {
+				return err
+			}
+			if made {
+				created = append(created, refOf(want))
+			}
+			if taken == nil {
 				continue
 			}
-			if _, isMaster := want.(*batchv1.Job); isMaster {
-				ok, err := r.masterCreationAllowed(ctx, job)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
-					continue
-				}
-			}
-			if g, ok := s.Backend.(Generator); ok {
-				if err := g.Generate(s, want); err != nil {
-					return err
-				}
-			}
-			if err := r.client.Create(ctx, want); err != nil {
-				return fmt.Errorf("create %s %s: %w", keyOf(want).kind, want.GetName(), err)
-			}
-			obs.Secrets.created(want)
-			obs.created(want)
-			created = append(created, refOf(want))
-			continue
+			cur = taken // the job's own child, which the cache had not brought in
 		}
 		if _, isMaster := want.(*batchv1.Job); isMaster && finished {
 			continue // a finished Job's spec is left as it ended
@@ -225,18 +272,47 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	return nil
 }
 
-// created counts a child this pass created as observed, as the API server returned it, so the
-// status this pass writes says what exists now (Initialized, the start time) instead of what
-// existed before, which would cost a second status write as soon as the watch brings the
-// children in.
-func (obs *Observed) created(o client.Object) {
-	ref := refOf(o)
-	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == ref })
-	obs.current[keyOf(o)] = o
-	if obs.gang[keyOf(o)] {
-		obs.Gang = o
+// createMissing creates the missing child want, unless creating is held back: the job has
+// finished, a name conflict or a Secret problem exists, or (for the master Job) the cache's
+// copy of the job is not the latest. It reports whether it created want and, when want's name
+// turned out to be taken by the job's own child, that child.
+func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, want client.Object, obs *Observed, finished bool) (bool, client.Object, error) {
+	if finished || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation() {
+		return false, nil, nil
 	}
-	switch c := o.(type) {
+	if _, isMaster := want.(*batchv1.Job); isMaster {
+		ok, err := r.masterCreationAllowed(ctx, job)
+		if err != nil || !ok {
+			if err == nil {
+				ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
+			}
+			return false, nil, err
+		}
+	}
+	if g, ok := s.Backend.(Generator); ok {
+		if err := g.Generate(s, want); err != nil {
+			return false, nil, err
+		}
+	}
+	made, taken, err := r.createChild(ctx, job, s, want, obs)
+	if made {
+		obs.Secrets.created(want)
+	}
+	return made, taken, err
+}
+
+// found counts cur as the job's existing child want (cur is want itself when this pass created
+// it, as the API server returned it, so that the status this pass writes says what exists now
+// (Initialized, the start time) instead of what existed before, which would cost a second
+// status write as soon as the watch brings the children in).
+func (obs *Observed) found(want, cur client.Object) {
+	ref, key := refOf(want), keyOf(want) // cur may be metadata only (a Secret)
+	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == ref })
+	obs.current[key] = cur
+	if obs.gang[key] {
+		obs.Gang = cur
+	}
+	switch c := cur.(type) {
 	case *batchv1.Job:
 		obs.MasterJob = c
 	case *appsv1.StatefulSet:

@@ -288,6 +288,14 @@ func TestForeignObjectIsNeverTouched(t *testing.T) {
 			t.Errorf("%s was created despite the conflict (err %v)", name, err)
 		}
 	}
+	// The Service comes before the hostfile and holds no pods: a new job's is created without a
+	// read first, so it exists, the job's own (deleted with it).
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mn"}, &svc); err != nil {
+		t.Errorf("the job's Service: %v", err)
+	} else if c := metav1.GetControllerOf(&svc); c == nil || c.UID != got.UID {
+		t.Errorf("the Service is controlled by %+v, want the job", c)
+	}
 
 	// Once the foreign object is gone, the job proceeds.
 	if err := k8s.Delete(context.Background(), after); err != nil {

@@ -27,7 +27,7 @@ const foreignLabel = "troupe.dev/chaos-foreign"
 // PreCreateForeign creates, before the job t exists, a ConfigMap of someone else (no owner, none
 // of troupe's labels) with the name of the job's hostfile ConfigMap. A job created then must
 // report the conflict (ConflictReported: Initialized=False, reason ChildNameConflict, naming
-// the ConfigMap, and a Warning event) and create none of its children; the operator must never
+// the ConfigMap, and a Warning event) and create no child that holds pods; the operator must never
 // adopt, change or delete the object. release checks exactly that (same UID, resourceVersion,
 // labels and data, no owner reference) and deletes the object, after which the job proceeds
 // (it looks again every 10 s: the foreign object carries no label whose change a watch would
