@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -75,7 +76,11 @@ func orphans(ctx context.Context, c client.Client, ns string) ([]string, error) 
 		if !jobs.Has(types.UID(o.Labels[troupev1.LabelJobUID])) || !owned {
 			var owners []string
 			for _, r := range o.OwnerReferences {
-				owners = append(owners, fmt.Sprintf("%s %s (exists %v)", r.Kind, r.Name, exists.Has(r.UID)))
+				owner := fmt.Sprintf("%s %s (exists %v)", r.Kind, r.Name, exists.Has(r.UID))
+				if !exists.Has(r.UID) {
+					owner += ": " + byName(ctx, c, ns, r)
+				}
+				owners = append(owners, owner)
 			}
 			why := fmt.Sprintf("%s %s: job exists %v, owners %v", o.Kind, o.Name, jobs.Has(types.UID(o.Labels[troupev1.LabelJobUID])), owners)
 			if o.DeletionTimestamp != nil {
@@ -86,6 +91,22 @@ func orphans(ctx context.Context, c client.Client, ns string) ([]string, error) 
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// byName says what holds the name of an owner that is gone (by UID), to tell an owner deleted
+// for good from one replaced under the same name, or one that lost the job's label.
+func byName(ctx context.Context, c client.Client, ns string, r metav1.OwnerReference) string {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.Name}, m)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "none by that name"
+	case err != nil:
+		return "read by name: " + err.Error()
+	}
+	return fmt.Sprintf("one by that name has UID %s (the reference's %s), created %s, labels %v, deleting %v",
+		m.UID, r.UID, m.CreationTimestamp.UTC().Format(time.TimeOnly), m.Labels, m.DeletionTimestamp != nil)
 }
 
 // settledOrphans polls orphans until there are none or timeout passes, and returns the last

@@ -142,8 +142,8 @@ func (e *env) killOne(twoReplicas bool, rng *rand.Rand, rep *faultReport) {
 	}
 }
 
-// tamper tampers with up to two running jobs at once, once the operator leads (so the
-// restore time is the operator's, not a failover's).
+// tamper tampers with up to two running jobs at once, once a replica leads and runs its job
+// controllers (so the restore time is the operator's, not a failover's or a cold start's).
 func (e *env) tamper(ctx context.Context, p *pass, rng *rand.Rand, rep *faultReport) {
 	if !e.fleet.waitLeader(ctx, time.Minute) {
 		rep.err(fmt.Errorf("tamper: no operator replica leads after 1m"))

@@ -297,11 +297,11 @@ func (f *fleet) leader() *replica {
 	return nil
 }
 
-// waitLeader waits until a live replica leads, up to timeout.
+// waitLeader waits until a live replica leads and its job controllers run, up to timeout.
 func (f *fleet) waitLeader(ctx context.Context, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if f.leader() != nil {
+		if l := f.leader(); l != nil && reconciling(l.log) {
 			return true
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -341,6 +341,26 @@ func (f *fleet) panics() (int, []string) {
 		n += c
 	}
 	return n, where
+}
+
+// reconciling reports whether the replica of log path runs the engine's controller of every
+// kind: controller-runtime starts a controller's workers once its caches have synced, so
+// from then on a change to a job's child is acted on. A replica that leads but has not got
+// there (a cold start still listing the cluster) would make a restore time its start-up time.
+func reconciling(path string) bool {
+	started := map[string]bool{}
+	countLines(path, func(l string) bool {
+		if !strings.Contains(l, `"msg":"Starting workers"`) {
+			return false
+		}
+		for _, k := range kindNames {
+			if strings.Contains(l, `"controller":"`+k+`"`) {
+				started[k] = true
+			}
+		}
+		return true
+	})
+	return len(started) == len(kindNames)
 }
 
 func logHas(path, s string) bool {

@@ -36,6 +36,7 @@ import (
 type options struct {
 	jobs, workers  int
 	qps            float64
+	troupeArgs     string
 	burst          int
 	sides          []string
 	cluster        string
@@ -61,6 +62,7 @@ func run() error {
 	flag.IntVar(&o.workers, "workers", 8, "workers per job (each job also has 1 launcher)")
 	flag.Float64Var(&o.qps, "qps", 20, "client QPS of both operators and of the limit's client (--kube-api-qps)")
 	flag.IntVar(&o.burst, "burst", 30, "client burst of both operators and of the limit's client (--kube-api-burst)")
+	flag.StringVar(&o.troupeArgs, "troupe-args", "", "more flags for troupe-operator, space-separated (e.g. \"--max-concurrent-reconciles 8\")")
 	flag.StringVar(&sides, "sides", "limit,troupe,mpi-operator", "sides to measure, in this order")
 	flag.StringVar(&o.cluster, "cluster", "troupe-bench", "name of the bench's own kwok cluster")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the CSV, the plot, the logs and the profiles")

@@ -223,11 +223,13 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 		if err != nil {
 			return nil, "", err
 		}
-		p, err := e.start(side, e.troupe, "--kubeconfig", kc, "--metrics-bind-address", "0",
+		args := append([]string{"--kubeconfig", kc, "--metrics-bind-address", "0",
 			"--health-probe-bind-address", probe, "--pprof-bind-address", pprofAddr,
 			"--kube-api-qps", qps, "--kube-api-burst", burst,
-			"--webhook-bind-address", "127.0.0.1:"+e.hookPort, "--webhook-dns-name", "localhost",
-			"--webhook-cert-dir", filepath.Join(o.out, "certs"), "--webhook-write-certs")
+			"--webhook-bind-address", "127.0.0.1:" + e.hookPort, "--webhook-dns-name", "localhost",
+			"--webhook-cert-dir", filepath.Join(o.out, "certs"), "--webhook-write-certs"},
+			strings.Fields(o.troupeArgs)...)
+		p, err := e.start(side, e.troupe, args...)
 		if err != nil {
 			return nil, "", err
 		}
