@@ -304,7 +304,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		}
 	}
 	r.deferred.forget(key)
-	ctrl.LoggerFrom(ctx).V(2).Info("writing status", "phase", next.Phase, "countsOnly", counts)
+	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
+		log.Info("writing status", "phase", next.Phase, "countsOnly", counts, "changed", statusChanges(prev, &next))
+	}
 	*job.JobStatus() = next
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		if apierrors.IsConflict(err) {

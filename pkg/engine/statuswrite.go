@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -92,4 +95,33 @@ func (d *deferredWrites) forget(key types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.due, key)
+}
+
+// statusChanges names what differs between two statuses, for the log of a status write: each
+// top-level field that changed, and for conditions the type of each one whose status or
+// reason changed (a message alone is not named). It tells which transitions cost a write.
+func statusChanges(prev, next *troupev1.JobStatus) []string {
+	var out []string
+	for _, c := range next.Conditions {
+		was := meta.FindStatusCondition(prev.Conditions, c.Type)
+		if was == nil || was.Status != c.Status || was.Reason != c.Reason {
+			out = append(out, "condition "+c.Type+"="+string(c.Status)+"/"+c.Reason)
+		}
+	}
+	a, errA := runtime.DefaultUnstructuredConverter.ToUnstructured(prev)
+	b, errB := runtime.DefaultUnstructuredConverter.ToUnstructured(next)
+	if errA != nil || errB != nil {
+		return out
+	}
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if k != "conditions" && !equality.Semantic.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k+" (cleared)")
+		}
+	}
+	return out
 }
