@@ -60,8 +60,8 @@ func run() error {
 	var sides string
 	flag.IntVar(&o.jobs, "jobs", 200, "MPI jobs per side")
 	flag.IntVar(&o.workers, "workers", 8, "workers per job (each job also has 1 launcher)")
-	flag.Float64Var(&o.qps, "qps", 20, "client QPS of both operators and of the limit's client (--kube-api-qps)")
-	flag.IntVar(&o.burst, "burst", 30, "client burst of both operators and of the limit's client (--kube-api-burst)")
+	flag.Float64Var(&o.qps, "qps", 50, "client QPS of both operators and of the limit's client (--kube-api-qps; troupe-operator's default)")
+	flag.IntVar(&o.burst, "burst", 100, "client burst of both operators and of the limit's client (--kube-api-burst; troupe-operator's default)")
 	flag.StringVar(&o.troupeArgs, "troupe-args", "", "more flags for troupe-operator, space-separated (e.g. \"--max-concurrent-reconciles 8\")")
 	flag.StringVar(&sides, "sides", "limit,troupe,mpi-operator", "sides to measure, in this order")
 	flag.StringVar(&o.cluster, "cluster", "troupe-bench", "name of the bench's own kwok cluster")
