@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,7 @@ type replica struct {
 	cmd          *exec.Cmd
 	log          string
 	hooks, probe string
+	metrics      string // its metrics endpoint, host:port
 	done         chan struct{}
 	// leads: the replica logged taking the lease (it exits if it loses it).
 	leads bool
@@ -131,7 +133,7 @@ func (f *fleet) start() error {
 		}
 		ports[i] = p
 	}
-	r := &replica{n: n, hooks: ports[0], probe: ports[1], done: make(chan struct{}),
+	r := &replica{n: n, hooks: ports[0], probe: ports[1], metrics: ports[2], done: make(chan struct{}),
 		log: filepath.Join(f.dir, fmt.Sprintf("operator-%02d.log", n))}
 	logFile, err := os.Create(r.log)
 	if err != nil {
@@ -297,11 +299,12 @@ func (f *fleet) leader() *replica {
 	return nil
 }
 
-// waitLeader waits until a live replica leads and its job controllers run, up to timeout.
+// waitLeader waits until a live replica leads, its job controllers run and have caught up
+// with the cluster, up to timeout.
 func (f *fleet) waitLeader(ctx context.Context, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if l := f.leader(); l != nil && reconciling(l.log) {
+		if l := f.leader(); l != nil && reconciling(l.log) && caughtUp(ctx, l.metrics) {
 			return true
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -361,6 +364,43 @@ func reconciling(path string) bool {
 		return true
 	})
 	return len(started) == len(kindNames)
+}
+
+// caughtUp reports whether the job controllers of the replica serving metrics at addr have
+// nothing queued and no pass running (controller-runtime's workqueue_depth and
+// controller_runtime_active_workers, per kind): a replica that has just started its workers
+// first passes over every job it finds, and a tampering then would wait behind them all.
+func caughtUp(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	seen := map[string]bool{} // metric and kind: the depth may have a line per priority
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		metric, _, ok := strings.Cut(line, "{")
+		if !ok || (metric != "workqueue_depth" && metric != "controller_runtime_active_workers") {
+			continue
+		}
+		for _, k := range kindNames {
+			if !strings.Contains(line, `controller="`+k+`"`) {
+				continue
+			}
+			seen[metric+" "+k] = true
+			if f := strings.Fields(line); f[len(f)-1] != "0" {
+				return false
+			}
+		}
+	}
+	return sc.Err() == nil && len(seen) == 2*len(kindNames)
 }
 
 func logHas(path, s string) bool {

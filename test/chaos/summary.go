@@ -129,6 +129,8 @@ func (r *faultReport) line() string {
 	for _, t := range r.tampers {
 		if t.Err != nil || !t.Restored {
 			fmt.Fprintf(&b, "\nchaos: tampering %s of %s %s: restored %v, %v", t.Action, t.Target.Kind, t.Target.Name, t.Restored, t.Err)
+		} else if t.RestoreTime > time.Second {
+			fmt.Fprintf(&b, "\nchaos: tampering %s of %s %s: restored after %.2f s", t.Action, t.Target.Kind, t.Target.Name, t.RestoreTime.Seconds())
 		}
 	}
 	return b.String()
