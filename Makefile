@@ -153,7 +153,7 @@ CHAOS_FLAGS ?=
 CHAOS_GO = PATH=$(KUBE_BIN):$$PATH KWOKCTL=$(TROUPE_CACHE)/kwok-$(KWOK_VERSION)/bin/kwokctl go run ./test/chaos
 
 .PHONY: chaos
-chaos: cluster-assets ## 100 jobs, 50 operator SIGKILLs, kube-apiserver and etcd restarts: nothing lost, orphaned or duplicated (about 10 min).
+chaos: cluster-assets ## 100 jobs, 50 operator SIGKILLs, kube-apiserver and etcd restarts: nothing lost, orphaned or duplicated (about 12 min).
 	$(CHAOS_GO) -cluster $(CHAOS_CLUSTER) $(CHAOS_FLAGS)
 
 .PHONY: test-chaos-smoke
