@@ -138,9 +138,7 @@ func readThrough(job Object, want client.Object) bool {
 	case *appsv1.StatefulSet, *batchv1.Job:
 		return true
 	case *corev1.Secret:
-		if slices.ContainsFunc(job.JobStatus().GeneratedSecrets, func(g troupev1.GeneratedSecretRecord) bool {
-			return g.Name == want.GetName()
-		}) {
+		if secretRecord(job.JobStatus(), want.GetName()) != nil {
 			return true
 		}
 	}

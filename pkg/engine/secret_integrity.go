@@ -79,6 +79,14 @@ func (si *SecretIntegrity) records(prev *troupev1.JobStatus) []troupev1.Generate
 	return out
 }
 
+// secretRecord is the status's record of the generated Secret name, or nil.
+func secretRecord(st *troupev1.JobStatus, name string) *troupev1.GeneratedSecretRecord {
+	if i := slices.IndexFunc(st.GeneratedSecrets, func(g troupev1.GeneratedSecretRecord) bool { return g.Name == name }); i >= 0 {
+		return &st.GeneratedSecrets[i]
+	}
+	return nil
+}
+
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the
 // job's status. A Secret without a record (made by a release that kept none, or whose record's
 // status write was lost to a conflict) is recorded as found.
@@ -92,10 +100,7 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 			continue
 		}
 		name := want.GetName()
-		var rec *troupev1.GeneratedSecretRecord
-		if i := slices.IndexFunc(prev.GeneratedSecrets, func(g troupev1.GeneratedSecretRecord) bool { return g.Name == name }); i >= 0 {
-			rec = &prev.GeneratedSecrets[i]
-		}
+		rec := secretRecord(prev, name)
 		cur, exists := obs.current[keyOf(want)]
 		if exists && rec != nil && rec.ResourceVersion == cur.GetResourceVersion() {
 			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
