@@ -32,6 +32,25 @@ func (c laggingCache) List(ctx context.Context, list client.ObjectList, opts ...
 	return c.cache.List(ctx, list, opts...)
 }
 
+// chainerJobGVK is the kind masterOnlyAdapter's jobs are, for their owner references.
+var chainerJobGVK = schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"}
+
+// reconcileOverLaggingCache runs one pass over job, new and in the cache, with onlyOnAPIServer
+// existing on the API server but not (yet) in the cache, and returns the API server.
+func reconcileOverLaggingCache(t *testing.T, job *troupev1.ChainerJob, onlyOnAPIServer client.Object) client.Client {
+	t.Helper()
+	cache, apiServer := fakeJobClient(t, job.DeepCopy()), fakeJobClient(t, job.DeepCopy(), onlyOnAPIServer)
+	r := &Reconciler{
+		client: laggingCache{Client: apiServer, cache: cache}, apiReader: apiServer,
+		recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{}, gvk: chainerJobGVK,
+		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
+	}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return apiServer
+}
+
 // A new job's Service is created without a read first (readThrough). When the job's own
 // Service exists already but the cache has not brought it in (a pass that runs right after the
 // one that created it), the create finds the name taken, reads it and goes on with it: no
@@ -39,20 +58,11 @@ func (c laggingCache) List(ctx context.Context, list client.ObjectList, opts ...
 func TestCreateFindsTheJobsOwnChildTheCacheLacks(t *testing.T) {
 	ctx := context.Background()
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
-	gvk := schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"}
 	own := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Name: "train", Namespace: "ml", UID: "svc-1",
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, gvk)},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, chainerJobGVK)},
 	}}
-	cache, apiServer := fakeJobClient(t, job.DeepCopy()), fakeJobClient(t, job.DeepCopy(), own)
-	r := &Reconciler{
-		client: laggingCache{Client: apiServer, cache: cache}, apiReader: apiServer,
-		recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{}, gvk: gvk,
-		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
-	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
+	apiServer := reconcileOverLaggingCache(t, job, own)
 
 	var got troupev1.ChainerJob
 	if err := apiServer.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
@@ -77,16 +87,7 @@ func TestCreateFindsAForeignObject(t *testing.T) {
 	ctx := context.Background()
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
 	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "theirs"}}
-	cache, apiServer := fakeJobClient(t, job.DeepCopy()), fakeJobClient(t, job.DeepCopy(), foreign)
-	r := &Reconciler{
-		client: laggingCache{Client: apiServer, cache: cache}, apiReader: apiServer,
-		recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{},
-		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
-		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
-	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
+	apiServer := reconcileOverLaggingCache(t, job, foreign)
 	var got troupev1.ChainerJob
 	if err := apiServer.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
 		t.Fatal(err)
