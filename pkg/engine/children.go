@@ -280,11 +280,12 @@ func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, wan
 	}
 	if _, isMaster := want.(*batchv1.Job); isMaster {
 		ok, err := r.masterCreationAllowed(ctx, job)
-		if err != nil || !ok {
-			if err == nil {
-				ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
-			}
+		if err != nil {
 			return false, nil, err
+		}
+		if !ok {
+			ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
+			return false, nil, nil
 		}
 	}
 	if g, ok := s.Backend.(Generator); ok {
