@@ -63,6 +63,8 @@ type replica struct {
 	done         chan struct{}
 	// leads: the replica logged taking the lease (it exits if it loses it).
 	leads bool
+	// reconciling: its log says every kind's controller started its workers (reconciling).
+	reconciling bool
 }
 
 // newFleet builds troupe-operator and starts the forwarder; HookPort is its port.
@@ -304,7 +306,7 @@ func (f *fleet) leader() *replica {
 func (f *fleet) waitLeader(ctx context.Context, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if l := f.leader(); l != nil && reconciling(l.log) && caughtUp(ctx, l.metrics) {
+		if l := f.leader(); l != nil && f.reconciling(l) && caughtUp(ctx, l.metrics) {
 			return true
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -364,6 +366,17 @@ func reconciling(path string) bool {
 		return true
 	})
 	return len(started) == len(kindNames)
+}
+
+// reconciling is reconciling(r.log), read from r's log until it is true (it stays true), as
+// leader reads the lease line.
+func (f *fleet) reconciling(r *replica) bool {
+	if !r.reconciling && reconciling(r.log) {
+		f.mu.Lock()
+		r.reconciling = true
+		f.mu.Unlock()
+	}
+	return r.reconciling
 }
 
 // caughtUp reports whether the job controllers of the replica serving metrics at addr have
