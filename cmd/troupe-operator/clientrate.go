@@ -12,7 +12,8 @@ import (
 
 // limitRequests puts the operator's whole client budget (--kube-api-qps, --kube-api-burst)
 // in one token bucket for every request of the process, in which events come last: an event
-// is written only with a token that no other request is waiting for.
+// is written only when the bucket is full, so it takes a token no other request is waiting for
+// and leaves the burst to them.
 //
 // Every request goes through the bucket, so the flags bound all the operator sends. Inside
 // the budget, what users and tools act on (creates of children, status writes) goes first:
@@ -58,14 +59,14 @@ func (t *eventsLastTransport) RoundTrip(req *http.Request) (*http.Response, erro
 }
 
 // wait takes a token for req. Any other request reserves the next token (rate.Limiter.Wait),
-// so that waiting requests are served in turn; an event takes a token only when one is free
-// now (Allow), which it never is while other requests have reserved the coming ones.
+// so that waiting requests are served in turn; an event takes a token only when the bucket is
+// full (bucketFull), which it never is while other requests have reserved the coming ones.
 func (l *eventsLast) wait(req *http.Request) error {
 	ctx := req.Context()
 	if !isEventWrite(req) {
 		return l.limiter.Wait(ctx)
 	}
-	for !l.limiter.Allow() {
+	for !l.bucketFull() || !l.limiter.Allow() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -73,6 +74,16 @@ func (l *eventsLast) wait(req *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// bucketFull: the bucket holds its whole burst. Events wait for that, not for any spare token,
+// so that they never spend the burst: a backlog of events (the Running and WorkersReady of 200
+// new jobs) drained the bucket token by token as it refilled, and the status writes of jobs
+// ending together then found it empty and went out at the sustained rate, one every 20 ms at
+// 50 QPS, instead of the burst at once (docs/performance.md). An idle operator still sends
+// events at the full rate: each one waits for the token it took to come back.
+func (l *eventsLast) bucketFull() bool {
+	return l.limiter.Tokens() >= float64(l.limiter.Burst())
 }
 
 // isEventWrite: req creates or updates an Event, core/v1 (/api/v1/namespaces/NS/events[/NAME])

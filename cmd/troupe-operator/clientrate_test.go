@@ -67,6 +67,33 @@ func TestEventsComeLast(t *testing.T) {
 	}
 }
 
+// Events leave the burst to the other requests: after a backlog of events, the status writes
+// of jobs ending together still go out at once, not one per token time.
+func TestEventsLeaveTheBurst(t *testing.T) {
+	// A burst of 10 and a token every 100 s: no token comes back during the test.
+	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(0.01), 10), poll: time.Millisecond}
+	event := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		return l.wait(httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/ml/events", nil).WithContext(ctx))
+	}
+	if err := event(); err != nil {
+		t.Fatalf("an event did not get a token from a full bucket: %v", err)
+	}
+	if err := event(); err == nil {
+		t.Fatal("a second event took a token from a bucket that was no longer full")
+	}
+	// The nine tokens left are the status writes': each is served now, none waits.
+	for i := range 9 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := l.wait(httptest.NewRequest(http.MethodPut, "/apis/troupe.dev/v1alpha1/namespaces/ml/mpijobs/train/status", nil).WithContext(ctx))
+		cancel()
+		if err != nil {
+			t.Fatalf("status write %d waited for a token after one event: %v", i+1, err)
+		}
+	}
+}
+
 // An event waiting for a spare token gives up with its request's context.
 func TestEventWaitEndsWithItsContext(t *testing.T) {
 	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(0.001), 1), poll: time.Millisecond}
