@@ -20,30 +20,33 @@ import (
 // with one first-come bucket, the events of 200 jobs ending together (one Succeeded each)
 // took every other token from their status writes, and a job's status said Succeeded as late
 // as its event (docs/performance.md). Events are best-effort in Kubernetes; under a flood of
-// jobs they wait, in the event broadcaster's queue, until the operator's other requests leave
-// room (the broadcaster drops the newest once 1,000 wait, as it does whenever the API server
-// is slower than the events come).
+// jobs they wait until the operator's other requests leave room, each in a goroutine that
+// client-go's event broadcaster starts for it (it drops an event only when its own dispatch
+// queue of 1,000 is full, which handing each event to a goroutine rarely lets happen).
 //
 // client-go applies a rest.Config's rate limiter before a request is built, where it cannot
 // tell an event from anything else; the limit is applied in the transport instead, and the
 // config's own limiter is turned off.
 func limitRequests(cfg *rest.Config, qps float64, burst int) {
-	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(qps), burst), poll: pollEvery(qps)}
+	l := newEventsLast(qps, burst)
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &eventsLastTransport{eventsLast: l, next: rt}
 	})
 }
 
-// eventsLast is the bucket and how often an event waiting for a spare token looks again.
+// eventsLast is the bucket, and the gate through which events wait for it one at a time.
 type eventsLast struct {
 	limiter *rate.Limiter
-	poll    time.Duration
+	// gate holds the one event that waits for the bucket to fill. client-go's event
+	// broadcaster sends each event from a goroutine of its own, so after a flood hundreds wait
+	// at once; each looking at the bucket on a timer of its own took a tenth of the operator's
+	// CPU (docs/performance.md). The others wait on the gate, which costs nothing.
+	gate chan struct{}
 }
 
-// pollEvery is the time one token takes to come, between 10 ms and 1 s.
-func pollEvery(qps float64) time.Duration {
-	return min(max(time.Duration(float64(time.Second)/qps), 10*time.Millisecond), time.Second)
+func newEventsLast(qps float64, burst int) *eventsLast {
+	return &eventsLast{limiter: rate.NewLimiter(rate.Limit(qps), burst), gate: make(chan struct{}, 1)}
 }
 
 type eventsLastTransport struct {
@@ -66,14 +69,30 @@ func (l *eventsLast) wait(req *http.Request) error {
 	if !isEventWrite(req) {
 		return l.limiter.Wait(ctx)
 	}
+	select {
+	case l.gate <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.gate }()
 	for !l.bucketFull() || !l.limiter.Allow() {
+		timer := time.NewTimer(l.untilFull())
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
-		case <-time.After(l.poll):
+		case <-timer.C:
 		}
 	}
 	return nil
+}
+
+// untilFull is how long the bucket takes to fill if nothing else takes a token, between 1 ms
+// and 1 s.
+func (l *eventsLast) untilFull() time.Duration {
+	missing := float64(l.limiter.Burst()) - l.limiter.Tokens()
+	d := time.Duration(missing / float64(l.limiter.Limit()) * float64(time.Second))
+	return min(max(d, time.Millisecond), time.Second)
 }
 
 // bucketFull: the bucket holds its whole burst. Events wait for that, not for any spare token,

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 func TestIsEventWrite(t *testing.T) {
@@ -38,7 +36,7 @@ func TestIsEventWrite(t *testing.T) {
 // jobs ending together are not held back behind their own events.
 func TestEventsComeLast(t *testing.T) {
 	// A token every 100 ms: the five requests below all ask before the first comes.
-	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(10), 1), poll: pollEvery(10)}
+	l := newEventsLast(10, 1)
 	l.limiter.Allow() // the bucket is empty: every request waits
 	var mu sync.Mutex
 	var order []string
@@ -71,7 +69,7 @@ func TestEventsComeLast(t *testing.T) {
 // of jobs ending together still go out at once, not one per token time.
 func TestEventsLeaveTheBurst(t *testing.T) {
 	// A burst of 10 and a token every 100 s: no token comes back during the test.
-	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(0.01), 10), poll: time.Millisecond}
+	l := newEventsLast(0.01, 10)
 	event := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
@@ -96,7 +94,7 @@ func TestEventsLeaveTheBurst(t *testing.T) {
 
 // An event waiting for a spare token gives up with its request's context.
 func TestEventWaitEndsWithItsContext(t *testing.T) {
-	l := &eventsLast{limiter: rate.NewLimiter(rate.Limit(0.001), 1), poll: time.Millisecond}
+	l := newEventsLast(0.001, 1)
 	l.limiter.Allow()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
