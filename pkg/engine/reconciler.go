@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/metrics"
@@ -86,8 +88,16 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // SetupWithManager registers the reconciler: it watches the kind, the children it owns and
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
-// engine reads of pods (podChanged), and a pod's progress waits podBatchPeriod (podEvents).
+// engine reads of pods (podChanged).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	nameLabel := r.adapter.NameLabel()
+	podToJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, pod client.Object) []reconcile.Request {
+		name, ok := pod.GetLabels()[nameLabel]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pod.GetNamespace(), Name: name}}}
+	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.gvk.Kind).
 		For(r.adapter.NewObject()).
@@ -101,7 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, podEvents(r.adapter.NameLabel()), builder.WithPredicates(podChanged))
+		Watches(&corev1.Pod{}, podToJob, builder.WithPredicates(podChanged))
 	for _, o := range r.owned {
 		b = b.Owns(o)
 	}
