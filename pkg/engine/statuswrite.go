@@ -118,7 +118,7 @@ func statusChanges(prev, next *troupev1.JobStatus) []string {
 			out = append(out, k)
 		}
 	}
-	for k := range a {
+	for _, k := range slices.Sorted(maps.Keys(a)) {
 		if _, ok := b[k]; !ok {
 			out = append(out, k+" (cleared)")
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +134,27 @@ func TestCountsWaitPhaseDoesNot(t *testing.T) {
 	}
 	if _, got := pass(); got.Status.Phase != troupev1.JobRunning || got.Status.Pods.Running != 1 {
 		t.Errorf("after the master started: phase %q, pods %+v; want Running with its count", got.Status.Phase, got.Status.Pods)
+	}
+}
+
+// The log of a status write names what changed in a stable order, cleared fields included, so
+// that two writes of the same transition read the same.
+func TestStatusChangesNamesFieldsInOrder(t *testing.T) {
+	now := metav1.Now()
+	prev := troupev1.JobStatus{
+		Phase: troupev1.JobRunning, Workers: "2/2", WorkerReplicas: 2, WorkerSelector: "a=b",
+		StartTime: &now, CompletionTime: &now, Succeeded: 1,
+		Conditions: []metav1.Condition{{Type: troupev1.ConditionRunning, Status: metav1.ConditionTrue, Reason: "MasterRunning"}},
+	}
+	next := troupev1.JobStatus{
+		Phase:      troupev1.JobRestarting,
+		Conditions: []metav1.Condition{{Type: troupev1.ConditionRunning, Status: metav1.ConditionFalse, Reason: "Restarting"}},
+	}
+	want := "condition Running=False/Restarting, phase, completionTime (cleared), startTime (cleared), " +
+		"succeeded (cleared), workerReplicas (cleared), workerSelector (cleared), workers (cleared)"
+	for range 20 { // map order differs from one range to the next
+		if got := strings.Join(statusChanges(&prev, &next), ", "); got != want {
+			t.Fatalf("statusChanges:\n got %s\nwant %s", got, want)
+		}
 	}
 }
