@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,8 +29,13 @@ import (
 // client-go applies a rest.Config's rate limiter before a request is built, where it cannot
 // tell an event from anything else; the limit is applied in the transport instead, and the
 // config's own limiter is turned off.
-func limitRequests(cfg *rest.Config, qps float64, burst int) {
+//
+// Once stopping is done (the operator received its stop signal), events take tokens as any
+// request does: no reconcile needs the budget any more, and controller-runtime cancels the
+// event writes still pending soon after, so an event held back until then would be lost.
+func limitRequests(cfg *rest.Config, qps float64, burst int, stopping context.Context) {
 	l := newEventsLast(qps, burst)
+	context.AfterFunc(stopping, l.stop)
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &eventsLastTransport{eventsLast: l, next: rt}
@@ -43,11 +50,21 @@ type eventsLast struct {
 	// at once; each looking at the bucket on a timer of its own took a tenth of the operator's
 	// CPU (docs/performance.md). The others wait on the gate, which costs nothing.
 	gate chan struct{}
+	// stopping is closed when the operator stops: events no longer wait for a full bucket.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 func newEventsLast(qps float64, burst int) *eventsLast {
-	return &eventsLast{limiter: rate.NewLimiter(rate.Limit(qps), burst), gate: make(chan struct{}, 1)}
+	return &eventsLast{
+		limiter:  rate.NewLimiter(rate.Limit(qps), burst),
+		gate:     make(chan struct{}, 1),
+		stopping: make(chan struct{}),
+	}
 }
+
+// stop lets events take tokens in turn with every other request, from now on.
+func (l *eventsLast) stop() { l.stopOnce.Do(func() { close(l.stopping) }) }
 
 type eventsLastTransport struct {
 	*eventsLast
@@ -63,7 +80,8 @@ func (t *eventsLastTransport) RoundTrip(req *http.Request) (*http.Response, erro
 
 // wait takes a token for req. Any other request reserves the next token (rate.Limiter.Wait),
 // so that waiting requests are served in turn; an event takes a token only when the bucket is
-// full (bucketFull), which it never is while other requests have reserved the coming ones.
+// full (bucketFull), which it never is while other requests have reserved the coming ones;
+// once the operator is stopping, it reserves its token as they do.
 func (l *eventsLast) wait(req *http.Request) error {
 	ctx := req.Context()
 	if !isEventWrite(req) {
@@ -71,6 +89,8 @@ func (l *eventsLast) wait(req *http.Request) error {
 	}
 	select {
 	case l.gate <- struct{}{}:
+	case <-l.stopping:
+		return l.limiter.Wait(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -81,6 +101,9 @@ func (l *eventsLast) wait(req *http.Request) error {
 		case <-ctx.Done():
 			timer.Stop()
 			return ctx.Err()
+		case <-l.stopping:
+			timer.Stop()
+			return l.limiter.Wait(ctx)
 		case <-timer.C:
 		}
 	}

@@ -103,3 +103,31 @@ func TestEventWaitEndsWithItsContext(t *testing.T) {
 		t.Error("the event got a token from an empty bucket")
 	}
 }
+
+// Once the operator stops, the events still waiting for a full bucket go out with the tokens
+// there are: controller-runtime cancels pending event writes soon after the stop signal, and
+// no reconcile needs the budget any more.
+func TestEventsGoOutWhenTheOperatorStops(t *testing.T) {
+	// A burst of 10 and a token every 100 s: the bucket is not full again during the test.
+	l := newEventsLast(0.01, 10)
+	l.limiter.Allow()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 3)
+	for range 3 { // one waits at the bucket, two at the gate
+		go func() {
+			done <- l.wait(httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/ml/events", nil).WithContext(ctx))
+		}()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("an event did not wait for a full bucket while the operator runs: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.stop()
+	for i := range 3 {
+		if err := <-done; err != nil {
+			t.Errorf("event %d after the stop: %v, want it written with one of the 9 tokens", i+1, err)
+		}
+	}
+}

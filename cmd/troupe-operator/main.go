@@ -90,13 +90,16 @@ func run() error {
 	if apiQPS > 0 && apiBurst < 1 {
 		return fmt.Errorf("--kube-api-burst must be at least 1 when --kube-api-qps is positive, got %d", apiBurst)
 	}
+	// Done on SIGTERM or SIGINT: the manager stops, and events stop waiting behind other
+	// requests (clientrate.go).
+	stopping := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	if apiQPS > 0 {
 		// One bucket for the whole process: controller-runtime gives each resource type a
 		// client of its own, each with its own limiter from QPS/Burst, which would make the
 		// flags a per-type budget. Events come last in it (clientrate.go).
-		limitRequests(cfg, apiQPS, apiBurst)
+		limitRequests(cfg, apiQPS, apiBurst, stopping)
 	}
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang
@@ -173,5 +176,5 @@ func run() error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	ctrl.Log.Info("starting troupe-operator")
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(stopping)
 }

@@ -372,9 +372,9 @@ func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 	// The restart is the old process's to report. Its event may be lost: events are written
-	// after the status, and the ones still waiting for the API when the operator stops are
-	// dropped (docs/operations.md, "Job events"). What must not happen is the new process
-	// reporting it again.
+	// after the status, and one not written yet when controller-runtime cancels the pending
+	// writes at shutdown is dropped (docs/operations.md, "Job events"). What must not happen
+	// is the new process reporting it again.
 	events := restartingEvents(t, ns)
 	for _, e := range events {
 		if !eventTime(e).Before(restarted) {
