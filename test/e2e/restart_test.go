@@ -375,7 +375,10 @@ func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
 	// after the status, and one not written yet when controller-runtime cancels the pending
 	// writes at shutdown is dropped (docs/operations.md, "Job events"). What must not happen
 	// is the new process reporting it again.
-	events := restartingEvents(t, ns)
+	events, err := restartingEvents(context.Background(), ns)
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
 	for _, e := range events {
 		if !eventTime(e).Before(restarted) {
 			t.Errorf("the new operator process reported the restart again at %s: %q", eventTime(e), e.Note)
@@ -390,13 +393,12 @@ func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
 }
 
 // restartingEvents lists the Restarting events of namespace ns.
-func restartingEvents(t *testing.T, ns string) []eventsv1.Event {
-	t.Helper()
+func restartingEvents(ctx context.Context, ns string) ([]eventsv1.Event, error) {
 	var list eventsv1.EventList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatalf("list events: %v", err)
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
 	}
-	return slices.DeleteFunc(list.Items, func(e eventsv1.Event) bool { return e.Reason != troupev1.EventRestarting })
+	return slices.DeleteFunc(list.Items, func(e eventsv1.Event) bool { return e.Reason != troupev1.EventRestarting }), nil
 }
 
 // waitForRestartingEvent waits for a Restarting event whose note starts with want. Events
@@ -406,13 +408,8 @@ func restartingEvents(t *testing.T, ns string) []eventsv1.Event {
 func waitForRestartingEvent(t *testing.T, ns, want string) {
 	t.Helper()
 	eventually(t, "a Restarting event "+want, func(ctx context.Context) (bool, error) {
-		var list eventsv1.EventList
-		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		return slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
-			return e.Reason == troupev1.EventRestarting && strings.HasPrefix(e.Note, want)
-		}), nil
+		events, err := restartingEvents(ctx, ns)
+		return slices.ContainsFunc(events, func(e eventsv1.Event) bool { return strings.HasPrefix(e.Note, want) }), err
 	})
 }
 
