@@ -21,6 +21,7 @@ func init() {
 		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
 			return setupWebhook(mgr, &troupev1.ChainerJob{}, webhooks.ChainerJob{Options: o})
 		},
-		Admit: admit(webhooks.DefaultChainerJob, webhooks.ValidateChainerJob),
+		Admit:          admit(webhooks.DefaultChainerJob, webhooks.ValidateChainerJob),
+		ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.ChainerJob { return webhooks.ChainerJob{Options: o} }),
 	})
 }

@@ -21,6 +21,7 @@ func init() {
 		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
 			return setupWebhook(mgr, &troupev1.HorovodJob{}, webhooks.HorovodJob{Options: o})
 		},
-		Admit: admit(webhooks.DefaultHorovodJob, webhooks.ValidateHorovodJob),
+		Admit:          admit(webhooks.DefaultHorovodJob, webhooks.ValidateHorovodJob),
+		ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.HorovodJob { return webhooks.HorovodJob{Options: o} }),
 	})
 }

@@ -21,6 +21,7 @@ func init() {
 		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
 			return setupWebhook(mgr, &troupev1.MPIJob{}, webhooks.MPIJob{Options: o})
 		},
-		Admit: admit(webhooks.DefaultMPIJob, webhooks.ValidateMPIJob),
+		Admit:          admit(webhooks.DefaultMPIJob, webhooks.ValidateMPIJob),
+		ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.MPIJob { return webhooks.MPIJob{Options: o} }),
 	})
 }

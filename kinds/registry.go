@@ -15,8 +15,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/troupe-dev/troupe/controllers"
@@ -38,6 +40,9 @@ type Kind struct {
 	// Admit does what the webhooks do to a new job: it defaults the job in place and returns
 	// what validation refuses. The job must be of the kind.
 	Admit func(engine.Object, webhooks.Options) field.ErrorList
+	// ValidateUpdate does what the validating webhook does to an update of a job of the kind
+	// (both defaulted): it returns the refusal, or nil.
+	ValidateUpdate func(old, updated engine.Object, o webhooks.Options) error
 }
 
 var registry []Kind
@@ -45,7 +50,7 @@ var registry []Kind
 // Register adds a kind; each kind's file calls it once, from init. Two kinds of one name are
 // a programming error.
 func Register(k Kind) {
-	if k.Name == "" || k.NewObject == nil || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil {
+	if k.Name == "" || k.NewObject == nil || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil || k.ValidateUpdate == nil {
 		panic(fmt.Sprintf("kinds.Register: kind %q lacks a part", k.Name))
 	}
 	if slices.ContainsFunc(registry, func(r Kind) bool { return r.Name == k.Name }) {
@@ -91,9 +96,27 @@ type webhook[T runtime.Object] interface {
 	admission.Validator[T]
 }
 
-// setupWebhook registers a kind's webhook for objects of obj's type.
+// setupWebhook registers a kind's webhooks for objects of obj's type: the validating one through
+// controller-runtime's builder, the defaulting one as webhooks.DefaultingHandler, which writes
+// the defaults alone, at the path the builder would give it (deploy/webhook names it).
 func setupWebhook[T runtime.Object](mgr ctrl.Manager, obj T, w webhook[T]) error {
-	return ctrl.NewWebhookManagedBy(mgr, obj).WithDefaulter(w).WithValidator(w).Complete()
+	if err := ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(w).Complete(); err != nil {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	newObject := func() T { return obj.DeepCopyObject().(T) }
+	mgr.GetWebhookServer().Register(mutatePath(gvk),
+		&admission.Webhook{Handler: webhooks.DefaultingHandler(mgr.GetScheme(), newObject, w)})
+	return nil
+}
+
+// mutatePath is where deploy/webhook's mutating webhook of a kind calls: controller-runtime's
+// convention, /mutate-<group with dashes>-<version>-<kind in lower case>.
+func mutatePath(gvk schema.GroupVersionKind) string {
+	return "/mutate-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 }
 
 // admit turns a kind's defaulting and validation functions into a Kind's Admit.
@@ -105,5 +128,18 @@ func admit[T engine.Object](def func(T, webhooks.Options), validate func(T) fiel
 		}
 		def(job, o)
 		return validate(job)
+	}
+}
+
+// validateUpdate turns a kind's webhook into a Kind's ValidateUpdate.
+func validateUpdate[T engine.Object, W admission.Validator[T]](newWebhook func(webhooks.Options) W) func(old, updated engine.Object, o webhooks.Options) error {
+	return func(old, updated engine.Object, o webhooks.Options) error {
+		oldJob, okOld := old.(T)
+		job, ok := updated.(T)
+		if !okOld || !ok {
+			return fmt.Errorf("expected two %T, got %T and %T", *new(T), old, updated)
+		}
+		_, err := newWebhook(o).ValidateUpdate(context.Background(), oldJob, job)
+		return err
 	}
 }

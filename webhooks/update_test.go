@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -130,5 +132,55 @@ func TestFailurePolicyCannotChange(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "spec.runPolicy.failurePolicy: Forbidden: cannot change once the job exists") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// A template change is refused at the path of each field that changed, never at the template's:
+// the user learns what to undo. Fields written differently but equal once decoded (an empty
+// resources, a quantity in another unit) are no change.
+func TestTemplateChangesNameTheirFields(t *testing.T) {
+	p := field.NewPath("spec", "worker", "template")
+	stored := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "a:1",
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	for _, c := range []struct {
+		name      string
+		suspended bool
+		edit      func(*corev1.PodTemplateSpec)
+		want      []string
+	}{
+		{"the same quantity in millicores", false, func(t *corev1.PodTemplateSpec) {
+			t.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1000m")
+		}, nil},
+		{"the image", false, func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "a:2" },
+			[]string{"spec.worker.template.spec.containers[0].image"}},
+		{"the image and an env variable", false, func(t *corev1.PodTemplateSpec) {
+			t.Spec.Containers[0].Image = "a:2"
+			t.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+		}, []string{"spec.worker.template.spec.containers[0].env", "spec.worker.template.spec.containers[0].image"}},
+		{"a container added", false, func(t *corev1.PodTemplateSpec) {
+			t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: "d", Image: "d:1"})
+		}, []string{"spec.worker.template.spec.containers"}},
+		{"a node selector while running", false, func(t *corev1.PodTemplateSpec) { t.Spec.NodeSelector = map[string]string{"pool": "a"} },
+			[]string{"spec.worker.template.spec.nodeSelector"}},
+		{"a node selector while suspended", true, func(t *corev1.PodTemplateSpec) { t.Spec.NodeSelector = map[string]string{"pool": "a"} }, nil},
+		{"the image while suspended", true, func(t *corev1.PodTemplateSpec) {
+			t.Spec.NodeSelector = map[string]string{"pool": "a"}
+			t.Spec.Containers[0].Image = "a:2"
+		}, []string{"spec.worker.template.spec.containers[0].image"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			updated := stored.DeepCopy()
+			c.edit(updated)
+			var got []string
+			for _, e := range validateTemplateUpdate(p, &stored, updated, c.suspended) {
+				if e.Type != field.ErrorTypeForbidden {
+					t.Errorf("%s: %s, want Forbidden", e.Field, e.Type)
+				}
+				got = append(got, e.Field)
+			}
+			if strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("refused at %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,8 @@ var (
 	scheme = runtime.NewScheme()
 	// restConfig reaches the test API server, for clients of a test's own.
 	restConfig *rest.Config
+	// testEnv is the running API server, for kubectl users of the tests' own.
+	testEnv *envtest.Environment
 )
 
 // defaultGang stands for the operator's --default-gang flag in these tests.
@@ -67,6 +69,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	testEnv = env
 
 	wo := &env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

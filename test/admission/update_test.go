@@ -36,7 +36,7 @@ func TestChainerJobUpdates(t *testing.T) {
 		{"worker image", "spec.workerSets[ws0].template", func(j *troupev1.ChainerJob) {
 			j.Spec.WorkerSets["ws0"].Template.Spec.Containers[0].Image = "other:2"
 		}},
-		{"master node selector while running", "spec.master.template: Forbidden", func(j *troupev1.ChainerJob) {
+		{"master node selector while running", "spec.master.template.spec.nodeSelector: Forbidden", func(j *troupev1.ChainerJob) {
 			j.Spec.Master.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
 		}},
 		{"a worker set added", "spec.workerSets: Forbidden", func(j *troupev1.ChainerJob) {

@@ -135,7 +135,27 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 	if !Admitted(wl) {
 		return r.suspend(ctx, job, qj, "its Workload is not admitted by a ClusterQueue")
 	}
+	if err := r.setPodsReady(ctx, wl, PodsReady(job.JobStatus())); err != nil {
+		return err
+	}
 	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+}
+
+// setPodsReady writes the Workload's PodsReady condition when it changed: Kueue's
+// waitForPodsReady evicts an admitted Workload that does not say its pods are ready in time.
+func (r *Reconciler) setPodsReady(ctx context.Context, wl *kueuev1.Workload, ready bool) error {
+	c := PodsReadyCondition(wl, ready)
+	if old := meta.FindStatusCondition(wl.Status.Conditions, c.Type); old != nil &&
+		old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+		return nil
+	}
+	orig := wl.DeepCopy()
+	c.LastTransitionTime = metav1.NewTime(r.clock.Now())
+	meta.SetStatusCondition(&wl.Status.Conditions, c)
+	if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write the PodsReady condition of Workload %s: %w", wl.Name, err)
+	}
+	return nil
 }
 
 // workload returns the job's Workload, or nil.

@@ -56,3 +56,50 @@ func AdmittedCondition(wl *kueuev1.Workload, queue string) metav1.Condition {
 	}
 	return c
 }
+
+// Reasons and messages of the Workload's PodsReady condition, as Kueue's own job integrations
+// write them, so that waitForPodsReady (which evicts a Workload whose pods do not all become
+// ready in time) and its metrics read a troupe job as any other.
+const (
+	podsNotReadyMessage   = "Not all pods are ready or succeeded"
+	podsRecoveringMessage = "At least one pod has failed, waiting for recovery"
+	podsReadyMessage      = "All pods reached readiness and the workload is running"
+)
+
+// PodsReady reports whether every pod the job should have now is ready or has succeeded.
+func PodsReady(st *troupev1.JobStatus) bool {
+	if len(st.ReplicaStatuses) == 0 {
+		return false
+	}
+	for _, rs := range st.ReplicaStatuses {
+		if rs.Ready+rs.Succeeded < rs.Replicas {
+			return false
+		}
+	}
+	return true
+}
+
+// PodsReadyCondition is the Workload's PodsReady condition for a job whose pods are (or are not)
+// all ready: True once they are (Started, or Recovered after a loss); False while the job waits
+// to start, or after it lost a pod it had (WaitForRecovery), until they are again.
+func PodsReadyCondition(wl *kueuev1.Workload, ready bool) metav1.Condition {
+	c := metav1.Condition{Type: kueuev1.WorkloadPodsReady, Status: metav1.ConditionFalse,
+		Reason: kueuev1.WorkloadWaitForStart, Message: podsNotReadyMessage, ObservedGeneration: wl.Generation}
+	if !Admitted(wl) {
+		return c
+	}
+	old := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadPodsReady)
+	recovering := old != nil && (old.Status == metav1.ConditionTrue ||
+		old.Reason == kueuev1.WorkloadWaitForRecovery || old.Reason == kueuev1.WorkloadRecovered)
+	switch {
+	case ready && recovering && old.Status == metav1.ConditionTrue:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, old.Reason, podsReadyMessage
+	case ready && recovering && old.Reason == kueuev1.WorkloadWaitForRecovery:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, kueuev1.WorkloadRecovered, podsReadyMessage
+	case ready:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, kueuev1.WorkloadStarted, podsReadyMessage
+	case recovering:
+		c.Reason, c.Message = kueuev1.WorkloadWaitForRecovery, podsRecoveringMessage
+	}
+	return c
+}
