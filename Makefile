@@ -98,8 +98,14 @@ test-unit: ## Unit tests of builders, status functions and adapters.
 	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./test/chaos/tamper/...
 
 .PHONY: test-integration
+# Run verbose into a log: shown are each package's result and how many
+# manifests and kubectl flows TestKubectlFlowsOverEveryManifest covered; the whole log when a
+# test fails.
 test-integration: envtest-assets ## Integration and admission-webhook tests on a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 ./test/integration/... ./test/admission/... ./test/webhookcerts/...
+	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test $(GO_TEST_FLAGS) -count=1 -v ./test/integration/... ./test/admission/... ./test/webhookcerts/... >"$$log" 2>&1 \
+	  || { cat "$$log"; exit 1; }; \
+	grep -E '^(ok |FAIL)|kubectl flows' "$$log"
 
 .PHONY: test-dataplane
 test-dataplane: ## sshd and mpirun (Open MPI, MPICH) of the troupe-mpi image over the operator's SSH files, containers in network namespaces (root).

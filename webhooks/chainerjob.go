@@ -30,7 +30,7 @@ var chainerBackends = []troupev1.ChainerBackend{troupev1.ChainerBackendMPI, trou
 // Default fills what the user left out with what the operator would assume.
 func (w ChainerJob) Default(ctx context.Context, job *troupev1.ChainerJob) error {
 	DefaultChainerJob(job, w.Options)
-	suspendIfQueued(ctx, job, w.Options)
+	suspendIfQueued(ctx, job)
 	return nil
 }
 

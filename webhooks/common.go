@@ -22,9 +22,6 @@ import (
 type Options struct {
 	// DefaultGang is the gang provider of jobs that name none.
 	DefaultGang troupev1.GangProvider
-	// Kueue is on when the cluster serves Kueue's Workload API: a job created with the
-	// kueue.x-k8s.io/queue-name label is then created suspended (queue.go).
-	Kueue bool
 }
 
 // Defaults are the operator's part of every kind's SetDefaults (apis/troupe/v1alpha1).

@@ -26,7 +26,7 @@ var (
 // Default fills what the user left out with what the operator would assume.
 func (w HorovodJob) Default(ctx context.Context, job *troupev1.HorovodJob) error {
 	DefaultHorovodJob(job, w.Options)
-	suspendIfQueued(ctx, job, w.Options)
+	suspendIfQueued(ctx, job)
 	return nil
 }
 

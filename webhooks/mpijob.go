@@ -24,7 +24,7 @@ var (
 // Default fills what the user left out with what the operator would assume.
 func (w MPIJob) Default(ctx context.Context, job *troupev1.MPIJob) error {
 	DefaultMPIJob(job, w.Options)
-	suspendIfQueued(ctx, job, w.Options)
+	suspendIfQueued(ctx, job)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,19 +25,34 @@ type queuedJob interface {
 
 // suspendIfQueued creates a job that names a Kueue LocalQueue (label kueue.x-k8s.io/queue-name)
 // suspended, so that none of its pods starts before Kueue admits it, as Kueue's own webhooks do
-// for its job kinds. Only at creation: Kueue's admission later resumes the job with an update
-// this must not undo. Without Kueue in the cluster (o.Kueue false) the label changes nothing.
-func suspendIfQueued(ctx context.Context, job queuedJob, o Options) {
-	if !o.Kueue {
-		return
-	}
+// for its job kinds; without Kueue in the cluster the job is held so (docs/kueue.md). Kueue's
+// admission later resumes the job by writing suspend: false, which this must not undo; but an
+// update that drops the field (a server-side apply of the manifest, whose applier owns what
+// this wrote at creation) keeps the stored job suspended, or re-applying a queued job's
+// manifest would start it outside its quota.
+func suspendIfQueued(ctx context.Context, job queuedJob) {
 	if _, ok := troupev1.Queued(job.GetLabels()); !ok {
 		return
 	}
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation != admissionv1.Create {
-		return
+	req, err := admission.RequestFromContext(ctx)
+	switch {
+	case err != nil || req.Operation == admissionv1.Create:
+		job.JobRunPolicy().Suspend = ptr.To(true)
+	case req.Operation == admissionv1.Update && job.JobRunPolicy().Suspend == nil && storedSuspended(req.OldObject.Raw):
+		job.JobRunPolicy().Suspend = ptr.To(true)
 	}
-	job.JobRunPolicy().Suspend = ptr.To(true)
+}
+
+// storedSuspended reads runPolicy.suspend from a stored job of any kind.
+func storedSuspended(raw []byte) bool {
+	var stored struct {
+		Spec struct {
+			RunPolicy struct {
+				Suspend *bool `json:"suspend"`
+			} `json:"runPolicy"`
+		} `json:"spec"`
+	}
+	return json.Unmarshal(raw, &stored) == nil && ptr.Deref(stored.Spec.RunPolicy.Suspend, false)
 }
 
 // validateQueued refuses a queued job whose pod sets a Kueue Workload cannot hold: more than

@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -26,24 +27,33 @@ func queuedChainerJob(sets ...string) *troupev1.ChainerJob {
 	return job
 }
 
-func request(op admissionv1.Operation) context.Context {
-	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op}})
+func request(op admissionv1.Operation, storedSuspend *bool) context.Context {
+	old := []byte(`{}`)
+	if storedSuspend != nil {
+		old = fmt.Appendf(nil, `{"spec":{"runPolicy":{"suspend":%t}}}`, *storedSuspend)
+	}
+	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: op, OldObject: runtime.RawExtension{Raw: old}}})
 }
 
-// A job queued in Kueue is created suspended, and only created: the update with which Kueue's
-// admission resumes it keeps suspend false. Without Kueue, or without the label, nothing changes.
+// A job queued in Kueue is created suspended, with Kueue in the cluster or not (held until it
+// is). The update with which Kueue's admission resumes it keeps suspend false; an update that
+// drops suspend (a server-side apply of its manifest) keeps the stored job suspended. Without
+// the label nothing changes.
 func TestQueuedJobCreatedSuspended(t *testing.T) {
 	tests := []struct {
-		name  string
-		kueue bool
-		label bool
-		op    admissionv1.Operation
-		want  bool
+		name          string
+		label         bool
+		op            admissionv1.Operation
+		storedSuspend *bool
+		suspend       *bool
+		want          bool
 	}{
-		{"queued, created", true, true, admissionv1.Create, true},
-		{"queued, resumed by an update", true, true, admissionv1.Update, false},
-		{"not queued", true, false, admissionv1.Create, false},
-		{"no Kueue in the cluster", false, true, admissionv1.Create, false},
+		{"queued, created", true, admissionv1.Create, nil, ptr.To(false), true},
+		{"queued, resumed by an update", true, admissionv1.Update, ptr.To(true), ptr.To(false), false},
+		{"queued, an update drops suspend", true, admissionv1.Update, ptr.To(true), nil, true},
+		{"queued and running, an update drops suspend", true, admissionv1.Update, ptr.To(false), nil, false},
+		{"not queued", false, admissionv1.Create, nil, ptr.To(false), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,21 +61,21 @@ func TestQueuedJobCreatedSuspended(t *testing.T) {
 			if !tc.label {
 				job.Labels = nil
 			}
-			job.Spec.RunPolicy.Suspend = ptr.To(false)
-			if err := (ChainerJob{Options{Kueue: tc.kueue}}).Default(request(tc.op), job); err != nil {
+			job.Spec.RunPolicy.Suspend = tc.suspend
+			if err := (ChainerJob{Options{}}).Default(request(tc.op, tc.storedSuspend), job); err != nil {
 				t.Fatal(err)
 			}
-			if got := *job.Spec.RunPolicy.Suspend; got != tc.want {
+			if got := ptr.Deref(job.Spec.RunPolicy.Suspend, false); got != tc.want {
 				t.Errorf("suspend = %t, want %t", got, tc.want)
 			}
 		})
 	}
 	mpi := &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelQueueName: "lq"}}}
-	if err := (MPIJob{Options{Kueue: true}}).Default(request(admissionv1.Create), mpi); err != nil || !ptr.Deref(mpi.Spec.RunPolicy.Suspend, false) {
+	if err := (MPIJob{Options{}}).Default(request(admissionv1.Create, nil), mpi); err != nil || !ptr.Deref(mpi.Spec.RunPolicy.Suspend, false) {
 		t.Errorf("queued MPIJob: suspend %v (%v), want true", mpi.Spec.RunPolicy.Suspend, err)
 	}
 	hvd := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelQueueName: "lq"}}}
-	if err := (HorovodJob{Options{Kueue: true}}).Default(request(admissionv1.Create), hvd); err != nil || !ptr.Deref(hvd.Spec.RunPolicy.Suspend, false) {
+	if err := (HorovodJob{Options{}}).Default(request(admissionv1.Create, nil), hvd); err != nil || !ptr.Deref(hvd.Spec.RunPolicy.Suspend, false) {
 		t.Errorf("queued HorovodJob: suspend %v (%v), want true", hvd.Spec.RunPolicy.Suspend, err)
 	}
 }

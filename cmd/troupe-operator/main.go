@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -74,6 +75,8 @@ func run() error {
 	// server's API Priority and Fairness (controller-runtime's default).
 	flag.Float64Var(&apiQPS, "kube-api-qps", 50, "Sustained requests per second to the API server, for the whole process; negative: no client-side limit; 0: client-go's default (5).")
 	flag.IntVar(&apiBurst, "kube-api-burst", 100, "Requests to the API server allowed at once above --kube-api-qps.")
+	kueueInterval := flag.Duration("kueue-discovery-interval", time.Minute,
+		"While Kueue's API is not served: how often to ask for it again (and to look again at jobs held for want of it).")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the net/http/pprof endpoints bind to (e.g. 127.0.0.1:6060); empty disables them.")
 	hooks.bindFlags(flag.CommandLine)
 	logOpts := zap.Options{}
@@ -110,16 +113,18 @@ func run() error {
 	if len(watchNS) > 0 {
 		ctrl.Log.Info("running the jobs of these namespaces only", "namespaces", []string(watchNS))
 	}
-	// Kueue (docs/kueue.md): on when its CRDs are installed, else off, said once here.
-	if hooks.kueue, err = kueue.Available(cfg); err != nil {
+	// Kueue (docs/kueue.md): on when its API is served, found again if it is installed later.
+	kueueIntegration, err := kueue.NewIntegration(cfg, *kueueInterval)
+	if err != nil {
 		return err
 	}
 	owned := controllers.GangTypes(opts.AvailableGangs)
-	if hooks.kueue {
+	if kueueIntegration.Served() {
 		ctrl.Log.Info("Kueue's Workload API is served: jobs labelled " + troupev1.LabelQueueName + " are admitted by Kueue")
 		owned = append(owned, &kueuev1.Workload{})
 	} else {
-		ctrl.Log.Info("Kueue's CRDs are not installed: the Kueue integration is off; jobs labelled " + troupev1.LabelQueueName + " run without queueing")
+		ctrl.Log.Info("Kueue's API is not served: jobs labelled "+troupev1.LabelQueueName+" are held suspended until it is",
+			"askingEvery", kueueIntegration.Interval().String())
 	}
 	cacheOpts, err := engine.CacheOptions(watchNS, owned...)
 	if err != nil {
@@ -157,12 +162,12 @@ func run() error {
 		return err
 	}
 	for _, k := range kinds.All() {
-		if !hooks.kueue {
-			break
-		}
-		if err := kueue.Setup(mgr, k.Adapter(opts)); err != nil {
+		if err := kueue.Setup(mgr, k.Adapter(opts), kueueIntegration); err != nil {
 			return fmt.Errorf("set up Kueue admission of %s: %w", k.Name, err)
 		}
+	}
+	if err := mgr.Add(kueueIntegration); err != nil {
+		return fmt.Errorf("add Kueue discovery: %w", err)
 	}
 	if err := hooks.setup(mgr); err != nil {
 		return err

@@ -29,8 +29,6 @@ type webhookFlags struct {
 	writeCerts bool
 	// defaultGang is the operator's --default-gang, shared with the controllers.
 	defaultGang troupev1.GangProvider
-	// kueue: the cluster serves Kueue's Workload API (queued jobs are created suspended).
-	kueue bool
 }
 
 func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
@@ -105,7 +103,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("certificate rotator: %w", err)
 	}
-	opts := webhooks.Options{DefaultGang: f.defaultGang, Kueue: f.kueue}
+	opts := webhooks.Options{DefaultGang: f.defaultGang}
 	check, err := newServingCheck(mgr.GetAPIReader(), f.bind, f.dnsName,
 		webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
 	if err != nil {

@@ -22,10 +22,11 @@ import (
 	"github.com/troupe-dev/troupe/kinds"
 )
 
-// The everyday kubectl flows of docs/admission.md ("Updates"), run with the real kubectl over
-// every job manifest of examples/ and of the seed documents, found by glob: what users and GitOps
-// tools (Argo CD, Flux) do to a job they created. An update that changes no field the user wrote
-// is accepted; a mutable field changed takes effect; an immutable one is refused naming it alone.
+// The everyday kubectl flows of docs/admission.md ("Updates as users make them"), run with the
+// real kubectl over every job manifest of examples/ and of the seed documents, found by glob: what
+// users and GitOps tools (Argo CD, Flux) do to a job they created. An update that changes no field
+// the user wrote is accepted; a mutable field changed takes effect; an immutable one is refused
+// naming it alone.
 
 // userManifest is one job manifest as a user has it: a file of examples/ or a seed's example
 // with only its apiVersion changed.

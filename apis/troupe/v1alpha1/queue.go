@@ -19,6 +19,9 @@ const ManagedByTroupeOperator = "troupe.dev/troupe-operator"
 const (
 	ReasonQueued   = "Pending"
 	ReasonAdmitted = "Admitted"
+	// ReasonKueueNotInstalled: the job names a LocalQueue but the cluster serves no Kueue
+	// Workload API; it is held suspended until Kueue is installed.
+	ReasonKueueNotInstalled = "KueueNotInstalled"
 )
 
 // PodSet is one group of identical pods of a job, as a queueing system counts and places them:

@@ -225,3 +225,66 @@ func TestAdmittedCondition(t *testing.T) {
 		})
 	}
 }
+
+// A Workload made before the job was scaled no longer agrees with it, and says how.
+func TestPodSetCountsChange(t *testing.T) {
+	job := chainerJob()
+	build := func() []kueuev1.PodSet {
+		wl, err := BuildWorkload(spec(job), job.GroupVersionKind(), job.PodSets(), "team-a", Priority{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wl.Spec.PodSets
+	}
+	before := build()
+	if got := PodSetCountsChange(before, build()); got != "" {
+		t.Errorf("unchanged job: %q, want no change", got)
+	}
+	ws := job.Spec.WorkerSets["a"]
+	ws.Replicas = ptr.To[int32](3)
+	job.Spec.WorkerSets["a"] = ws
+	if got := PodSetCountsChange(before, build()); got != "a: 2 -> 3" {
+		t.Errorf("worker set a scaled: %q, want a: 2 -> 3", got)
+	}
+}
+
+// The Workload's PodsReady condition, as Kueue's own integrations write it: not ready until
+// admitted and every pod ready; a loss after a start waits for recovery; ready again is
+// Recovered.
+func TestPodsReadyCondition(t *testing.T) {
+	admitted := &kueuev1.Workload{Status: kueuev1.WorkloadStatus{Conditions: []metav1.Condition{
+		{Type: kueuev1.WorkloadAdmitted, Status: metav1.ConditionTrue}}}}
+	with := func(c metav1.Condition) *kueuev1.Workload {
+		wl := admitted.DeepCopy()
+		wl.Status.Conditions = append(wl.Status.Conditions, c)
+		return wl
+	}
+	for _, c := range []struct {
+		name   string
+		wl     *kueuev1.Workload
+		ready  bool
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"not admitted", &kueuev1.Workload{}, true, metav1.ConditionFalse, kueuev1.WorkloadWaitForStart},
+		{"admitted, pods starting", admitted, false, metav1.ConditionFalse, kueuev1.WorkloadWaitForStart},
+		{"admitted, every pod ready", admitted, true, metav1.ConditionTrue, kueuev1.WorkloadStarted},
+		{"a pod lost after the start", with(metav1.Condition{Type: kueuev1.WorkloadPodsReady, Status: metav1.ConditionTrue, Reason: kueuev1.WorkloadStarted}),
+			false, metav1.ConditionFalse, kueuev1.WorkloadWaitForRecovery},
+		{"recovered", with(metav1.Condition{Type: kueuev1.WorkloadPodsReady, Status: metav1.ConditionFalse, Reason: kueuev1.WorkloadWaitForRecovery}),
+			true, metav1.ConditionTrue, kueuev1.WorkloadRecovered},
+		{"still started", with(metav1.Condition{Type: kueuev1.WorkloadPodsReady, Status: metav1.ConditionTrue, Reason: kueuev1.WorkloadStarted}),
+			true, metav1.ConditionTrue, kueuev1.WorkloadStarted},
+	} {
+		got := PodsReadyCondition(c.wl, c.ready)
+		if got.Status != c.status || got.Reason != c.reason {
+			t.Errorf("%s: %s/%s, want %s/%s", c.name, got.Status, got.Reason, c.status, c.reason)
+		}
+	}
+	if PodsReady(&troupev1.JobStatus{ReplicaStatuses: []troupev1.ReplicaStatus{{Name: "master", Replicas: 1, Ready: 1}, {Name: "ws0", Replicas: 2, Ready: 1}}}) {
+		t.Error("PodsReady with 1 of 2 workers ready")
+	}
+	if !PodsReady(&troupev1.JobStatus{ReplicaStatuses: []troupev1.ReplicaStatus{{Name: "master", Replicas: 1, Succeeded: 1}, {Name: "ws0", Replicas: 2, Ready: 2}}}) {
+		t.Error("not PodsReady with the master succeeded and every worker ready")
+	}
+}

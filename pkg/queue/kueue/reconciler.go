@@ -29,11 +29,12 @@ const (
 	EventStarted          = "Started"
 	EventStopped          = "Stopped"
 	EventFinishedWorkload = "FinishedWorkload"
+	EventDeletedWorkload  = "DeletedWorkload"
 )
 
 // The Workload and the job's spec are ours to write; ResourceFlavors, WorkloadPriorityClasses
 // and PriorityClasses are read, uncached, when a job is admitted or queued.
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
@@ -46,36 +47,68 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	gvk      schema.GroupVersionKind
 	adapter  engine.Adapter
+	// integration says whether Kueue's API is served; while it is not, queued jobs are held.
+	integration *Integration
 }
 
 // Reconcile brings the job and its Workload into agreement: a queued job gets a Workload and
 // stays suspended until Kueue admits it; admitted, it is placed and resumed; evicted, it is
 // suspended and its quota handed back; finished, its Workload is marked Finished.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	err := r.reconcile(ctx, req)
+	held, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
 		// The job or its Workload changed under us: the watch event of the newer version
 		// reconciles again.
 		ctrl.LoggerFrom(ctx).V(2).Info("write raced a newer version; reconciling again", "error", err.Error())
 		return ctrl.Result{}, nil
 	}
+	if held && err == nil {
+		// Held for want of Kueue: looked at again once the integration may have come on.
+		return ctrl.Result{RequeueAfter: r.integration.Interval()}, nil
+	}
 	return ctrl.Result{}, err
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
+// reconcile does one pass; held says the job is held because Kueue is not installed.
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (held bool, err error) {
 	job := r.adapter.NewObject()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return r.releaseOrphans(ctx, req)
+		if apierrors.IsNotFound(err) && r.integration.Served() {
+			return false, r.releaseOrphans(ctx, req)
 		}
-		return err
+		return false, client.IgnoreNotFound(err)
 	}
 	qj, ok := job.(troupev1.QueuedJob)
 	queue, queued := troupev1.Queued(job.GetLabels())
 	if !ok || !queued || qj.JobRunPolicy().ManagedElsewhere() {
-		return nil
+		return false, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
+	if !r.integration.Served() {
+		return true, r.holdWithoutKueue(ctx, job, qj, queue)
+	}
+	return false, r.reconcileQueued(ctx, job, qj, queue)
+}
+
+// holdWithoutKueue keeps a queued job suspended while the cluster serves no Kueue API, and
+// says why on its Admitted condition: a job that names a LocalQueue never runs outside the
+// quota it names. An ended job is left as it is.
+func (r *Reconciler) holdWithoutKueue(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, queue string) error {
+	if engine.Finished(job.JobStatus(), nil) {
+		return nil
+	}
+	if !ptr.Deref(qj.JobRunPolicy().Suspend, false) {
+		return r.suspend(ctx, job, qj, "it names a Kueue LocalQueue and Kueue is not installed")
+	}
+	return r.setCondition(ctx, job, metav1.Condition{
+		Type: troupev1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: troupev1.ReasonKueueNotInstalled,
+		Message: fmt.Sprintf("held suspended: it is labelled %s=%s, but the cluster serves no Kueue Workload API (%s, Kueue %s or newer); "+
+			"it is queued once Kueue is installed, or runs at once without the label", troupev1.LabelQueueName, queue, kueuev1.GroupVersion, MinimumVersion),
+	})
+}
+
+// reconcileQueued drives a queued job and its Workload while Kueue's API is served.
+func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, queue string) error {
 	wl, err := r.workload(ctx, job)
 	if err != nil {
 		return err
@@ -102,6 +135,21 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) error {
 			return nil // its pods are still going
 		}
 		return r.createWorkload(ctx, job, queue)
+	}
+
+	// The job's worker counts changed since its Workload was made (kubectl scale, an edit):
+	// Kueue charged it for the old size. As Kueue does for its own kinds, the job is stopped
+	// and its Workload made anew, which queues it again at its new size.
+	if change, err := r.podSetsChanged(ctx, job, wl); err != nil || change != "" {
+		switch {
+		case err != nil:
+			return err
+		case !suspended:
+			return r.suspend(ctx, job, qj, "its pod sets changed ("+change+"); Kueue admits it again at its new size")
+		case active(job):
+			return nil // its pods are still going
+		}
+		return r.deleteWorkload(ctx, job, wl, change)
 	}
 
 	if ev := Evicted(wl); ev != nil {
@@ -176,16 +224,50 @@ func active(job engine.Object) bool {
 	return slices.ContainsFunc(job.JobStatus().ReplicaStatuses, func(rs troupev1.ReplicaStatus) bool { return rs.Active > 0 })
 }
 
-// createWorkload makes the job's Workload from its spec as the adapter describes it.
-func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
+// describe is the job's spec as its adapter describes it, or nil when the spec cannot run (the
+// engine reports that on the job; there is nothing to queue).
+func (r *Reconciler) describe(ctx context.Context, job engine.Object) *engine.Spec {
 	s := &engine.Spec{
 		Name: job.GetName(), Namespace: job.GetNamespace(),
 		Owner:     *metav1.NewControllerRef(job, r.gvk),
 		NameLabel: r.adapter.NameLabel(),
 	}
 	if err := r.adapter.Describe(job, s); err != nil {
-		// The engine reports an invalid spec on the job; there is nothing to queue.
 		ctrl.LoggerFrom(ctx).V(2).Info("not queueing a job whose spec cannot run", "reason", err.Error())
+		return nil
+	}
+	return s
+}
+
+// podSetsChanged says how the job's pod sets now differ from its Workload's
+// ("ws0: 2 -> 3"), or "" when they agree (or the spec cannot run).
+func (r *Reconciler) podSetsChanged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) (string, error) {
+	s := r.describe(ctx, job)
+	if s == nil {
+		return "", nil
+	}
+	want, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), string(wl.Spec.QueueName), Priority{})
+	if err != nil {
+		return "", err
+	}
+	return PodSetCountsChange(wl.Spec.PodSets, want.Spec.PodSets), nil
+}
+
+// deleteWorkload deletes the Workload of a suspended job whose pod sets changed; once it is
+// gone (the next pass lets Kueue's finalizer go), a new one is made.
+func (r *Reconciler) deleteWorkload(ctx context.Context, job engine.Object, wl *kueuev1.Workload, change string) error {
+	if err := r.client.Delete(ctx, wl, client.Preconditions{UID: &wl.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Workload %s: %w", wl.Name, err)
+	}
+	r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventDeletedWorkload, "Requeue",
+		"deleted Workload %s: the job's pod sets changed (%s); a new one queues it at its new size", wl.Name, change)
+	return nil // the deletion's watch event brings the pass that lets Kueue's finalizer go
+}
+
+// createWorkload makes the job's Workload from its spec as the adapter describes it.
+func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
+	s := r.describe(ctx, job)
+	if s == nil {
 		return nil
 	}
 	prio, err := r.priority(ctx, job, s)
@@ -302,6 +384,11 @@ func (r *Reconciler) releaseQuota(ctx context.Context, wl *kueuev1.Workload, ev 
 		requeued = metav1.ConditionTrue
 	}
 	set(kueuev1.WorkloadRequeued, requeued, ev.Reason, ev.Message)
+	if meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadPodsReady) != nil {
+		// Not admitted any more: its next admission starts the wait for its pods afresh.
+		c := PodsReadyCondition(wl, false)
+		set(c.Type, c.Status, c.Reason, c.Message)
+	}
 	if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("hand back the quota of Workload %s: %w", wl.Name, err)
 	}

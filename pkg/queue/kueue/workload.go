@@ -92,3 +92,30 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 		},
 	}, nil
 }
+
+// PodSetCountsChange says how pod sets (a Workload's) differ in names or counts from the ones
+// wanted, for example "ws0: 2 -> 3", or "" when they agree.
+func PodSetCountsChange(have, want []kueuev1.PodSet) string {
+	counts := func(sets []kueuev1.PodSet) map[kueuev1.PodSetReference]int32 {
+		m := map[kueuev1.PodSetReference]int32{}
+		for _, ps := range sets {
+			m[ps.Name] = ps.Count
+		}
+		return m
+	}
+	had, wanted := counts(have), counts(want)
+	var changes []string
+	for _, ps := range want {
+		if n, ok := had[ps.Name]; !ok {
+			changes = append(changes, fmt.Sprintf("%s: added with %d", ps.Name, ps.Count))
+		} else if n != ps.Count {
+			changes = append(changes, fmt.Sprintf("%s: %d -> %d", ps.Name, n, ps.Count))
+		}
+	}
+	for _, ps := range have {
+		if _, ok := wanted[ps.Name]; !ok {
+			changes = append(changes, fmt.Sprintf("%s: removed", ps.Name))
+		}
+	}
+	return strings.Join(changes, ", ")
+}

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// A job scaled after its Workload was made is charged for its new size (docs/kueue.md): a job
+// still waiting in the queue gets a new Workload of the new size; an admitted, running job is
+// stopped, queued again at its new size and run with it, as Kueue does for its own kinds.
+func TestKueueChargesAScaledJobForItsSize(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	// The queue's 8 CPUs: a blocker takes 6, so a second job of 6 waits; scaled to 1 worker
+	// while it waits, its Workload is made anew at 4 CPUs and it still waits, then runs so.
+	blocker := queuedChainerJob("blocker", ns, low, "15s")
+	createJob(t, blocker)
+	waitPhase(t, blocker, troupev1.JobRunning)
+	waiting := queuedChainerJob("waiting", ns, low, "3s")
+	createJob(t, waiting)
+	eventually(t, "waiting waits in LocalQueue lq", func(ctx context.Context) (bool, error) {
+		c, _, err := admittedCondition(ctx, waiting)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "insufficient"), err
+	})
+	expectWorkload(t, kc, waiting)
+	if out, err := kubectl("patch", "chainerjob", "waiting", "-n", ns, "--type=merge",
+		"-p", `{"spec":{"workerSets":{"ws0":{"replicas":1}}}}`); err != nil {
+		t.Fatalf("scale the waiting job: %v\n%s", err, out)
+	}
+	eventually(t, "waiting's Workload made anew with master=1,ws0=1", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, waiting)
+		return wl != nil && wl.DeletionTimestamp.IsZero() && len(wl.Spec.PodSets) == 2 && wl.Spec.PodSets[1].Count == 1, err
+	})
+	expectEvent(t, ns, "waiting", "DeletedWorkload", "ws0: 2 -> 1")
+	if job := getJob(t, waiting); job.Status.Phase != troupev1.JobSuspended {
+		t.Errorf("waiting is %s after its scale, want still Suspended behind the blocker", job.Status.Phase)
+	}
+	waitPhase(t, blocker, troupev1.JobSucceeded)
+	waitPhase(t, waiting, troupev1.JobSucceeded)
+	if job := getJob(t, waiting); workerReplicas(job) != 1 {
+		t.Errorf("waiting ran with %d workers, want 1", workerReplicas(job))
+	}
+
+	// An admitted MPIJob scaled with kubectl scale: stopped, queued again, run with 3 workers.
+	mpiJob := loadMPIJob(t, ns)
+	mpiJob.Spec.Worker.Replicas = ptr.To[int32](2)
+	requestCPU(&mpiJob.Spec.Worker.Template, "1")
+	mpiJob.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "20s"}
+	mpiJob.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	createJob(t, mpiJob)
+	waitPhase(t, mpiJob, troupev1.JobRunning)
+	expectWorkloadPodSets(t, kc, mpiJob, "launcher=1,worker=2")
+	if out, err := kubectl("scale", "mpijob", mpiJob.Name, "-n", ns, "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale mpijob: %v\n%s", err, out)
+	}
+	expectEvent(t, ns, mpiJob.Name, "Stopped", "worker: 2 -> 3")
+	eventually(t, mpiJob.Name+" admitted again with worker=3", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, mpiJob)
+		if err != nil || wl == nil || len(wl.Spec.PodSets) != 2 {
+			return false, err
+		}
+		return wl.Spec.PodSets[1].Count == 3 && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadAdmitted), nil
+	})
+	eventually(t, mpiJob.Name+" runs 3 workers", func(ctx context.Context) (bool, error) {
+		got := &troupev1.MPIJob{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(mpiJob), got); err != nil {
+			return false, err
+		}
+		for _, rs := range got.Status.ReplicaStatuses {
+			if rs.Name == troupev1.MPIWorkerSetName {
+				return rs.Replicas == 3 && rs.Ready == 3, nil
+			}
+		}
+		return false, nil
+	})
+	waitPhase(t, mpiJob, troupev1.JobSucceeded)
+}
+
+// With Kueue's waitForPodsReady on (hack/controlplane/kueue-config.yaml: 20 s), a job that runs
+// longer than the timeout is not evicted: troupe tells Kueue its pods are ready.
+func TestKueueWaitForPodsReady(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	job := queuedChainerJob("long", ns, low, "35s")
+	createJob(t, job)
+	waitPhase(t, job, troupev1.JobRunning)
+	eventually(t, "the Workload says PodsReady True, reason Started", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, job)
+		if err != nil || wl == nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadPodsReady)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == kueuev1.WorkloadStarted, nil
+	})
+	waitPhase(t, job, troupev1.JobSucceeded)
+	wl, err := jobWorkload(context.Background(), kc, job)
+	if err != nil || wl == nil {
+		t.Fatalf("the Workload: %v %v", wl, err)
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadEvicted); c != nil {
+		t.Errorf("the Workload was evicted: %s: %s", c.Reason, c.Message)
+	}
+	if got := getJob(t, job); meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionAdmitted).Status != metav1.ConditionTrue {
+		t.Errorf("Admitted after the run: %+v", meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionAdmitted))
+	}
+}
+
+// expectEvent waits for an event of the named object with the reason, whose message contains
+// want.
+func expectEvent(t *testing.T, ns, name, reason, want string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("event %s of %s saying %q", reason, name, want), func(ctx context.Context) (bool, error) {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
+			return e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, want)
+		}), nil
+	})
+}
+
+func workerReplicas(job *troupev1.ChainerJob) int32 {
+	return ptr.Deref(job.Spec.WorkerSets["ws0"].Replicas, 1)
+}
