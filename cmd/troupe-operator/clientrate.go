@@ -42,6 +42,24 @@ func limitRequests(cfg *rest.Config, qps float64, burst int, stopping context.Co
 	})
 }
 
+// Leader election's own budget: a renewal every RetryPeriod (2 s) is one GET and one PUT of the
+// Lease, well under it.
+const (
+	leaderElectionQPS   = 5
+	leaderElectionBurst = 10
+)
+
+// leaderElectionConfig is the client configuration of leader election: cfg as given, before
+// limitRequests puts its requests in the shared bucket, with a small budget of its own. In the
+// shared bucket, a backlog of reconciles or a flood of any other request (the readiness check
+// read the API server on every probe, for anyone) delayed Lease renewals until the lease was
+// lost, and with it every job's reconciles (docs/security.md).
+func leaderElectionConfig(cfg *rest.Config) *rest.Config {
+	le := rest.CopyConfig(cfg)
+	le.QPS, le.Burst, le.RateLimiter = leaderElectionQPS, leaderElectionBurst, nil
+	return le
+}
+
 // eventsLast is the bucket, and the gate through which events wait for it one at a time.
 type eventsLast struct {
 	limiter *rate.Limiter

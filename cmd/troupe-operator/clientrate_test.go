@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestIsEventWrite(t *testing.T) {
@@ -130,4 +132,55 @@ func TestEventsGoOutWhenTheOperatorStops(t *testing.T) {
 			t.Errorf("event %d after the stop: %v, want it written with one of the 9 tokens", i+1, err)
 		}
 	}
+}
+
+// Leader election has a budget of its own: with the shared bucket saturated (every token for
+// the next seconds reserved), a Lease renewal still goes out at once, where a request in the
+// shared bucket waits its turn.
+func TestLeaderElectionOutsideTheSharedBucket(t *testing.T) {
+	var served sync.WaitGroup
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Done()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer api.Close()
+	base := &rest.Config{Host: api.URL}
+	leader := leaderElectionConfig(base)
+	shared := rest.CopyConfig(base)
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	limitRequests(shared, 1, 1, stopping) // one token a second
+	get := func(cfg *rest.Config) time.Duration {
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served.Add(1)
+		start := time.Now()
+		resp, err := client.Get(api.URL + "/apis/coordination.k8s.io/v1/namespaces/troupe-system/leases/troupe-operator.troupe.dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return time.Since(start)
+	}
+	get(shared) // the one token of the bucket
+	// Three more requests of the shared bucket reserve the tokens of the next 3 s.
+	for range 3 {
+		served.Add(1)
+		go func() {
+			client, _ := rest.HTTPClientFor(shared)
+			if resp, err := client.Get(api.URL + "/api/v1/pods"); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if d := get(leader); d > 500*time.Millisecond {
+		t.Errorf("a Lease renewal took %v with the shared bucket saturated, want at once", d)
+	}
+	if d := get(shared); d < 2*time.Second {
+		t.Errorf("a request of the shared bucket took %v, want it to wait behind the reserved tokens (the bucket was not saturated)", d)
+	}
+	served.Wait()
 }

@@ -97,6 +97,7 @@ func run() error {
 	// requests (clientrate.go).
 	stopping := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
+	leaderCfg := leaderElectionConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	if apiQPS > 0 {
 		// One bucket for the whole process: controller-runtime gives each resource type a
@@ -144,6 +145,7 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "troupe-operator.troupe.dev",
 		LeaderElectionNamespace: leaderElectNS,
+		LeaderElectionConfig:    leaderCfg,
 		Controller:              config.Controller{MaxConcurrentReconciles: maxConcurrency},
 
 		// Hand the lease over at once on a rolling update instead of after its 15 s: the

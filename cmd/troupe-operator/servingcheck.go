@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
 
 // servingCheck is the webhooks' readiness: the certificate this replica's webhook server
@@ -35,6 +37,64 @@ type servingCheck struct {
 	// verified is the served certificate (DER) that last passed; it keeps the replica ready
 	// through a moment when the API server cannot be read.
 	verified []byte
+
+	// verdict is the last refresh's answer (nil: ready), which /readyz serves without any I/O:
+	// the probe port answers anyone, and a check that dialled and read the API server on each
+	// call let concurrent callers spend the operator's API budget (docs/security.md).
+	verdict atomic.Pointer[error]
+}
+
+// Refresh periods of the verdict: soon after a start, so that a new replica is ready within a
+// probe period of serving; rarely once ready, since each refresh reads both webhook
+// configurations from the API server.
+const (
+	refreshUntilReady = time.Second
+	refreshWhenReady  = 10 * time.Second
+)
+
+var errNotCheckedYet = errors.New("the webhooks' readiness is not checked yet")
+
+// Ready is the last verdict, read without I/O.
+func (c *servingCheck) Ready() error {
+	if v := c.verdict.Load(); v != nil {
+		return *v
+	}
+	return errNotCheckedYet
+}
+
+// Checker is the /readyz check: the last verdict.
+func (c *servingCheck) Checker() healthz.Checker {
+	return func(*http.Request) error { return c.Ready() }
+}
+
+// Run refreshes the verdict until ctx ends: whether the webhooks are registered, whether the
+// server answers (started) and whether its certificate verifies (Check).
+func (c *servingCheck) Run(ctx context.Context, started func(context.Context) error) {
+	for {
+		err := c.refresh(ctx, started)
+		c.verdict.Store(&err)
+		period := refreshUntilReady
+		if err == nil {
+			period = refreshWhenReady
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
+func (c *servingCheck) refresh(ctx context.Context, started func(context.Context) error) error {
+	// Not before registration: the first GetWebhookServer starts the server, which needs the
+	// certificate files.
+	if !c.registered.Load() {
+		return errors.New("waiting for the webhooks' certificate")
+	}
+	if err := started(ctx); err != nil {
+		return err
+	}
+	return c.Check(ctx)
 }
 
 func newServingCheck(reader client.Reader, bind, dnsName, mutating, validating string) (*servingCheck, error) {

@@ -5,7 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
 
 // keyPair is a CA and a serving certificate for name it signed, made as the rotator makes them.
@@ -104,5 +109,69 @@ func TestServingCheck(t *testing.T) {
 				t.Fatalf("Check: %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// countingReader counts the reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int64
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// /readyz answers from the verdict of the last refresh: 1,000 concurrent probes, as anyone who
+// reaches the probe port can send, cost no read of the API server and no dial beyond the
+// refreshes' own (one refresh reads the two webhook configurations).
+func TestReadinessCostsNoReadPerProbe(t *testing.T) {
+	const name = "troupe-webhook-service.troupe-system.svc"
+	ca, serving := keyPair(t, name)
+	reader := &countingReader{Reader: fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(configurations(ca, ca)...).Build()}
+	_, port, _ := net.SplitHostPort(serve(t, serving))
+	check, err := newServingCheck(reader, ":"+port, name, "m", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check.registered.Store(true)
+	var starts atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go check.Run(ctx, func(ctx context.Context) error { starts.Add(1); return ctx.Err() })
+
+	probes := httptest.NewServer(&healthz.Handler{Checks: map[string]healthz.Checker{"webhooks": check.Checker()}})
+	defer probes.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for check.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", check.Ready())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	getsBefore, startsBefore := reader.gets.Load(), starts.Load()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := probes.Client().Get(probes.URL)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failed.Add(1)
+			}
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of 1,000 readiness calls failed", n)
+	}
+	// At most one refresh ran meanwhile (it refreshes every 10 s once ready).
+	if gets, runs := reader.gets.Load()-getsBefore, starts.Load()-startsBefore; gets > 2 || runs > 1 {
+		t.Errorf("1,000 readiness calls cost %d reads and %d server checks, want at most one refresh's (2 reads, 1 check)", gets, runs)
 	}
 }

@@ -124,17 +124,20 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	})); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
-		// Not before registration: the first GetWebhookServer starts the server, which
-		// needs the certificate files.
-		if !check.registered.Load() {
-			return fmt.Errorf("waiting for the webhooks' certificate")
-		}
-		if err := mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+	started := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/readyz", nil)
+		if err != nil {
 			return err
 		}
-		return check.Check(req.Context())
-	})
+		return mgr.GetWebhookServer().StartedChecker()(req)
+	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		check.Run(ctx, started)
+		return nil
+	})); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhooks", check.Checker())
 }
 
 // everyReplica is a runnable that starts on every replica, not only on the elected leader
