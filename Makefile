@@ -63,7 +63,7 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	  --set metrics.serviceMonitor.labels.release=prometheus >/dev/null
 	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=3,leaderElection.enabled=false \
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
-	  --set podDisruptionBudget.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
+	  --set podDisruptionBudget.enabled=false,networkPolicy.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
 
 .PHONY: fmt

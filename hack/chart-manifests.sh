@@ -7,6 +7,9 @@
 #   templates/webhooks.generated.yaml
 #                                   deploy/webhook with the webhook Service of the release and
 #                                   the failurePolicy of the values
+#   templates/operator-guard.generated.yaml
+#                                   deploy/install/operator-guard.yaml for the release namespace's
+#                                   operator
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chart=charts/troupe
@@ -72,3 +75,9 @@ emit() {
     -e 's/^\( *failurePolicy: \).*$/\1{{ .Values.webhook.failurePolicy }}/' \
     deploy/webhook/manifests.yaml
 } >"$chart/templates/webhooks.generated.yaml"
+
+{
+  echo "$header deploy/install/operator-guard.yaml: do not edit."
+  # The namespace is in CEL strings (the operator's user name, its certificate Secret's namespace).
+  sed -e 's/troupe-system/{{ .Release.Namespace }}/g' deploy/install/operator-guard.yaml
+} >"$chart/templates/operator-guard.generated.yaml"

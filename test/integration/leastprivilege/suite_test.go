@@ -6,13 +6,11 @@
 package leastprivilege
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,9 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/resource"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
@@ -112,45 +107,19 @@ func install(ctx context.Context) error {
 			return err
 		}
 	}
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "..", "..", "deploy", "namespaced"))
-	if err != nil {
-		return err
-	}
-	resources := res.Resources()
-	// Namespaces first, as kubectl orders them.
-	slices.SortStableFunc(resources, func(a, b *resource.Resource) int {
-		first := func(r *resource.Resource) int {
-			if r.GetKind() == "Namespace" {
-				return 0
-			}
-			return 1
-		}
-		return cmp.Compare(first(a), first(b))
-	})
-	for _, r := range resources {
-		m, err := r.Map()
-		if err != nil {
-			return err
-		}
-		obj := &unstructured.Unstructured{Object: m}
+	return testutil.ApplyKustomization(ctx, k8s, filepath.Join("..", "..", "..", "deploy", "namespaced"), func(obj *unstructured.Unstructured) bool {
 		switch obj.GetKind() {
 		case "Deployment":
-			continue
+			return false
 		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
 			hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
 			for _, h := range hooks {
 				delete(h.(map[string]any), "rules")
 			}
-			if err := unstructured.SetNestedSlice(obj.Object, hooks, "webhooks"); err != nil {
-				return err
-			}
+			_ = unstructured.SetNestedSlice(obj.Object, hooks, "webhooks")
 		}
-		if err := k8s.Create(ctx, obj); err != nil {
-			return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	return nil
+		return true
+	})
 }
 
 // asOperator is the admin's config turned into the operator's ServiceAccount's, with every
