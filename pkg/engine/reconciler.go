@@ -76,7 +76,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 	return &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("troupe-" + gvk.Kind),
+		recorder:  LimitNotes(mgr.GetEventRecorder("troupe-" + gvk.Kind)),
 		adapter:   a,
 		gvk:       gvk,
 		clock:     clock.RealClock{},

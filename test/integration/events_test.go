@@ -20,6 +20,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
@@ -311,4 +312,18 @@ func findMetric(t *testing.T, name, ns string, labels ...string) *dto.Metric {
 		}
 	}
 	return nil
+}
+
+// A failure message longer than the events API accepts (a launcher's traceback) still gives a
+// Failed event: its note is cut to the limit, not refused and lost.
+func TestFailedEventOfALongMessage(t *testing.T) {
+	ns := newNamespace(t)
+	job := testutil.MakeChainerJob("long", ns).Obj()
+	create(t, job)
+	traceback := "Traceback (most recent call last):\n" + strings.Repeat("  File \"/train.py\", line 42, in step\n", 110)
+	finishMaster(t, ns, "long", batchv1.JobFailed, "BackoffLimitExceeded", traceback)
+	note := waitForEvent(t, ns, "long", troupev1.EventFailed, "Traceback (most recent call last)")
+	if len(note) > engine.NoteLimit {
+		t.Errorf("the Failed event's note has %d bytes, more than the API server's %d", len(note), engine.NoteLimit)
+	}
 }

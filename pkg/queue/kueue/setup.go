@@ -139,7 +139,7 @@ func Setup(mgr ctrl.Manager, a engine.Adapter, integration *Integration) error {
 	r := &Reconciler{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
-		recorder:    mgr.GetEventRecorder("troupe-kueue"),
+		recorder:    engine.LimitNotes(mgr.GetEventRecorder("troupe-kueue")),
 		clock:       clock.RealClock{},
 		gvk:         gvk,
 		adapter:     a,

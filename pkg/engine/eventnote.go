@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+)
+
+// NoteLimit is the longest event note, in bytes, that the API server accepts: it refuses a
+// longer one, and the event is lost (a Failed event quoting a launcher's traceback was).
+const NoteLimit = 1024
+
+// noteCut ends a note that was cut to fit.
+const noteCut = " [...]"
+
+// FitNote returns note cut to NoteLimit bytes on a UTF-8 boundary, marked as cut, or note when
+// it fits.
+func FitNote(note string) string {
+	if len(note) <= NoteLimit {
+		return note
+	}
+	end := NoteLimit - len(noteCut)
+	for end > 0 && !utf8.RuneStart(note[end]) {
+		end--
+	}
+	return note[:end] + noteCut
+}
+
+// LimitNotes is a recorder whose every note fits the API server's limit: the one place where
+// troupe's event notes are cut, whatever the recorder's caller writes into them.
+func LimitNotes(r events.EventRecorder) events.EventRecorder { return noteLimiter{next: r} }
+
+type noteLimiter struct{ next events.EventRecorder }
+
+func (l noteLimiter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	l.next.Eventf(regarding, related, eventtype, reason, action, "%s", FitNote(fmt.Sprintf(note, args...)))
+}
