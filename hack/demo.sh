@@ -96,7 +96,7 @@ printf 'METRICS_PORT=%s\nHEALTH_PORT=%s\nWEBHOOK_PORT=%s\n' "$METRICS_PORT" "$HE
 # Its admission webhooks are served on this machine; the cluster reaches them by URL.
 hack/webhooks-local.sh "$WEBHOOK_PORT"
 # In its own session, so it outlives this script and the terminal that ran it.
-setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address "127.0.0.1:$METRICS_PORT" \
+setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address "127.0.0.1:$METRICS_PORT" --metrics-secure=false \
   --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-dns-name localhost \
   --webhook-cert-dir "$DEMO_DIR/certs" --webhook-write-certs >"$DEMO_DIR/operator.log" 2>&1 </dev/null &

@@ -24,6 +24,11 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;patch,resourceNames=troupe-webhook-cert,namespace=troupe-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch,resourceNames=troupe-mutating-webhook-configuration
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update;patch,resourceNames=troupe-validating-webhook-configuration
+//
+// The metrics endpoint asks the API server who a bearer token is and whether it may get
+// /metrics (pkg/metrics.ServerOptions): reviews, which read no object.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // rotatorManager is mgr as the certificate rotator should see it: its lists and watches select
 // the certificate Secret and the two webhook configurations by name (package certscope).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/kinds"
+	"github.com/troupe-dev/troupe/pkg/tlsconfig"
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
@@ -57,7 +59,8 @@ func (f *webhookFlags) server() (webhook.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--webhook-bind-address: port %q: %w", port, err)
 	}
-	return webhook.NewServer(webhook.Options{Host: host, Port: p, CertDir: f.certDir}), nil
+	return webhook.NewServer(webhook.Options{Host: host, Port: p, CertDir: f.certDir,
+		TLSOpts: []func(*tls.Config){tlsconfig.Harden}}), nil
 }
 
 // setup adds the certificate rotator and, once the certificate is there, registers the

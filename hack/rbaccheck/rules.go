@@ -57,6 +57,9 @@ func Check(in Install) []string {
 				}
 				bad = append(bad, fmt.Sprintf("%s: %s in a ClusterRole", where, res))
 			}
+			if reviewsOrMetrics(r) {
+				continue
+			}
 			named := len(r.ResourceNames) > 0 && !slices.Contains(r.Verbs, "create") && !slices.Contains(r.Verbs, "deletecollection")
 			for _, res := range covered(r, clusterSensitive) {
 				if !named {
@@ -75,6 +78,25 @@ func Check(in Install) []string {
 		}
 	}
 	return bad
+}
+
+// reviewsOrMetrics: a rule that only creates TokenReviews and SubjectAccessReviews (the metrics
+// endpoint's questions to the API server, which read no object), or only gets the non-resource
+// URL /metrics (troupe-metrics-reader). Neither can name objects, and neither needs to.
+func reviewsOrMetrics(r rbacv1.PolicyRule) bool {
+	if len(r.NonResourceURLs) > 0 {
+		return len(r.Resources) == 0 && slices.Equal(r.NonResourceURLs, []string{"/metrics"}) && slices.Equal(r.Verbs, []string{"get"})
+	}
+	reviews := map[string]string{"tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io"}
+	if !slices.Equal(r.Verbs, []string{"create"}) || len(r.Resources) == 0 {
+		return false
+	}
+	for _, res := range r.Resources {
+		if group, ok := reviews[res]; !ok || !slices.Equal(r.APIGroups, []string{group}) {
+			return false
+		}
+	}
+	return true
 }
 
 // secretsRuleAllowed: the cluster-wide secrets rule grants exactly clusterSecretsVerbs on

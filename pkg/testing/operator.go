@@ -59,7 +59,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics, "--metrics-secure=false",
 		"--health-probe-bind-address", probe, "--zap-log-level", "2",
 		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
 		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")

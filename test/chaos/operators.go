@@ -141,7 +141,7 @@ func (f *fleet) start() error {
 	if err != nil {
 		return err
 	}
-	args := []string{"--kubeconfig", f.kubeconfig, "--metrics-bind-address", ports[2],
+	args := []string{"--kubeconfig", f.kubeconfig, "--metrics-bind-address", ports[2], "--metrics-secure=false",
 		"--health-probe-bind-address", r.probe, "--zap-log-level", "2",
 		"--webhook-bind-address", r.hooks, "--webhook-dns-name", "localhost",
 		"--webhook-cert-dir", filepath.Join(f.dir, fmt.Sprintf("certs-%02d", n)), "--webhook-write-certs"}
