@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,12 +114,14 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			return nil, err
 		}
 		obs.SecretProblems = problems
-		if obs.PodCreateFailures, obs.LackingPods, err = r.podCreateFailures(ctx, s, obs); err != nil {
+		if obs.PodCreateFailures, obs.PodCreateRecheck, err = r.podCreateFailures(ctx, s, obs); err != nil {
 			return nil, err
 		}
 		if err := r.verifyGeneratedSecrets(ctx, job, ids, obs); err != nil {
 			return nil, err
 		}
+	} else {
+		r.podCreates.forget(types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
 	}
 	return obs, nil
 }

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,11 +31,6 @@ import (
 // reasonFailedCreate is the event reason of the Job and StatefulSet controllers for a pod the
 // API server refused.
 const reasonFailedCreate = "FailedCreate"
-
-// podCreateRecheck is how often a job whose child lacks pods looks for a refusal again: no
-// watch tells when a controller records one (events are not watched: a tenant could grow the
-// operator's memory with them).
-const podCreateRecheck = 10 * time.Second
 
 // childrenLackingPods are the job's StatefulSets and master Job that have fewer pods than they
 // ask for: a worker StatefulSet whose status counts fewer pods than its replicas, a master Job
@@ -63,23 +59,34 @@ func hasMasterPod(pods []corev1.Pod) bool {
 }
 
 // podCreateFailures returns, for each child that lacks pods, the newest FailedCreate message
-// its controller recorded, as "<Kind> <name>: <message>"; lacking reports whether any child
-// lacks pods (the job then looks again after podCreateRecheck).
-func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observed) (failures []string, lacking bool, err error) {
+// its controller recorded, as "<Kind> <name>: <message>", looked up as podCreatePace allows (no
+// watch tells when a controller records one: events are not watched, as a tenant could grow the
+// operator's memory with them); recheck is when to look again, 0 when no child lacks pods.
+func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observed) (failures []string, recheck time.Duration, err error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	children := childrenLackingPods(obs)
+	if len(children) == 0 {
+		r.podCreates.forget(key)
+		return nil, 0, nil
+	}
+	now := r.clock.Now()
+	look, found, wait := r.podCreates.due(key, s.Owner.UID, now)
+	if !look {
+		return found, wait, nil
+	}
 	for _, child := range children {
 		var events corev1.EventList
 		if err := r.apiReader.List(ctx, &events, client.InNamespace(s.Namespace), client.MatchingFields{
 			"involvedObject.uid": string(child.GetUID()),
 			"reason":             reasonFailedCreate,
 		}); err != nil {
-			return nil, true, fmt.Errorf("list FailedCreate events of %s: %w", child.GetName(), err)
+			return nil, 0, fmt.Errorf("list FailedCreate events of %s: %w", child.GetName(), err)
 		}
 		if e := newestEvent(events.Items); e != nil {
 			failures = append(failures, fmt.Sprintf("%s %s: %s", kindOf(child), child.GetName(), strings.TrimSpace(e.Message)))
 		}
 	}
-	return failures, len(children) > 0, nil
+	return failures, r.podCreates.looked(key, now, failures), nil
 }
 
 func kindOf(o client.Object) string {

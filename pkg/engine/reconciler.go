@@ -63,6 +63,8 @@ type Reconciler struct {
 	owned []client.Object
 	// deferred holds back status changes that move only counts (statuswrite.go).
 	deferred *deferredWrites
+	// podCreates paces the lookups of refused pods (podcreate_pace.go).
+	podCreates *podCreatePace
 }
 
 // NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of
@@ -74,14 +76,15 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 		return nil, fmt.Errorf("kind of adapter %T: %w", a, err)
 	}
 	return &Reconciler{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  LimitNotes(mgr.GetEventRecorder("troupe-" + gvk.Kind)),
-		adapter:   a,
-		gvk:       gvk,
-		clock:     clock.RealClock{},
-		owned:     owned,
-		deferred:  newDeferredWrites(),
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		recorder:   LimitNotes(mgr.GetEventRecorder("troupe-" + gvk.Kind)),
+		adapter:    a,
+		gvk:        gvk,
+		clock:      clock.RealClock{},
+		owned:      owned,
+		deferred:   newDeferredWrites(),
+		podCreates: newPodCreatePace(),
 	}, nil
 }
 
@@ -144,10 +147,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := r.adapter.NewObject()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		r.deferred.forget(req.NamespacedName)
+		r.podCreates.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.GetDeletionTimestamp().IsZero() || managedElsewhere(job) {
 		r.deferred.forget(req.NamespacedName)
+		r.podCreates.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
@@ -237,8 +242,8 @@ func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctr
 	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
 	}
-	if obs.LackingPods {
-		return ctrl.Result{RequeueAfter: podCreateRecheck}
+	if obs.PodCreateRecheck > 0 {
+		return ctrl.Result{RequeueAfter: obs.PodCreateRecheck}
 	}
 	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
 		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)

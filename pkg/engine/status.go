@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,9 +34,9 @@ type Observed struct {
 	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
 	SecretProblems []string
 	// PodCreateFailures are the API server's refusals of the job's pods (podcreate.go), and
-	// LackingPods says a child has fewer pods than it asks for.
+	// PodCreateRecheck, when a child has fewer pods than it asks for, is when to look again.
 	PodCreateFailures []string
-	LackingPods       bool
+	PodCreateRecheck  time.Duration
 	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
 	// pods to be gone (drift.go).
 	HeldTemplates []string

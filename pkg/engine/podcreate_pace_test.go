@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// countingLists counts the LISTs that reach the API server.
+type countingLists struct {
+	client.Reader
+	lists atomic.Int64
+}
+
+func (c *countingLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.lists.Add(1)
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// 500 jobs stuck for 10 minutes (each a worker set whose pods the API server refuses), each
+// reconciled every second, look their refusals up at most 7 times each: after 5 s, then 10 s
+// later, doubling to every 5 min (podcreate_pace.go). Before, they looked on every pass: 600
+// LISTs a job. Between lookups each job still reports what the last one found.
+func TestStuckJobsLookUpRefusalsRarely(t *testing.T) {
+	const jobs, minutes = 500, 10
+	refusal := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "refused", Namespace: "ns"},
+		InvolvedObject: corev1.ObjectReference{UID: "sts-0"},
+		Reason:         reasonFailedCreate,
+		Message:        `pods "job-0-worker-0" is forbidden: exceeded quota`,
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(refusal).
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string { return []string{string(o.(*corev1.Event).InvolvedObject.UID)} }).
+		WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} }).
+		Build()
+	reader := &countingLists{Reader: c}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := &Reconciler{apiReader: reader, clock: clock, podCreates: newPodCreatePace()}
+
+	type stuck struct {
+		s   *Spec
+		obs *Observed
+	}
+	var all []stuck
+	for i := range jobs {
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%d-worker", i), UID: types.UID(fmt.Sprintf("sts-%d", i))},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}}
+		all = append(all, stuck{
+			s:   &Spec{Name: fmt.Sprintf("job-%d", i), Namespace: "ns", Owner: metav1.OwnerReference{UID: types.UID(fmt.Sprintf("job-%d", i))}},
+			obs: &Observed{StatefulSets: map[string]*appsv1.StatefulSet{"worker": sts}},
+		})
+	}
+	start := clock.Now()
+	for second := 0; second < minutes*60; second++ {
+		clock.SetTime(start.Add(time.Duration(second) * time.Second))
+		for i, j := range all {
+			failures, recheck, err := r.podCreateFailures(context.Background(), j.s, j.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if recheck <= 0 || recheck > podCreateMaxInterval {
+				t.Fatalf("job %d at %d s: recheck in %v", i, second, recheck)
+			}
+			if i == 0 && second >= int(podCreateGrace/time.Second) && (len(failures) != 1 || !strings.Contains(failures[0], "exceeded quota")) {
+				t.Fatalf("at %d s job 0 reports %q, want the refusal found", second, failures)
+			}
+		}
+	}
+	lists := reader.lists.Load()
+	t.Logf("%d jobs stuck for %d min, a pass a second each: %d LISTs of events (%.1f a job)", jobs, minutes, lists, float64(lists)/jobs)
+	if lists > 7*jobs {
+		t.Errorf("%d LISTs, want at most %d (7 a job)", lists, 7*jobs)
+	}
+
+	// A job whose pods came is forgotten; lacking pods again, it waits its grace first.
+	j := all[1]
+	j.obs.StatefulSets["worker"].Status.Replicas = 2
+	if _, recheck, _ := r.podCreateFailures(context.Background(), j.s, j.obs); recheck != 0 {
+		t.Errorf("a job with its pods rechecks in %v, want never", recheck)
+	}
+	j.obs.StatefulSets["worker"].Status.Replicas = 0
+	before := reader.lists.Load()
+	if _, recheck, _ := r.podCreateFailures(context.Background(), j.s, j.obs); recheck != podCreateGrace || reader.lists.Load() != before {
+		t.Errorf("lacking pods again: a lookup now (%d LISTs) or a recheck in %v, want none and %v", reader.lists.Load()-before, recheck, podCreateGrace)
+	}
+}
