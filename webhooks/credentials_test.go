@@ -15,11 +15,11 @@ import (
 // The suffixes the webhook refuses are the ones the backend gives the generated credentials.
 func TestCredentialSuffixesAreTheGeneratedNames(t *testing.T) {
 	s := &engine.Spec{Name: "b"}
-	if got := mpi.SSHSecretName(s); got != "b"+generatedSecretSuffix {
-		t.Errorf("SSH Secret %q does not end in %q", got, generatedSecretSuffix)
+	if got := mpi.SSHSecretName(s); got != "b"+troupev1.GeneratedSecretSuffix {
+		t.Errorf("SSH Secret %q does not end in %q", got, troupev1.GeneratedSecretSuffix)
 	}
-	if got := mpi.ExecAccountName(s); got != "b"+generatedAccountSuffix {
-		t.Errorf("exec ServiceAccount %q does not end in %q", got, generatedAccountSuffix)
+	if got := mpi.ExecAccountName(s); got != "b"+troupev1.GeneratedAccountSuffix {
+		t.Errorf("exec ServiceAccount %q does not end in %q", got, troupev1.GeneratedAccountSuffix)
 	}
 }
 

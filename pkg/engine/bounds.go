@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
@@ -29,4 +31,20 @@ func checkBounds(s *Spec) error {
 			Err: fmt.Errorf("the master has %d slots, more than %d", s.Master.Slots, troupev1.MaxSlotsPerPod)}
 	}
 	return nil
+}
+
+// checkCredentialRefs refuses a spec that names a job's generated credentials (another job's
+// SSH keys or exec account: troupev1.PodSpecCredentialRefs) in its pod templates or its
+// required Secrets. The admission webhook refuses such a spec; this holds where the webhook
+// is off or set to Ignore: the job reports InvalidSpec and nothing is created.
+func checkCredentialRefs(s *Spec) error {
+	errs := troupev1.PodSpecCredentialRefs(field.NewPath("master", "template", "spec"), &s.Master.Template.Spec)
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		errs = append(errs, troupev1.PodSpecCredentialRefs(field.NewPath("workerSets").Key(ws.Name).Child("template", "spec"), &ws.Template.Spec)...)
+	}
+	for _, rs := range s.RequiredSecrets {
+		errs = append(errs, troupev1.GeneratedSecretRef(field.NewPath(rs.Field), rs.Name)...)
+	}
+	return errs.ToAggregate()
 }

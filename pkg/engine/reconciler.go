@@ -233,6 +233,9 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 	if err := checkBounds(s); err != nil {
 		return nil, err
 	}
+	if err := checkCredentialRefs(s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -491,3 +491,39 @@ func with(base map[string]string, kv ...string) map[string]string {
 	}
 	return out
 }
+
+// Without the webhook (none runs in this suite, as with its failurePolicy Ignore while it is
+// down), a job that names another job's generated credentials is still not run: the engine
+// reports InvalidSpec naming the field and creates nothing (docs/security.md).
+func TestOtherJobsCredentialsRefusedWithoutWebhook(t *testing.T) {
+	ns := newNamespace(t)
+	thief := testutil.MakeChainerJob("thief", ns).WorkerSet("ws0", 1).Obj()
+	thief.Spec.Master.Template.Spec.Volumes = []corev1.Volume{{Name: "keys",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "victim-ssh"}}}}
+	testutil.EditWorkerSet(thief, "ws0", func(ws *troupev1.ChainerWorkerSet) { ws.Template.Spec.ServiceAccountName = "victim-exec" })
+	create(t, thief)
+
+	cinder := testutil.MakeChainerJob("cinder", ns).Obj()
+	cinder.Spec.Master.Template.Spec.Volumes = []corev1.Volume{{Name: "disk",
+		VolumeSource: corev1.VolumeSource{Cinder: &corev1.CinderVolumeSource{VolumeID: "v1", SecretRef: &corev1.LocalObjectReference{Name: "victim-ssh"}}}}}
+	create(t, cinder)
+
+	for name, fields := range map[string][]string{
+		"thief":  {"master.template.spec.volumes[0].secret.secretName", "workerSets[ws0].template.spec.serviceAccountName"},
+		"cinder": {"master.template.spec.volumes[0].cinder.secretRef.name"},
+	} {
+		got := waitForJob(t, ns, name, "the InvalidSpec condition", func(j *troupev1.ChainerJob) bool {
+			c := meta.FindStatusCondition(j.Status.Conditions, troupev1.ConditionInitialized)
+			return c != nil && c.Reason == troupev1.ReasonInvalidSpec
+		})
+		c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized)
+		for _, f := range fields {
+			if !strings.Contains(c.Message, f) {
+				t.Errorf("%s: Initialized message = %q, want it to name %s", name, c.Message, f)
+			}
+		}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-master"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the master Job was created (err %v)", name, err)
+		}
+	}
+}

@@ -87,10 +87,10 @@ func TestNamespaceScopedInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A user's SSH Secret, named in the spec: read with an uncached GET.
-		createSecret(t, watched, "my-ssh", nil, 0, corev1.SSHAuthPrivateKey, troupev1.SSHSecretAuthorizedKeys)
+		createSecret(t, watched, "my-keys", nil, 0, corev1.SSHAuthPrivateKey, troupev1.SSHSecretAuthorizedKeys)
 		byo := testutil.MakeChainerJob("byo", watched).WorkerSet("ws0", 1).Obj()
 		byo.Spec.Transport = troupev1.MPITransportSSH
-		byo.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-ssh"}
+		byo.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-keys"}
 		if err := k8s.Create(ctx, byo); err != nil {
 			t.Fatal(err)
 		}
