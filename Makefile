@@ -61,10 +61,14 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	$(HELM) template troupe charts/troupe --namespace troupe-system >/dev/null
 	$(HELM) template troupe charts/troupe --namespace troupe-system --set metrics.serviceMonitor.enabled=true \
 	  --set metrics.serviceMonitor.labels.release=prometheus >/dev/null
-	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=3,leaderElection.enabled=false \
+	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=1,leaderElection.enabled=false \
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
 	  --set podDisruptionBudget.enabled=false,networkPolicy.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
+	@! $(HELM) template troupe charts/troupe --set replicaCount=2,leaderElection.enabled=false >/dev/null 2>&1 || \
+	  { echo "the chart renders two replicas without leader election"; exit 1; }
+	@$(HELM) template troupe charts/troupe --set replicaCount=1 | grep -q 'kind: PodDisruptionBudget' && \
+	  { echo "the chart renders a PodDisruptionBudget for one replica"; exit 1; } || true
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -97,6 +97,9 @@ func run() error {
 	}
 	// Done on SIGTERM or SIGINT: the manager stops, and events stop waiting behind other
 	// requests (clientrate.go).
+	if err := checkPprofAddress(pprofAddr); err != nil {
+		return err
+	}
 	stopping := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	leaderCfg := leaderElectionConfig(cfg)
