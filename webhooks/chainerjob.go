@@ -41,18 +41,18 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 }
 
 // ValidateCreate refuses a ChainerJob that could not run as written.
-func (ChainerJob) ValidateCreate(_ context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
-	return nil, invalid("ChainerJob", job.Name, ValidateChainerJob(job))
+func (ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
+	return nil, invalid("ChainerJob", job.Name, append(validateSize(ctx), ValidateChainerJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w ChainerJob) ValidateUpdate(_ context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
+func (w ChainerJob) ValidateUpdate(ctx context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
 	// A job stored while the webhook was down lacks its defaults, which this update was given.
 	old = old.DeepCopy()
 	DefaultChainerJob(old, w.Options)
-	var errs field.ErrorList
+	errs := validateSize(ctx)
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = ValidateChainerJob(job)
+		errs = append(errs, ValidateChainerJob(job)...)
 	}
 	errs = append(errs, validateChainerJobUpdate(old, job)...)
 	errs = append(errs, validateQueueUpdate(old, job)...)

@@ -68,18 +68,18 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 }
 
 // ValidateCreate refuses a HorovodJob that could not run as written.
-func (HorovodJob) ValidateCreate(_ context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
-	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("HorovodJob", job.Name, ValidateHorovodJob(job))
+func (HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
+	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("HorovodJob", job.Name, append(validateSize(ctx), ValidateHorovodJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w HorovodJob) ValidateUpdate(_ context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
+func (w HorovodJob) ValidateUpdate(ctx context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
 	// A job stored while the webhook was down lacks its defaults, which this update was given.
 	old = old.DeepCopy()
 	DefaultHorovodJob(old, w.Options)
-	var errs field.ErrorList
+	errs := validateSize(ctx)
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = ValidateHorovodJob(job)
+		errs = append(errs, ValidateHorovodJob(job)...)
 	}
 	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())...)
 	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)

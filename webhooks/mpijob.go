@@ -80,18 +80,18 @@ func mpiJobPaths(s *troupev1.MPIJobSpec) programPaths {
 }
 
 // ValidateCreate refuses an MPIJob that could not run as written.
-func (MPIJob) ValidateCreate(_ context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
-	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("MPIJob", job.Name, ValidateMPIJob(job))
+func (MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
+	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("MPIJob", job.Name, append(validateSize(ctx), ValidateMPIJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w MPIJob) ValidateUpdate(_ context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
+func (w MPIJob) ValidateUpdate(ctx context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
 	// A job stored while the webhook was down lacks its defaults, which this update was given.
 	old = old.DeepCopy()
 	DefaultMPIJob(old, w.Options)
-	var errs field.ErrorList
+	errs := validateSize(ctx)
 	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = ValidateMPIJob(job)
+		errs = append(errs, ValidateMPIJob(job)...)
 	}
 	if old.Spec.IsWorkerTemplateForm() != job.Spec.IsWorkerTemplateForm() {
 		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),

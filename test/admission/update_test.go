@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
+	"github.com/troupe-dev/troupe/webhooks"
 )
 
 // update applies mutate to the stored job and returns the API server's answer.
@@ -126,5 +128,28 @@ func TestMPIJobUpdates(t *testing.T) {
 	}
 	if err := update(t, job, func(j *troupev1.MPIJob) { j.Spec.Worker.Replicas = ptr.To[int32](7) }); err != nil {
 		t.Errorf("scaling the workers refused: %v", err)
+	}
+}
+
+// A job over webhooks.MaxJobBytes is refused at admission, saying its size and the bound; one
+// of a large but ordinary size is not.
+func TestOversizedJobIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	withEnv := func(name string, bytes int) *troupev1.ChainerJob {
+		job := testutil.MakeChainerJob(name, ns).Obj()
+		c := &job.Spec.Master.Template.Spec.Containers[0]
+		for i := 0; bytes > 0; i++ {
+			n := min(bytes, 32<<10)
+			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("BLOB_%d", i), Value: strings.Repeat("x", n)})
+			bytes -= n
+		}
+		return job
+	}
+	if err := k8s.Create(context.Background(), withEnv("ordinary", 128<<10)); err != nil {
+		t.Errorf("a job of 128 KiB: %v", err)
+	}
+	err := k8s.Create(context.Background(), withEnv("huge", 600<<10))
+	if err == nil || !strings.Contains(err.Error(), "spec: Too long") || !strings.Contains(err.Error(), fmt.Sprint(webhooks.MaxJobBytes)) {
+		t.Errorf("a job of 600 KiB: %v, want refused as too long, naming %d bytes", err, webhooks.MaxJobBytes)
 	}
 }
