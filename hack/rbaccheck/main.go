@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -65,6 +67,18 @@ func Render(dir string, clusterWide bool) (Install, error) {
 				return Install{}, fmt.Errorf("%s: ClusterRole %s: %w", dir, r.GetName(), err)
 			}
 			in.Roles = append(in.Roles, cr)
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &b); err != nil {
+				return Install{}, fmt.Errorf("%s: ValidatingAdmissionPolicyBinding %s: %w", dir, r.GetName(), err)
+			}
+			if b.Spec.PolicyName == GuardPolicy && slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+				in.GuardBound = true
+			}
+		case "ValidatingAdmissionPolicy":
+			if r.GetName() == GuardPolicy {
+				in.Guard = true
+			}
 		case "Role":
 			var role rbacv1.Role
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &role); err != nil {

@@ -32,21 +32,31 @@ const clusterSecretsRole = "troupe-operator"
 
 var clusterSecretsVerbs = []string{"create", "get", "list", "patch", "watch"}
 
+// GuardPolicy is the ValidatingAdmissionPolicy that narrows what the operator's own identity may
+// write (deploy/install/operator-guard.yaml; docs/security.md, "A stolen operator token").
+const GuardPolicy = "troupe-operator-guard"
+
 // Install is one rendered install in deploy/ and whether it is the cluster-wide one.
 type Install struct {
 	Name        string
 	ClusterWide bool
 	Roles       []rbacv1.ClusterRole
 	Namespaced  []rbacv1.Role
+	// Guard and GuardBound: the install has GuardPolicy, and a binding of it that denies.
+	Guard, GuardBound bool
 }
 
 // Check returns every violation of the rules in one install:
 //   - no wildcard in any Role or ClusterRole;
 //   - no ClusterRole rule on leases, nor on secrets but the cluster-wide install's one rule;
 //   - ClusterRole rules on webhook configurations name their objects (and so cannot create);
-//   - the namespace-scoped install has no ClusterRole rule without resourceNames at all.
+//   - the namespace-scoped install has no ClusterRole rule without resourceNames at all;
+//   - both installs hold GuardPolicy, bound to deny.
 func Check(in Install) []string {
 	var bad []string
+	if !in.Guard || !in.GuardBound {
+		bad = append(bad, fmt.Sprintf("%s: no ValidatingAdmissionPolicy %s bound with validationActions Deny: RBAC alone lets the operator's token write any Secret, Role or RoleBinding it may create", in.Name, GuardPolicy))
+	}
 	for _, cr := range in.Roles {
 		for i, r := range cr.Rules {
 			where := fmt.Sprintf("%s: ClusterRole %s rule %d (%v %v)", in.Name, cr.Name, i, r.APIGroups, r.Resources)

@@ -80,7 +80,7 @@ func TestCheckRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cr := rbacv1.ClusterRole{Rules: []rbacv1.PolicyRule{tc.rule}}
 			cr.Name = tc.role
-			bad := Check(Install{Name: "test", ClusterWide: tc.clusterWide, Roles: []rbacv1.ClusterRole{cr}})
+			bad := Check(Install{Name: "test", ClusterWide: tc.clusterWide, Roles: []rbacv1.ClusterRole{cr}, Guard: true, GuardBound: true})
 			switch {
 			case tc.want == "" && len(bad) > 0:
 				t.Errorf("unexpected violations: %q", bad)
@@ -88,6 +88,15 @@ func TestCheckRules(t *testing.T) {
 				t.Errorf("violations %q, want one containing %q", bad, tc.want)
 			}
 		})
+	}
+}
+
+// An install without the guard policy, or with the policy but no denying binding, is refused.
+func TestCheckWantsTheGuard(t *testing.T) {
+	for _, in := range []Install{{Name: "none"}, {Name: "unbound", Guard: true}, {Name: "binding only", GuardBound: true}} {
+		if bad := strings.Join(Check(in), "\n"); !strings.Contains(bad, "no ValidatingAdmissionPolicy "+GuardPolicy) {
+			t.Errorf("%s: violations %q, want the missing guard", in.Name, bad)
+		}
 	}
 }
 
