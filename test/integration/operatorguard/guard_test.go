@@ -302,4 +302,35 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 	if got := rec.all(); len(got) > 0 {
 		t.Errorf("requests of the operator refused: %q", got)
 	}
+
+	// Adoption (adopt.go): a child whose owner reference was removed is taken back by the job
+	// whose UID it is labelled with; a tenant's Secret is not.
+	op, err := client.New(asOperator(nil), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := *metav1.NewControllerRef(mpiJob, troupev1.GroupVersion.WithKind("MPIJob"))
+	for _, c := range []struct {
+		name, secret string
+		labels       map[string]string
+		adopted      bool
+	}{
+		{"an orphan of the job", "orphan", map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe, troupev1.LabelJobUID: string(mpiJob.UID)}, true},
+		{"a tenant's Secret", "tenants", nil, false},
+	} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.secret, Namespace: tenant, Labels: c.labels}}
+		if err := k8s.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		before := secret.DeepCopy()
+		secret.Labels = map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe, troupev1.LabelJobUID: string(mpiJob.UID)}
+		secret.OwnerReferences = []metav1.OwnerReference{owner}
+		err := op.Patch(ctx, secret, client.MergeFrom(before))
+		if c.adopted && err != nil {
+			t.Errorf("%s: adoption refused: %v", c.name, err)
+		}
+		if !c.adopted && (err == nil || !strings.Contains(err.Error(), "troupe-operator-guard")) {
+			t.Errorf("%s: taken over: %v, want a refusal by the guard", c.name, err)
+		}
+	}
 }
