@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -42,7 +43,7 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	ourPods := labels.NewSelector().Add(*hasJobUID)
 	ours := labels.NewSelector().Add(*managed, *hasJobUID)
 	opts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: stripFieldsNotRead,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                   {Label: ourPods, Transform: TrimPod},
 			&batchv1.Job{}:                  {Label: ours},
@@ -166,4 +167,27 @@ func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 		}
 	}
 	return kept
+}
+
+// stripFieldsNotRead drops what the operator never reads from every cached object without a
+// transform of its own (jobs among them): the managed fields, and the copy of the whole object
+// that kubectl apply keeps in the last-applied-configuration annotation, which doubles the
+// memory of every job applied with kubectl. Nothing writes a job back whole from the cache
+// (status writes go to the status subresource; the Kueue integration patches what it changes),
+// so the stored annotation stays.
+func stripFieldsNotRead(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil //nolint:nilerr // not an object: nothing to strip
+	}
+	if obj.GetManagedFields() != nil {
+		obj.SetManagedFields(nil)
+	}
+	if a := obj.GetAnnotations(); a != nil {
+		if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			obj.SetAnnotations(a)
+		}
+	}
+	return in, nil
 }

@@ -168,8 +168,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 			return r.start(ctx, job, qj, wl, queue)
 		}
 		// Placed by an earlier admission: back to the templates as written.
+		before := job.DeepCopyObject().(engine.Object)
 		if RestorePlacements(qj, wl) {
-			return r.update(ctx, job)
+			return r.update(ctx, job, before)
 		}
 		if string(wl.Spec.QueueName) != queue {
 			orig := wl.DeepCopy()
@@ -326,6 +327,7 @@ func workerTemplates(s *engine.Spec) []*corev1.PodTemplateSpec {
 // start places the admitted job's pod sets where Kueue put them and resumes it, in one write
 // (a job's templates may change only while it is suspended, and this write still sees it so).
 func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, wl *kueuev1.Workload, queue string) error {
+	before := job.DeepCopyObject().(engine.Object)
 	flavors := map[string]*kueuev1.ResourceFlavor{}
 	for _, a := range wl.Status.Admission.PodSetAssignments {
 		for _, name := range a.Flavors {
@@ -345,7 +347,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 	}
 	ApplyPlacements(qj, placements)
 	qj.JobRunPolicy().Suspend = ptr.To(false)
-	if err := r.update(ctx, job); err != nil {
+	if err := r.update(ctx, job, before); err != nil {
 		return err
 	}
 	r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventStarted, "Admit",
@@ -356,8 +358,9 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 // suspend stops the job; its pods go (the engine suspends the master Job and scales the worker
 // sets to zero). Its templates are put back on a later pass, once the stored job is suspended.
 func (r *Reconciler) suspend(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, why string) error {
+	before := job.DeepCopyObject().(engine.Object)
 	qj.JobRunPolicy().Suspend = ptr.To(true)
-	if err := r.update(ctx, job); err != nil {
+	if err := r.update(ctx, job, before); err != nil {
 		return err
 	}
 	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, EventStopped, "Suspend", "suspended: %s", why)
@@ -455,9 +458,12 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, req ctrl.Request) error
 	return nil
 }
 
-// update writes the job's spec; a conflict retries with the newer job.
-func (r *Reconciler) update(ctx context.Context, job engine.Object) error {
-	if err := r.client.Update(ctx, job); err != nil {
+// update writes what changed in the job since before, as a merge patch guarded by before's
+// resourceVersion (a conflict retries with the newer job). A patch, not an update: the cached
+// job lacks what the cache drops (kubectl's last-applied-configuration, engine.CacheOptions),
+// which an update would delete from the stored job.
+func (r *Reconciler) update(ctx context.Context, job, before engine.Object) error {
+	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update the job: %w", err)
 	}
 	return nil
