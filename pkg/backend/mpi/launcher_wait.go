@@ -90,6 +90,10 @@ func (b Backend) decorateLauncher(s *engine.Spec, tmpl *corev1.PodTemplateSpec) 
 			ReadOnlyRootFilesystem: ptr.To(true),
 		}),
 	}
+	if hasExecToken(tmpl) {
+		// It reads the workers' pods with the exec account (transport_kubeexec.go).
+		wait.VolumeMounts = append(wait.VolumeMounts, execTokenMount())
+	}
 	tmpl.Spec.InitContainers = append([]corev1.Container{wait}, tmpl.Spec.InitContainers...)
 }
 

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -94,6 +95,7 @@ func (KubeExec) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.P
 	}
 	if tmpl.Spec.ServiceAccountName == "" {
 		tmpl.Spec.ServiceAccountName = ExecAccountName(s)
+		projectExecToken(tmpl, s.MainContainer)
 	}
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
@@ -105,4 +107,51 @@ func (KubeExec) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.P
 			corev1.EnvVar{Name: "OMPI_MCA_plm_rsh_no_tree_spawn", Value: "1"},
 			corev1.EnvVar{Name: "PRTE_MCA_plm_ssh_no_tree_spawn", Value: "1"})
 	}
+}
+
+// The exec account's token may exec into the job's workers: it is projected only into the
+// containers that use it, the main container (mpirun starts the agent there) and the launcher's
+// wait (which reads the workers' pods; decorateLauncher mounts it there), not into every
+// container of the pod as the kubelet's automount would (a sidecar of the user's, say). It is
+// the kubelet's own projection otherwise: the API server's audience, an hour's expiry that the
+// kubelet renews, the cluster's CA and the namespace.
+const (
+	execTokenVolume = "troupe-exec-token"
+	// execTokenPath is where client-go's in-cluster configuration reads the token and the CA.
+	execTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// execTokenSeconds is the kubelet's default for an automounted token (an hour and 7 s).
+	execTokenSeconds int64 = 3607
+)
+
+func projectExecToken(tmpl *corev1.PodTemplateSpec, mainContainer string) {
+	tmpl.Spec.AutomountServiceAccountToken = ptr.To(false)
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: execTokenVolume, VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To[int32](0o444),
+			Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(execTokenSeconds)}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+					Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+			},
+		},
+	}})
+	if c := mainContainerOf(tmpl, mainContainer); c != nil {
+		c.VolumeMounts = append(c.VolumeMounts, execTokenMount())
+	}
+}
+
+func execTokenMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: execTokenVolume, MountPath: execTokenPath, ReadOnly: true}
+}
+
+// hasExecToken reports whether the pod projects the exec account's token (projectExecToken).
+func hasExecToken(tmpl *corev1.PodTemplateSpec) bool {
+	for _, v := range tmpl.Spec.Volumes {
+		if v.Name == execTokenVolume {
+			return true
+		}
+	}
+	return false
 }

@@ -334,3 +334,43 @@ func TestSSHFilesForANonRootLauncherContainer(t *testing.T) {
 		t.Errorf("mode %o, security context %+v; want 0440 and fsGroup 1000 for the non-root launcher", got, tmpl.Spec.SecurityContext)
 	}
 }
+
+// The exec account's token reaches the launcher's main container and its wait only: not a
+// sidecar, not a user's init container, and not through the kubelet's automount.
+func TestKubeExecTokenOnlyWhereUsed(t *testing.T) {
+	s := chainerSpec()
+	tmpl := template("chainer")
+	tmpl.Spec.Containers = append(tmpl.Spec.Containers, corev1.Container{Name: "sidecar", Image: "proxy:1"})
+	tmpl.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "setup:1"}}
+	Backend{Transport: KubeExec{}, AgentImage: "agent:1"}.DecoratePod(s, nil, &tmpl)
+	if ptr.Deref(tmpl.Spec.AutomountServiceAccountToken, true) {
+		t.Errorf("the kubelet still mounts the exec token into every container")
+	}
+	mounted := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, tmpl.Spec.InitContainers...), tmpl.Spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if m.Name == execTokenVolume {
+				mounted[c.Name] = m.MountPath == execTokenPath && m.ReadOnly
+			}
+		}
+	}
+	if want := map[string]bool{"chainer": true, WaitContainerName: true}; !cmp.Equal(mounted, want) {
+		t.Errorf("containers with the exec token: %v, want %v", mounted, want)
+	}
+	var projected *corev1.ProjectedVolumeSource
+	for _, v := range tmpl.Spec.Volumes {
+		if v.Name == execTokenVolume {
+			projected = v.Projected
+		}
+	}
+	if projected == nil || projected.Sources[0].ServiceAccountToken == nil || *projected.Sources[0].ServiceAccountToken.ExpirationSeconds != execTokenSeconds {
+		t.Errorf("the token volume is not a projected, expiring ServiceAccount token: %+v", projected)
+	}
+
+	own := template("chainer")
+	own.Spec.ServiceAccountName = "mine"
+	Backend{Transport: KubeExec{}}.DecoratePod(s, nil, &own)
+	if own.Spec.AutomountServiceAccountToken != nil || hasExecToken(&own) {
+		t.Errorf("a template's own ServiceAccount lost the kubelet's token mount")
+	}
+}
