@@ -217,6 +217,7 @@ func runJob(t *testing.T, c *cluster, u testUser, j *operatorJob, impl implement
 		proc := h.start(t, podContainer(t, j, p, u, volumes, testdata))
 		h.waitListening(t, proc, int32(probe.TCPSocket.Port.IntValue()), sshdReadyTimeout)
 		checkProcessUser(t, proc, u.uid)
+		checkSSHDHardening(t, proc, u.uid != 0)
 		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("%s (%s) output:\n%s", p.hostname, strings.Join(proc.argv, " "), proc.out)
@@ -352,6 +353,37 @@ func checkProcessUser(t *testing.T, p *process, uid int64) {
 	want := fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
 	if !strings.Contains(string(status), want) {
 		t.Fatalf("%s does not run as uid %d only:\n%s", strings.Join(p.argv, " "), uid, status)
+	}
+}
+
+// checkSSHDHardening asks the worker's running sshd for the configuration it serves with
+// (sshd -T on the same sshd_config): public keys only, no forwarding, no user environment and,
+// for workers that run as another user than root, no root login at all.
+func checkSSHDHardening(t *testing.T, p *process, nonRoot bool) {
+	t.Helper()
+	config := ""
+	for i, a := range p.argv {
+		if a == "-f" && i+1 < len(p.argv) {
+			config = p.argv[i+1]
+		}
+	}
+	if config == "" {
+		t.Fatalf("the worker's sshd names no sshd_config: %v", p.argv)
+	}
+	out, err := exec.Command("podman", "exec", p.name, p.argv[0], "-T", "-f", config).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sshd -T -f %s in %s: %v\n%s", config, p.name, err, out)
+	}
+	want := []string{"pubkeyauthentication yes", "passwordauthentication no", "kbdinteractiveauthentication no",
+		"permituserenvironment no", "usepam no", "disableforwarding yes"}
+	if nonRoot {
+		want = append(want, "permitrootlogin no")
+	}
+	effective := "\n" + string(out)
+	for _, w := range want {
+		if !strings.Contains(effective, "\n"+w+"\n") {
+			t.Errorf("the worker's sshd serves without %q:\n%s", w, out)
+		}
 	}
 }
 

@@ -86,7 +86,13 @@ func KnownHosts(hostDomain string, hostPubKey []byte) (string, error) {
 // unprivileged port by default, keeps its pid file in dir, does not switch users (no privilege
 // separation is possible without root), and accepts only the job's client key. dir holds the
 // Secret's files (host key, authorized_keys), mounted read-only.
-func SSHDConfig(port int32, dir string) string {
+// rootLogin leaves root a key login (the seeds' images run MPI as root); without it, for
+// workers that run as a non-root user, root cannot log in at all.
+func SSHDConfig(port int32, dir string, rootLogin bool) string {
+	permitRoot := "no"
+	if rootLogin {
+		permitRoot = "prohibit-password"
+	}
 	return fmt.Sprintf(`# sshd for troupe MPI jobs: public-key login with the job's own key only.
 Port %d
 HostKey %s/%s
@@ -95,8 +101,9 @@ PidFile none
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-# Key only, for root too: the seeds' images run MPI as root (mpirun --allow-run-as-root).
-PermitRootLogin prohibit-password
+# Root: a key login where the workers may run as root (the seeds' images run MPI as root,
+# mpirun --allow-run-as-root); none where they run as another user.
+PermitRootLogin %s
 UsePAM no
 # The Secret's files are mounted by Kubernetes with modes sshd's owner checks would refuse.
 StrictModes no
@@ -110,7 +117,7 @@ PrintMotd no
 AcceptEnv OMPI_* PRTE_* PMIX_* HYDRA_* I_MPI_* NCCL_*
 # INFO logs every accepted and failed login (to the container's log with -e).
 LogLevel INFO
-`, port, dir, SSHHostKey, dir, SSHAuthorizedKey)
+`, port, dir, SSHHostKey, dir, SSHAuthorizedKey, permitRoot)
 }
 
 // SSHClientConfig is the launcher's ssh_config: the job's key (identityFile), the pinned

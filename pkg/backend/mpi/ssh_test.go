@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 func material(t *testing.T) map[string][]byte {
@@ -130,7 +132,7 @@ func TestKnownHostsPatterns(t *testing.T) {
 }
 
 func TestSSHConfigs(t *testing.T) {
-	sshd := SSHDConfig(2222, "/etc/troupe/ssh")
+	sshd := SSHDConfig(2222, "/etc/troupe/ssh", true)
 	for _, want := range []string{"Port 2222\n", "HostKey /etc/troupe/ssh/ssh_host_ed25519_key\n",
 		"AuthorizedKeysFile /etc/troupe/ssh/authorized_keys\n", "PasswordAuthentication no\n", "PidFile none\n"} {
 		if !strings.Contains(sshd, want) {
@@ -145,5 +147,27 @@ func TestSSHConfigs(t *testing.T) {
 	}
 	if got := SSHAgentScript("/c"); !strings.Contains(got, `exec ssh -F /c "$@"`) {
 		t.Errorf("agent script = %q", got)
+	}
+}
+
+// Root may log in with a key only where the workers may run as root; where every worker set's
+// main container runs as another user, not at all.
+func TestSSHDRootLogin(t *testing.T) {
+	s := chainerSpec()
+	for i := range s.WorkerSets {
+		s.WorkerSets[i].Template = template("chainer")
+	}
+	if got := (SSH{}).ConfigFiles(s)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin prohibit-password\n") {
+		t.Errorf("workers whose user the image chooses: sshd_config says\n%s", got)
+	}
+	for i := range s.WorkerSets {
+		s.WorkerSets[i].Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}
+	}
+	if got := (SSH{}).ConfigFiles(s)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin no\n") {
+		t.Errorf("workers running as uid 1000: sshd_config says\n%s", got)
+	}
+	s.WorkerSets[0].Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}
+	if got := (SSH{}).ConfigFiles(s)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin prohibit-password\n") {
+		t.Errorf("a worker container running as root: sshd_config says\n%s", got)
 	}
 }

@@ -92,9 +92,9 @@ func (t SSH) IdentityFile() string {
 func (t SSH) Agent() string { return ConfigMountPath + "/" + SSHAgentKey }
 
 // ConfigFiles are the sshd and ssh client configurations and the agent script.
-func (t SSH) ConfigFiles(*engine.Spec) map[string]string {
+func (t SSH) ConfigFiles(s *engine.Spec) map[string]string {
 	return map[string]string{
-		SSHDConfigKey:      SSHDConfig(t.SSHPort(), SSHMountPath),
+		SSHDConfigKey:      SSHDConfig(t.SSHPort(), SSHMountPath, workersMayRunAsRoot(s)),
 		SSHClientConfigKey: SSHClientConfig(t.SSHPort(), t.IdentityFile(), SSHMountPath+"/"+SSHKnownHosts),
 		SSHAgentKey:        SSHAgentScript(ConfigMountPath + "/" + SSHClientConfigKey),
 	}
@@ -249,4 +249,34 @@ func sshFileAccess(pod *corev1.PodSpec, container string) (int32, *int64) {
 		return sshModeNonRoot, user
 	}
 	return sshModeRoot, nil
+}
+
+// workersMayRunAsRoot reports whether the main container of any worker set may run as root:
+// its user (the container's, else the pod's) is 0, or unset without runAsNonRoot (the image
+// then chooses, and the seeds' images run as root).
+func workersMayRunAsRoot(s *engine.Spec) bool {
+	for i := range s.WorkerSets {
+		tmpl := &s.WorkerSets[i].Template
+		c := mainContainerOf(tmpl, s.MainContainer)
+		if c == nil {
+			return true
+		}
+		var user *int64
+		nonRoot := false
+		if psc := tmpl.Spec.SecurityContext; psc != nil {
+			user, nonRoot = psc.RunAsUser, ptr.Deref(psc.RunAsNonRoot, false)
+		}
+		if csc := c.SecurityContext; csc != nil {
+			if csc.RunAsUser != nil {
+				user = csc.RunAsUser
+			}
+			if csc.RunAsNonRoot != nil {
+				nonRoot = *csc.RunAsNonRoot
+			}
+		}
+		if user != nil && *user == 0 || user == nil && !nonRoot {
+			return true
+		}
+	}
+	return false
 }
