@@ -26,9 +26,8 @@ var (
 	// gitURL is a repository URL go-git clones from; gitSCP is git's user@host:path form.
 	gitURL = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
 	gitSCP = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
-	// gitURLPassword is a URL whose user information carries a password (user:secret@host), or
-	// an http(s) URL with any user information (a token written as the user: TOKEN@host).
-	gitURLPassword = regexp.MustCompile(`^[a-z]+://[^/@]*:[^/@]*@|^https?://[^/@]*@`)
+	// gitURLPassword is a URL whose user information carries a password (user:secret@host).
+	gitURLPassword = regexp.MustCompile(`^[a-z]+://[^/@]*:[^/@]*@`)
 	gitBranch      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
 	// maxAppCodeName keeps the volume code-<name> and the container git-<name> DNS labels.
 	maxAppCodeName = 50
@@ -86,9 +85,6 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 			// may read pods or their logs.
 			errs = append(errs, field.Invalid(cp.Child("gitRepo"), "<redacted>",
 				"must not carry a password or token: the URL is visible in the pod's spec and logs; use an ssh:// URL with gitSecretName"))
-		case (strings.HasPrefix(c.GitRepo, "http://") || strings.HasPrefix(c.GitRepo, "git://")) && !c.AllowInsecureTransport:
-			errs = append(errs, field.Invalid(cp.Child("gitRepo"), c.GitRepo,
-				"http:// and git:// neither encrypt the code nor authenticate the server, so anyone between the pod and the server can change what the job runs: use https:// or ssh://, or set allowInsecureTransport"))
 		case c.GitSecretName != "" && !strings.HasPrefix(c.GitRepo, "ssh://") && strings.Contains(c.GitRepo, "://"):
 			errs = append(errs, field.Invalid(cp.Child("gitSecretName"), c.GitSecretName,
 				"holds an SSH key, which only an ssh:// or user@host:path repository uses"))
