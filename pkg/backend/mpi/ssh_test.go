@@ -166,6 +166,9 @@ func TestSSHDRootLogin(t *testing.T) {
 	if got := (SSH{}).ConfigFiles(s)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin no\n") {
 		t.Errorf("workers running as uid 1000: sshd_config says\n%s", got)
 	}
+	if got := (SSH{}).ConfigFiles(nil)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin prohibit-password\n") {
+		t.Errorf("no spec: sshd_config says\n%s", got)
+	}
 	s.WorkerSets[0].Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}
 	if got := (SSH{}).ConfigFiles(s)[SSHDConfigKey]; !strings.Contains(got, "PermitRootLogin prohibit-password\n") {
 		t.Errorf("a worker container running as root: sshd_config says\n%s", got)

@@ -255,6 +255,9 @@ func sshFileAccess(pod *corev1.PodSpec, container string) (int32, *int64) {
 // its user (the container's, else the pod's) is 0, or unset without runAsNonRoot (the image
 // then chooses, and the seeds' images run as root).
 func workersMayRunAsRoot(s *engine.Spec) bool {
+	if s == nil {
+		return true // no job to look at (a test of the files alone): the permissive default
+	}
 	for i := range s.WorkerSets {
 		tmpl := &s.WorkerSets[i].Template
 		c := mainContainerOf(tmpl, s.MainContainer)
