@@ -169,6 +169,8 @@ func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 	return kept
 }
 
+var stripManagedFields = cache.TransformStripManagedFields()
+
 // stripFieldsNotRead drops what the operator never reads from every cached object without a
 // transform of its own (jobs among them): the managed fields, and the copy of the whole object
 // that kubectl apply keeps in the last-applied-configuration annotation, which doubles the
@@ -176,12 +178,13 @@ func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 // (status writes go to the status subresource; the Kueue integration patches what it changes),
 // so the stored annotation stays.
 func stripFieldsNotRead(in any) (any, error) {
+	in, err := stripManagedFields(in)
+	if err != nil {
+		return in, err
+	}
 	obj, err := meta.Accessor(in)
 	if err != nil {
 		return in, nil //nolint:nilerr // not an object: nothing to strip
-	}
-	if obj.GetManagedFields() != nil {
-		obj.SetManagedFields(nil)
 	}
 	if a := obj.GetAnnotations(); a != nil {
 		if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {

@@ -140,10 +140,8 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 	// The job's worker counts changed since its Workload was made (kubectl scale, an edit):
 	// Kueue charged it for the old size. As Kueue does for its own kinds, the job is stopped
 	// and its Workload made anew, which queues it again at its new size.
-	if change, err := r.podSetsChanged(ctx, job, wl); err != nil || change != "" {
+	if change := r.podSetsChanged(ctx, job, wl); change != "" {
 		switch {
-		case err != nil:
-			return err
 		case !suspended:
 			return r.suspend(ctx, job, qj, "its pod sets changed ("+change+"); Kueue admits it again at its new size")
 		case active(job):
@@ -242,16 +240,14 @@ func (r *Reconciler) describe(ctx context.Context, job engine.Object) *engine.Sp
 
 // podSetsChanged says how the job's pod sets now differ from its Workload's
 // ("ws0: 2 -> 3"), or "" when they agree (or the spec cannot run).
-func (r *Reconciler) podSetsChanged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) (string, error) {
+func (r *Reconciler) podSetsChanged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) string {
 	s := r.describe(ctx, job)
 	if s == nil {
-		return "", nil
+		return ""
 	}
-	want, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), string(wl.Spec.QueueName), Priority{})
-	if err != nil {
-		return "", err
-	}
-	return PodSetCountsChange(wl.Spec.PodSets, want.Spec.PodSets), nil
+	// Counts only: building the whole Workload would copy every template on every pass.
+	want := PodSetCounts(s, job.(troupev1.QueuedJob).PodSets()[0].Name)
+	return PodSetCountsChange(wl.Spec.PodSets, want)
 }
 
 // deleteWorkload deletes the Workload of a suspended job whose pod sets changed; once it is

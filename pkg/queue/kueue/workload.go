@@ -53,21 +53,14 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 	if len(sets) != 1+len(s.WorkerSets) {
 		return nil, fmt.Errorf("the job has %d pod sets but %d worker sets and a master", len(sets), len(s.WorkerSets))
 	}
-	podSets := []kueuev1.PodSet{{
-		Name:     kueuev1.PodSetReference(sets[0].Name),
-		Count:    1,
-		Template: *s.Master.Template.DeepCopy(),
-	}}
+	podSets := PodSetCounts(s, sets[0].Name)
+	podSets[0].Template = *s.Master.Template.DeepCopy()
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
 		if sets[i+1].Name != ws.Name {
 			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", i+1, sets[i+1].Name, i, ws.Name)
 		}
-		podSets = append(podSets, kueuev1.PodSet{
-			Name:     kueuev1.PodSetReference(ws.Name),
-			Count:    ws.Replicas,
-			Template: *ws.Template.DeepCopy(),
-		})
+		podSets[i+1].Template = *ws.Template.DeepCopy()
 	}
 	owner := s.Owner
 	owner.BlockOwnerDeletion = ptr.To(true)
@@ -91,6 +84,16 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 			Priority:         p.Value,
 		},
 	}, nil
+}
+
+// PodSetCounts are a job's pod sets as its Workload counts them, without their templates: the
+// master's pod set (named master) with one pod, then each worker set with its replicas.
+func PodSetCounts(s *engine.Spec, master string) []kueuev1.PodSet {
+	out := []kueuev1.PodSet{{Name: kueuev1.PodSetReference(master), Count: 1}}
+	for i := range s.WorkerSets {
+		out = append(out, kueuev1.PodSet{Name: kueuev1.PodSetReference(s.WorkerSets[i].Name), Count: s.WorkerSets[i].Replicas})
+	}
+	return out
 }
 
 // PodSetCountsChange says how pod sets (a Workload's) differ in names or counts from the ones

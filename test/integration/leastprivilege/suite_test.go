@@ -38,8 +38,6 @@ const (
 	watched    = "troupe-jobs"
 	// unwatched has jobs too; the operator must never reach into it.
 	unwatched = "elsewhere"
-	// operatorUser is the operator's ServiceAccount, as the API server names it.
-	operatorUser = "system:serviceaccount:" + operatorNS + ":troupe-operator"
 
 	pollInterval = 100 * time.Millisecond
 	waitTimeout  = 30 * time.Second
@@ -125,11 +123,7 @@ func install(ctx context.Context) error {
 // asOperator is the admin's config turned into the operator's ServiceAccount's, with every
 // request it makes recorded.
 func asOperator(rec *recorder) *rest.Config {
-	cfg := rest.CopyConfig(adminCfg)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: operatorUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNS, "system:authenticated"},
-	}
+	cfg := testutil.AsServiceAccount(adminCfg, operatorNS, "troupe-operator")
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return recordingTransport{next: rt, rec: rec} })
 	return cfg
 }

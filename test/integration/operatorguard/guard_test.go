@@ -43,9 +43,8 @@ import (
 )
 
 const (
-	operatorNS   = "troupe-system"
-	tenant       = "tenant"
-	operatorUser = "system:serviceaccount:" + operatorNS + ":troupe-operator"
+	operatorNS = "troupe-system"
+	tenant     = "tenant"
 )
 
 var (
@@ -159,11 +158,7 @@ func (t recordRefusals) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // asOperator is the admin's config turned into the operator's ServiceAccount's.
 func asOperator(rec *refused) *rest.Config {
-	cfg := rest.CopyConfig(adminCfg)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: operatorUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNS, "system:authenticated"},
-	}
+	cfg := testutil.AsServiceAccount(adminCfg, operatorNS, "troupe-operator")
 	if rec != nil {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return recordRefusals{next: rt, rec: rec} })
 	}
