@@ -14,6 +14,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -35,6 +36,7 @@ import (
 // schema's defaults) and a validator of its CEL rules.
 type crdSchema struct {
 	structural *structuralschema.Structural
+	openAPI    apivalidation.SchemaValidator
 	rules      *cel.Validator
 }
 
@@ -68,7 +70,11 @@ func loadCRDSchemas(tb testing.TB) map[string]crdSchema {
 		if err != nil {
 			tb.Fatalf("%s: %v", f, err)
 		}
-		out[internal.Spec.Names.Kind] = crdSchema{structural: s, rules: cel.NewValidator(s, true, celconfig.PerCallLimit)}
+		openAPI, _, err := apivalidation.NewSchemaValidator(validation.OpenAPIV3Schema)
+		if err != nil {
+			tb.Fatalf("%s: %v", f, err)
+		}
+		out[internal.Spec.Names.Kind] = crdSchema{structural: s, openAPI: openAPI, rules: cel.NewValidator(s, true, celconfig.PerCallLimit)}
 	}
 	return out
 }
@@ -93,7 +99,8 @@ func encodeJSON(tb testing.TB, v any) []byte {
 }
 
 // admitted is a manifest through the API server's create: the schema's defaults, then the
-// defaulting webhook; ok is false when validation refuses it.
+// defaulting webhook; ok is false when validation (the webhook's, the CRD schema's or its CEL
+// rules) refuses it, as the API server then stores nothing.
 func admitted(tb testing.TB, k Kind, crd crdSchema, manifest []byte) (stored []byte, ok bool) {
 	tb.Helper()
 	obj := apiObject(tb, manifest)
@@ -111,7 +118,17 @@ func admitted(tb testing.TB, k Kind, crd crdSchema, manifest []byte) (stored []b
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return defaulted, len(refused) == 0
+	if len(refused) > 0 {
+		return defaulted, false
+	}
+	created := apiObject(tb, defaulted)
+	if errs := apivalidation.ValidateCustomResource(nil, created, crd.openAPI); len(errs) > 0 {
+		return defaulted, false
+	}
+	if errs, _ := crd.rules.Validate(context.Background(), nil, crd.structural, created, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+		return defaulted, false
+	}
+	return defaulted, true
 }
 
 // checkReapply checks the properties above for one manifest of kind k.
@@ -166,6 +183,25 @@ func TestDefaultingIsIdempotent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCreateRefusedByTheCRDIsNotStored: a manifest the CRD's own rules refuse at create is never
+// stored, so there is nothing to apply again (the fuzz input CI found: an empty gitBranch, which
+// the webhook leaves to the CRD's pattern rule).
+func TestCreateRefusedByTheCRDIsNotStored(t *testing.T) {
+	crds := loadCRDSchemas(t)
+	manifest := []byte(`{"apiVersion":"troupe.dev/v1alpha1","kind":"MPIJob","metadata":{"name":"chainermn-mnist","namespace":"fuzz"},` +
+		`"spec":{"appCodesToSync":[{"gitBranch":"","gitRepo":"https://github.com/chainer/chainermn.git","mountPath":"/chainermn-examples","name":"chainermn"}],` +
+		`"worker":{"replicas":2,"template":{"spec":{"containers":[{"image":"mpi:1","name":"mpi-worker"}]}}}}}`)
+	for _, k := range All() {
+		if k.Name != "MPIJob" {
+			continue
+		}
+		if _, ok := admitted(t, k, crds[k.Name], manifest); ok {
+			t.Fatal("an MPIJob with an empty gitBranch is admitted; the CRD refuses it at create")
+		}
+		checkReapply(t, k, crds[k.Name], manifest)
 	}
 }
 
