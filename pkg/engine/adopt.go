@@ -13,13 +13,17 @@ import (
 )
 
 // A child whose owner reference was removed (by hand, by a tool that rewrote the object, by an
-// `kubectl apply` of an exported copy) is still the job's: it carries the job's UID label, which
-// only the operator puts on objects, and no other controller claims it. Reporting it as a name
+// `kubectl apply` of an exported copy) is still the job's: it carries the job's UID label, and
+// no other controller claims it. Reporting it as a name
 // conflict would leave the job stuck behind its own child (an orphaned master Job is never
 // seen finishing; an orphaned StatefulSet is no longer kept in shape), and garbage collection
 // would leave it behind when the job is deleted. So it is adopted back, as the Job and
 // ReplicaSet controllers adopt orphans that match their selector. An object of anyone else
-// (no label, another job's UID, another controller) is still never touched.
+// (no label, another job's UID, another controller) is still never touched. The label alone
+// proves nothing (whoever may create the object may write it): harmless for a child whose
+// content the operator puts back, but not for a generated Secret, whose data it never
+// rewrites; one is adopted only when its data is what the job's status records
+// (adoptableSecret).
 
 // adoptable reports whether cur is an orphan of job: no controller, and the job's UID label.
 func adoptable(job Object, cur client.Object) bool {

@@ -181,8 +181,17 @@ func emptyLike(want client.Object) client.Object {
 // whether the object is the job's.
 func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur client.Object, obs *Observed) (bool, error) {
 	if !metav1.IsControlledBy(cur, job) && adoptable(job, cur) {
-		if err := r.adopt(ctx, job, s, want, cur); err != nil {
-			return false, err
+		ok := true
+		if _, isSecret := want.(*corev1.Secret); isSecret {
+			var err error
+			if ok, err = r.adoptableSecret(ctx, job, want); err != nil {
+				return false, err
+			}
+		}
+		if ok {
+			if err := r.adopt(ctx, job, s, want, cur); err != nil {
+				return false, err
+			}
 		}
 	}
 	if !metav1.IsControlledBy(cur, job) {
@@ -293,6 +302,11 @@ func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, wan
 	}
 	if g, ok := s.Backend.(Generator); ok {
 		if err := g.Generate(s, want); err != nil {
+			return false, nil, err
+		}
+	}
+	if secret, isSecret := want.(*corev1.Secret); isSecret {
+		if err := r.recordBeforeCreate(ctx, job, secret); err != nil {
 			return false, nil, err
 		}
 	}

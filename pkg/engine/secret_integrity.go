@@ -23,7 +23,10 @@ import (
 
 // The Secrets the operator generates for a job (its SSH keys) are written once and never
 // rewritten. Their hash goes into status.generatedSecrets, where users who may edit the job
-// (but not its status) cannot change it. A Secret whose data no longer matches is reported
+// (but not its status) cannot change it, before the Secret is created: so a Secret found under
+// the name without a record (someone with Secret create rights was quicker, putting the job's
+// labels and even a controller reference on it, which anyone may write) is never taken for the
+// operator's own, nor adopted. A Secret whose data no longer matches is reported
 // (SecretTampered condition, Warning event) and no missing child is created meanwhile, so no
 // launcher starts with keys someone else put there. A generated Secret deleted after the job
 // started fails the job: new keys would not match the host key and authorized keys the running
@@ -88,8 +91,8 @@ func secretRecord(st *troupev1.JobStatus, name string) *troupev1.GeneratedSecret
 }
 
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the
-// job's status. A Secret without a record (made by a release that kept none, or whose record's
-// status write was lost to a conflict) is recorded as found.
+// job's status. A Secret without a record is not the operator's (recordBeforeCreate): it is
+// reported like a modified one.
 // ids are the job's desired children (childIdentities).
 func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids []client.Object, obs *Observed) error {
 	obs.Secrets.checked = true
@@ -120,7 +123,9 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
 		case !exists:
 			// Not created yet, or deleted before any pod got its keys: it is generated (again).
-		case rec == nil || rec.SHA256 == secretDataHash(fresh.Data):
+		case rec == nil:
+			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
+		case rec.SHA256 == secretDataHash(fresh.Data):
 			obs.Secrets.Records = append(obs.Secrets.Records, troupev1.GeneratedSecretRecord{
 				Name: name, SHA256: secretDataHash(fresh.Data), ResourceVersion: fresh.ResourceVersion,
 			})
@@ -130,6 +135,42 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 		}
 	}
 	return nil
+}
+
+// recordBeforeCreate writes the record of secret, just generated, into the job's status before
+// the Secret is created, so that only data the operator generated ever matches a record. The
+// write carries the job's resourceVersion: a job changed meanwhile fails it, and the pass runs
+// again on fresh data with nothing created. The job's resourceVersion moves on with the write,
+// so the status this pass writes at its end does not conflict with it.
+func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, secret *corev1.Secret) error {
+	rec := troupev1.GeneratedSecretRecord{Name: secret.Name, SHA256: secretDataHash(secret.Data)}
+	withRecord := job.DeepCopyObject().(Object)
+	st := withRecord.JobStatus()
+	st.GeneratedSecrets = slices.DeleteFunc(slices.Clone(st.GeneratedSecrets),
+		func(g troupev1.GeneratedSecretRecord) bool { return g.Name == rec.Name })
+	st.GeneratedSecrets = append(st.GeneratedSecrets, rec)
+	slices.SortFunc(st.GeneratedSecrets, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
+	if err := r.client.Status().Update(ctx, withRecord); err != nil {
+		return fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
+	}
+	job.SetResourceVersion(withRecord.GetResourceVersion())
+	return nil
+}
+
+// adoptableSecret reports whether the generated Secret want, found without an owner reference,
+// holds what the operator recorded for it: only then is it the job's to adopt back. The data is
+// read from the API server (the cache holds Secrets' metadata only); this runs only for such
+// an orphan.
+func (r *Reconciler) adoptableSecret(ctx context.Context, job Object, want client.Object) (bool, error) {
+	rec := secretRecord(job.JobStatus(), want.GetName())
+	if rec == nil {
+		return false, nil
+	}
+	var fresh corev1.Secret
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &fresh); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return rec.SHA256 == secretDataHash(fresh.Data), nil
 }
 
 // secretDataHash is the hex SHA-256 of a Secret's data: each key and value in key order,
@@ -159,7 +200,8 @@ func secretTamperedCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Co
 		return newCondition(t, true, troupev1.ReasonGeneratedSecretModified,
 			"the data of Secret "+strings.Join(obs.Secrets.Tampered, ", ")+
 				" is not what troupe generated for this job (status.generatedSecrets); troupe starts no launcher with these keys. "+
-				"Put the data back, or delete the job and create it again for new keys"), true
+				"Put the data back; or, if the job has not started, delete the Secret and troupe generates it again; "+
+				"else delete the job and create it again for new keys"), true
 	}
 	if meta.FindStatusCondition(prev.Conditions, t) == nil {
 		return metav1.Condition{}, false
