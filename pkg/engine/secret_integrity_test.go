@@ -32,7 +32,7 @@ func (keysBackend) DecoratePod(*Spec, *WorkerSet, *corev1.PodTemplateSpec) {}
 func (b keysBackend) Generate(s *Spec, obj client.Object) error {
 	if secret, ok := obj.(*corev1.Secret); ok && secret.Name == s.Name+"-keys" {
 		*b.generated++
-		secret.Data = map[string][]byte{"key": []byte{byte(*b.generated)}}
+		secret.Data = map[string][]byte{"key": {byte(*b.generated)}}
 	}
 	return nil
 }
