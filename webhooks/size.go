@@ -7,15 +7,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// MaxJobBytes bounds a job object as the API server sends it to admission (JSON, the
-// last-applied-configuration annotation of kubectl apply included). The operator keeps every
-// job of its namespaces in memory, and the engine copies its templates into StatefulSets, Jobs
-// and Workloads: without a bound, a few tenants' jobs near etcd's 1.5 MiB limit could make the
-// operator run out of memory for every tenant (docs/security.md). A spec of 256 KiB, applied
-// with kubectl, fits.
-const MaxJobBytes = 512 << 10
+// MaxJobBytes bounds a job object as the API server sends it to admission
+// (troupev1.MaxJobBytes says why).
+const MaxJobBytes = troupev1.MaxJobBytes
 
 // validateSize refuses a job over MaxJobBytes. An update that does not grow a job stored
 // before the bound existed is let through: no update that adds nothing is refused.

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // NoteLimit is the longest event note, in bytes, that the API server accepts: it refuses a
@@ -17,15 +20,27 @@ const noteCut = " [...]"
 
 // FitNote returns note cut to NoteLimit bytes on a UTF-8 boundary, marked as cut, or note when
 // it fits.
-func FitNote(note string) string {
-	if len(note) <= NoteLimit {
-		return note
+func FitNote(note string) string { return fitBytes(note, NoteLimit) }
+
+// FitConditionMessages cuts every condition's message to troupev1.ConditionMessageLimit bytes:
+// the one place for the job status writes, whatever a message quotes (a termination message,
+// an error, Kueue's words).
+func FitConditionMessages(conds []metav1.Condition) {
+	for i := range conds {
+		conds[i].Message = fitBytes(conds[i].Message, troupev1.ConditionMessageLimit)
 	}
-	end := NoteLimit - len(noteCut)
-	for end > 0 && !utf8.RuneStart(note[end]) {
+}
+
+// fitBytes is s cut to limit bytes on a UTF-8 boundary, marked as cut, or s when it fits.
+func fitBytes(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	end := limit - len(noteCut)
+	for end > 0 && !utf8.RuneStart(s[end]) {
 		end--
 	}
-	return note[:end] + noteCut
+	return s[:end] + noteCut
 }
 
 // LimitNotes is a recorder whose every note fits the API server's limit: the one place where

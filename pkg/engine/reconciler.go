@@ -301,6 +301,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	key := client.ObjectKeyFromObject(job)
 	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
 	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
+	FitConditionMessages(next.Conditions)
 	if equality.Semantic.DeepEqual(prev, &next) {
 		r.deferred.forget(key)
 		return 0, nil
@@ -361,6 +362,7 @@ func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause er
 		ObservedGeneration: job.GetGeneration(),
 		LastTransitionTime: metav1.NewTime(r.clock.Now().Truncate(time.Second)),
 	})
+	FitConditionMessages(st.Conditions)
 	if equality.Semantic.DeepEqual(prev, st) {
 		return nil
 	}

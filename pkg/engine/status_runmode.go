@@ -107,9 +107,39 @@ func tasks(s *Spec, pods []corev1.Pod) []troupev1.TaskStatus {
 		out = append(out, worker)
 	}
 	for i := range out {
-		slices.SortFunc(out[i].Status, func(a, b troupev1.PodReference) int { return cmp.Compare(a.Name, b.Name) })
+		limit := troupev1.MaxPodsPerJob
+		if out[i].Type != troupev1.ReplicaWorker {
+			limit = troupev1.MaxMasterTaskPods
+		}
+		out[i].Status, out[i].Unlisted = boundTaskPods(out[i].Status, limit)
 	}
 	return out
+}
+
+// boundTaskPods keeps at most limit of a type's pods, those not ended first (a
+// master Job's failed attempts, a worker's replaced pods), sorted by name, and counts the rest:
+// status.tasks must not grow the job past etcd's object limit, whatever number of ended pods
+// lingers.
+func boundTaskPods(refs []troupev1.PodReference, limit int) ([]troupev1.PodReference, int32) {
+	ended := func(r troupev1.PodReference) bool {
+		return r.Phase == corev1.PodSucceeded || r.Phase == corev1.PodFailed
+	}
+	var unlisted int32
+	if len(refs) > limit {
+		slices.SortFunc(refs, func(a, b troupev1.PodReference) int {
+			if ea, eb := ended(a), ended(b); ea != eb {
+				if ea {
+					return 1
+				}
+				return -1
+			}
+			return cmp.Compare(a.Name, b.Name)
+		})
+		unlisted = int32(len(refs) - limit)
+		refs = refs[:limit]
+	}
+	slices.SortFunc(refs, func(a, b troupev1.PodReference) int { return cmp.Compare(a.Name, b.Name) })
+	return refs, unlisted
 }
 
 // aggregate counts the job's replicas by state: every observed pod once (a pod being deleted

@@ -6,6 +6,13 @@ package v1alpha1
 // runs, whatever a tenant writes or `kubectl scale` asks for. docs/admission.md gives the
 // arithmetic. The CRDs carry the same numbers as markers (literal there: keep them in step).
 const (
+	// MaxJobBytes bounds a job object as the API server sends it to admission (JSON, the
+	// last-applied-configuration annotation of kubectl apply included; webhooks refuse a larger
+	// one). The operator keeps every job of its namespaces in memory, and the engine copies its
+	// templates into StatefulSets, Jobs and Workloads: without a bound, a few tenants' jobs near
+	// etcd's 1.5 MiB limit could make the operator run out of memory for every tenant
+	// (docs/security.md). A spec of 256 KiB, applied with kubectl, fits.
+	MaxJobBytes = 512 << 10
 	// MaxPodsPerJob bounds the master plus every worker pod of one job.
 	MaxPodsPerJob = 4096
 	// MaxWorkerReplicas bounds the worker pods of one job (and so of one set): every pod of the
@@ -14,4 +21,14 @@ const (
 	// MaxSlotsPerPod bounds the MPI processes of one pod; with MaxPodsPerJob, a job's total
 	// stays below 2^23 and never overflows an int32.
 	MaxSlotsPerPod = 1024
+	// MaxMasterTaskPods bounds the master's pods status.tasks lists (one lives at a time; the
+	// rest are ended attempts); the worker task lists up to MaxPodsPerJob, so every live worker
+	// is listed (the engine finds lost workers by their listed UIDs). Pods beyond are counted in
+	// the task's unlisted. With a job of MaxJobBytes and condition messages of
+	// ConditionMessageLimit the whole object stays under etcd's 1.5 MiB request limit.
+	MaxMasterTaskPods = 64
+	// ConditionMessageLimit bounds the message of every condition the operator writes (the
+	// CRD allows 32768 bytes; a message quoting a termination message of the kubelet's 4096
+	// fits).
+	ConditionMessageLimit = 8 << 10
 )

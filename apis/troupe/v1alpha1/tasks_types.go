@@ -14,9 +14,14 @@ type TaskStatus struct {
 	Type ReplicaType `json:"type"`
 	// restartCount is the sum of the container restarts of the type's current pods.
 	RestartCount int32 `json:"restartCount"`
-	// status lists the type's current pods, by name.
+	// status lists the type's current pods, by name: at most 64 of the master (launcher) and
+	// 4096 of the workers, those not ended first.
+	// +kubebuilder:validation:MaxItems=4096
 	// +optional
 	Status []PodReference `json:"status,omitempty"`
+	// unlisted counts the type's pods that status does not list for the bound.
+	// +optional
+	Unlisted int32 `json:"unlisted,omitempty"`
 }
 
 // PodReference is one pod of a job and its phase.
