@@ -26,6 +26,9 @@ type Options struct {
 	// AvailableGangs are the providers whose PodGroup CRD the cluster serves; a job asking
 	// for another one is reported, not run.
 	AvailableGangs map[troupev1.GangProvider]bool
+	// RequireGitKnownHosts requires the key known_hosts in every git deploy-key Secret
+	// (appCodesToSync[].gitSecretName), so that no clone accepts an unknown server's host key.
+	RequireGitKnownHosts bool
 }
 
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.

@@ -18,10 +18,14 @@ func describeUserInputs(s *engine.Spec, codes []troupev1.AppCode, o Options, sca
 	}
 	for i, c := range codes {
 		if c.GitSecretName != "" {
+			keys := []string{troupev1.GitSecretSSHKey}
+			if o.RequireGitKnownHosts {
+				keys = append(keys, troupev1.GitSecretKnownHosts)
+			}
 			s.RequiredSecrets = append(s.RequiredSecrets, engine.SecretRequirement{
 				Field: fmt.Sprintf("spec.appCodesToSync[%d].gitSecretName", i),
 				Name:  c.GitSecretName,
-				Keys:  []string{troupev1.GitSecretSSHKey},
+				Keys:  keys,
 			})
 		}
 	}

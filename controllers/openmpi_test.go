@@ -59,3 +59,18 @@ func TestUserInputsReachTheEngine(t *testing.T) {
 		t.Errorf("KubeExec job requires %v (err %v), want no Secret", cs.RequiredSecrets, err)
 	}
 }
+
+// With --git-require-known-hosts a git deploy-key Secret must hold known_hosts too: a job whose
+// Secret lacks it waits with SecretMissing naming the key (the engine's Secret check).
+func TestRequireGitKnownHosts(t *testing.T) {
+	job := testutil.MakeChainerJob("mn", "ml").WorkerSet("ws0", 1).Obj()
+	job.Spec.AppCodesToSync = []troupev1.AppCode{{Name: "private", GitRepo: "git@git.example.com:org/b.git", MountPath: "/b", GitSecretName: "deploy-key"}}
+	s := &engine.Spec{Name: "mn", Namespace: "ml"}
+	if err := (ChainerJob{Options{AgentImage: "agent:1", RequireGitKnownHosts: true}}).Describe(job, s); err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.SecretRequirement{{Field: "spec.appCodesToSync[0].gitSecretName", Name: "deploy-key", Keys: []string{"ssh", "known_hosts"}}}
+	if diff := cmp.Diff(want, s.RequiredSecrets); diff != "" {
+		t.Errorf("required Secrets (-want +got):\n%s", diff)
+	}
+}

@@ -42,7 +42,8 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 
 // ValidateCreate refuses a ChainerJob that could not run as written.
 func (ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
-	return nil, invalid("ChainerJob", job.Name, append(validateSize(ctx), ValidateChainerJob(job)...))
+	warnings := gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
+	return warnings, invalid("ChainerJob", job.Name, append(validateSize(ctx), ValidateChainerJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

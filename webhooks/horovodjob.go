@@ -69,7 +69,8 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 
 // ValidateCreate refuses a HorovodJob that could not run as written.
 func (HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
-	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("HorovodJob", job.Name, append(validateSize(ctx), ValidateHorovodJob(job)...))
+	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
+	return warnings, invalid("HorovodJob", job.Name, append(validateSize(ctx), ValidateHorovodJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

@@ -81,7 +81,8 @@ func mpiJobPaths(s *troupev1.MPIJobSpec) programPaths {
 
 // ValidateCreate refuses an MPIJob that could not run as written.
 func (MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
-	return t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), invalid("MPIJob", job.Name, append(validateSize(ctx), ValidateMPIJob(job)...))
+	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
+	return warnings, invalid("MPIJob", job.Name, append(validateSize(ctx), ValidateMPIJob(job)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

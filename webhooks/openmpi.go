@@ -24,11 +24,9 @@ import (
 var (
 	cleanPodPolicyOns = []troupev1.CleanPodPolicyOn{troupev1.CleanPodPolicyOnFinished, troupev1.CleanPodPolicyOnSucceeded}
 	// gitURL is a repository URL go-git clones from; gitSCP is git's user@host:path form.
-	gitURL = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
-	gitSCP = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
-	// gitURLPassword is a URL whose user information carries a password (user:secret@host).
-	gitURLPassword = regexp.MustCompile(`^[a-z]+://[^/@]*:[^/@]*@`)
-	gitBranch      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
+	gitURL    = regexp.MustCompile(`^(https?|ssh|git)://[^ ]+$`)
+	gitSCP    = regexp.MustCompile(`^[^@/: ]+@[^/: ]+:[^ ]+$`)
+	gitBranch = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@=-]*$`)
 	// maxAppCodeName keeps the volume code-<name> and the container git-<name> DNS labels.
 	maxAppCodeName = 50
 	maxAppCodes    = 8
@@ -64,6 +62,7 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 	if len(codes) > maxAppCodes {
 		errs = append(errs, field.TooMany(p, len(codes), maxAppCodes))
 	}
+	errs = append(errs, troupev1.AppCodeURLErrors(p, codes)...)
 	names, mounts := sets.New[string](), sets.New[string]()
 	for i := range codes {
 		c, cp := &codes[i], p.Index(i)
@@ -79,12 +78,8 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 		names.Insert(c.Name)
 		switch {
 		case !gitURL.MatchString(c.GitRepo) && !gitSCP.MatchString(c.GitRepo):
-			errs = append(errs, field.Invalid(cp.Child("gitRepo"), c.GitRepo, "must be an https://, http://, ssh:// or git:// URL, or user@host:path (file:// has nothing to read in a pod)"))
-		case gitURLPassword.MatchString(c.GitRepo):
-			// The URL is in the init container's arguments and its messages, for anyone who
-			// may read pods or their logs.
-			errs = append(errs, field.Invalid(cp.Child("gitRepo"), "<redacted>",
-				"must not carry a password or token: the URL is visible in the pod's spec and logs; use an ssh:// URL with gitSecretName"))
+			errs = append(errs, field.Invalid(cp.Child("gitRepo"), troupev1.RedactGitURL(c.GitRepo),
+				"must be an https://, http://, ssh:// or git:// URL, or user@host:path (file:// has nothing to read in a pod)"))
 		case c.GitSecretName != "" && !strings.HasPrefix(c.GitRepo, "ssh://") && strings.Contains(c.GitRepo, "://"):
 			errs = append(errs, field.Invalid(cp.Child("gitSecretName"), c.GitSecretName,
 				"holds an SSH key, which only an ssh:// or user@host:path repository uses"))
@@ -104,6 +99,20 @@ func validateAppCodes(p *field.Path, codes []troupev1.AppCode, templates []podTe
 		mounts.Insert(path.Clean(c.MountPath))
 	}
 	return errs
+}
+
+// gitHostKeyWarnings tell, at create, that a repository read over SSH has its server's host key
+// checked only when its Secret holds known_hosts: the webhook does not read Secrets (one may
+// be created after the job), and kube-openmpi's documented Secret holds the key "ssh" alone.
+func gitHostKeyWarnings(p *field.Path, codes []troupev1.AppCode) []string {
+	var out []string
+	for i, c := range codes {
+		if c.GitSecretName != "" {
+			out = append(out, fmt.Sprintf("%s: the git server's host key is checked only when Secret %q holds the key %q "+
+				"(ssh-keyscan HOST); without it any host key is accepted", p.Index(i).Child("gitSecretName"), c.GitSecretName, troupev1.GitSecretKnownHosts))
+		}
+	}
+	return out
 }
 
 // validateCodeMount checks where a repository is mounted: an absolute path outside troupe's

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -55,14 +56,17 @@ func gitSync(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
+	// Messages name the repository without what could be a credential (user information,
+	// query): they reach the pod's logs and status.
+	repo := troupev1.RedactGitURL(cfg.repo)
 	commit, err := syncRepo(ctx, cfg, os.Stderr)
 	if err != nil {
-		msg := fmt.Sprintf("git-sync %s: %v", cfg.repo, err)
+		msg := fmt.Sprintf("git-sync %s: %s", repo, strings.ReplaceAll(err.Error(), cfg.repo, repo))
 		fmt.Fprintln(os.Stderr, "troupe-agent", msg)
 		_ = os.WriteFile(cfg.termLog, []byte(msg), 0o644)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "troupe-agent git-sync: %s at %s in %s\n", cfg.repo, commit, cfg.dest)
+	fmt.Fprintf(os.Stderr, "troupe-agent git-sync: %s at %s in %s\n", repo, commit, cfg.dest)
 	return 0
 }
 
@@ -103,7 +107,8 @@ func syncRepo(ctx context.Context, cfg gitSyncConfig, log io.Writer) (string, er
 		if permanent(err) {
 			return "", err
 		}
-		_, _ = fmt.Fprintf(log, "troupe-agent git-sync: %v; retrying in %s\n", err, pause)
+		_, _ = fmt.Fprintf(log, "troupe-agent git-sync: %s; retrying in %s\n",
+			strings.ReplaceAll(err.Error(), cfg.repo, troupev1.RedactGitURL(cfg.repo)), pause)
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("gave up: %w", err)

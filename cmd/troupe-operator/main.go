@@ -67,6 +67,9 @@ func run() error {
 	// last of 200 was written 7.7 s after its launcher ended, at 8 1.4 s (docs/performance.md).
 	flag.IntVar(&maxConcurrency, "max-concurrent-reconciles", 8, "Jobs of one kind reconciled in parallel.")
 	flag.StringVar(&opts.AgentImage, "agent-image", defaultAgentImage, "troupe-agent image of MPI launchers' wait init container.")
+	flag.BoolVar(&opts.RequireGitKnownHosts, "git-require-known-hosts", false,
+		"Require the key known_hosts in every appCodesToSync[].gitSecretName Secret: a job whose Secret lacks it waits, saying so. "+
+			"Off: a Secret without known_hosts accepts any host key of the git server, as kube-openmpi's documented Secret (key ssh alone) does.")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",

@@ -1,9 +1,19 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -37,5 +47,40 @@ func TestCheckBounds(t *testing.T) {
 				t.Errorf("checkBounds = %v, want TooLarge %v", err, tc.tooLarge)
 			}
 		})
+	}
+}
+
+// plainHTTPCodeAdapter is masterOnlyAdapter with a repository over plain http.
+type plainHTTPCodeAdapter struct{ masterOnlyAdapter }
+
+func (a plainHTTPCodeAdapter) Describe(job Object, s *Spec) error {
+	if err := a.masterOnlyAdapter.Describe(job, s); err != nil {
+		return err
+	}
+	s.CodeSync = CodeSync{Image: "agent:1", Repos: []troupev1.AppCode{{Name: "app", GitRepo: "http://git.example.com/app.git", MountPath: "/code"}}}
+	return nil
+}
+
+// A job admitted without the webhook (or past a failurePolicy Ignore) that clones over plain
+// http is not run: InvalidSpec naming the field, nothing created.
+func TestPlainHTTPCodeRefusedWithoutWebhook(t *testing.T) {
+	ctx := context.Background()
+	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
+	c := fakeJobClient(t, job)
+	r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), adapter: plainHTTPCodeAdapter{}, gvk: chainerJobGVK,
+		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time)}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
+		t.Fatal(err)
+	}
+	var got troupev1.ChainerJob
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
+		t.Fatal(err)
+	}
+	ini := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionInitialized)
+	if ini == nil || ini.Reason != troupev1.ReasonInvalidSpec || !strings.Contains(ini.Message, "spec.appCodesToSync[0].gitRepo") {
+		t.Errorf("Initialized = %+v, want InvalidSpec naming spec.appCodesToSync[0].gitRepo", ini)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "train-master"}, &batchv1.Job{}); err == nil {
+		t.Error("the master Job was created")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -235,6 +236,9 @@ func (r *Reconciler) describe(job Object) (*Spec, error) {
 	}
 	if err := checkCredentialRefs(s); err != nil {
 		return nil, err
+	}
+	if err := troupev1.AppCodeURLErrors(field.NewPath("spec", "appCodesToSync"), s.CodeSync.Repos).ToAggregate(); err != nil {
+		return nil, err // the webhook's rule, for a job admitted without it
 	}
 	return s, nil
 }
