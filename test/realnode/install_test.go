@@ -54,9 +54,19 @@ func TestInstall(t *testing.T) {
 		// to the user, who labels it for Pod Security (README's install section).
 		mustKubectl(t, "", "apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds"))
 		mustKubectl(t, "", "create", "namespace", operatorNS)
+		// Installed into a namespace without the label, the chart's notes say so and how to
+		// label it (a dry run on the server, where the chart can look the namespace up).
+		notes, err := exec.Command(helm, "install", "troupe", filepath.Join(repoRoot, "charts", "troupe"),
+			"--kubeconfig", kubeconfig, "--namespace", operatorNS, "--dry-run=server").CombinedOutput()
+		if err != nil || !strings.Contains(string(notes), "WARNING: namespace "+operatorNS+" does not enforce the restricted Pod Security Standard") {
+			t.Errorf("helm install --dry-run=server into an unlabelled namespace: %v; want the notes to warn\n%s", err, notes)
+		}
 		mustKubectl(t, "", "label", "namespace", operatorNS, "pod-security.kubernetes.io/enforce=restricted")
 		out, err := exec.Command(helm, "install", "troupe", filepath.Join(repoRoot, "charts", "troupe"),
 			"--kubeconfig", kubeconfig, "--namespace", operatorNS, "--wait", "--timeout", "5m").CombinedOutput()
+		if err == nil && !strings.Contains(string(out), "enforces the restricted Pod Security Standard") {
+			t.Errorf("helm install into the labelled namespace: the notes do not confirm the label\n%s", out)
+		}
 		t.Cleanup(func() {
 			if out, err := exec.Command(helm, "uninstall", "troupe", "--kubeconfig", kubeconfig,
 				"--namespace", operatorNS, "--wait").CombinedOutput(); err != nil {
