@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,14 +137,12 @@ func (e *env) restartComponent(ctx context.Context, name string) (time.Duration,
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return 0, fmt.Errorf("kill %s (PID %d): %w", name, pid, err)
 	}
-	// Gone, or a zombie nobody reaps yet: either way it no longer serves.
+	// Gone, or a zombie nobody reaps yet with no thread left: either way its sockets are
+	// closed. The group leader turns zombie while its other threads may still be exiting, and
+	// the process's files (its listening socket) are released only with the last of them: a
+	// successor started before then fails to bind the port and exits.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true, nil //nolint:nilerr // no such process: it is gone
-		}
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		return len(f) > 0 && (f[0] == "Z" || f[0] == "X"), nil
+		return processExited(pid), nil
 	}); err != nil {
 		return 0, fmt.Errorf("%s (PID %d) did not exit: %w", name, pid, err)
 	}
@@ -152,10 +151,38 @@ func (e *env) restartComponent(ctx context.Context, name string) (time.Duration,
 	if err := e.kwokctlStart(ctx); err != nil {
 		return 0, err
 	}
-	if err := e.waitAPIReady(ctx, 2*time.Minute); err != nil {
-		return 0, err
+	// A successor that exits anyway (its port still held by a process this harness does not
+	// know) is started again, as superviseCluster would, which waits for the lock held here.
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if slices.Contains(e.deadComponents(), pidFile) {
+			_ = os.Remove(pidFile)
+			e.componentRestarts[name]++
+			return false, e.kwokctlStart(ctx)
+		}
+		return e.waitAPIReady(ctx, 2*time.Second) == nil, nil
+	}); err != nil {
+		return 0, fmt.Errorf("%s did not serve again: %w", name, err)
 	}
 	return time.Since(start), nil
+}
+
+// processExited reports whether process pid is gone, or is a zombie none of whose threads
+// still runs.
+func processExited(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true // no such process
+	}
+	for _, t := range tasks {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // this thread is gone
+		}
+		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			return false
+		}
+	}
+	return true
 }
 
 // kwokctlStart has kwokctl start the cluster's components that do not run.
