@@ -9,6 +9,8 @@ TOOLS_DIR := $(TROUPE_CACHE)/tools
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+GOVULNCHECK := $(TOOLS_DIR)/govulncheck-$(GOVULNCHECK_VERSION)
+VULNDB := $(TROUPE_CACHE)/vulndb-$(VULNDB_VERSION)
 # envtest wants kube-apiserver and etcd side by side in one directory.
 ENVTEST_ASSETS := $(TROUPE_CACHE)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 # kube-apiserver, kube-controller-manager, kube-scheduler and a kubectl of the same version.
@@ -80,8 +82,12 @@ fmt: ## Format the Go code.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
+.PHONY: vuln
+vuln: $(GOVULNCHECK) $(VULNDB) ## govulncheck over every package: fail on a vulnerable function the code calls that hack/vuln-accepted.txt does not accept.
+	$(GOVULNCHECK) -db file://$(VULNDB) -format json ./... | go run ./hack/vulncheck hack/vuln-accepted.txt
+
 .PHONY: verify
-verify: generate manifests ## Fail when a generated file is stale, code is unformatted, deploy/'s RBAC is too wide or lint finds anything.
+verify: generate manifests ## Fail when a generated file is stale, code is unformatted, deploy/'s RBAC is too wide, lint or govulncheck finds anything.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- apis deploy charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- apis deploy charts); \
@@ -91,6 +97,7 @@ verify: generate manifests ## Fail when a generated file is stale, code is unfor
 	go vet ./...
 	$(MAKE) lint
 	$(MAKE) chart-check
+	$(MAKE) vuln
 
 ##@ Tests
 
@@ -228,6 +235,12 @@ $(CONTROLLER_GEN):
 
 $(GOLANGCI_LINT):
 	hack/install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(GOVULNCHECK):
+	hack/install-tool.sh $@ golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+$(VULNDB):
+	hack/vulndb.sh $@ $(VULNDB_VERSION)
 
 $(HELM):
 	hack/install-tool.sh $@ helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)

@@ -30,6 +30,11 @@ CONTROLLER_GEN_VERSION ?= v0.20.0
 GOLANGCI_LINT_VERSION ?= v2.7.2
 # Helm, for the chart's lint and template (make verify) and the real-node install test.
 HELM_VERSION ?= v3.22.0
+# govulncheck (make vuln, part of make verify) and the Go vulnerability database it reads,
+# taken from the golang.org/x/vulndb module on the Go module proxy (vuln.go.dev is not reachable
+# here): a pinned snapshot, so a new advisory changes the result only when this line moves.
+GOVULNCHECK_VERSION ?= v1.9.0
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 
 # Built binaries live outside the checkout, keyed by version, so a clean clone reuses them.
 TROUPE_CACHE ?= $(HOME)/.cache/troupe
