@@ -82,12 +82,12 @@ func OwnedSecret() *metav1.PartialObjectMetadata {
 }
 
 // TrimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
-// Ready and DisruptionTarget conditions and restart counts) and drops the spec, the rest of the
-// status and the labels of others (the StatefulSet and Job controllers', the user's), which make
-// up most of a pod's size (at 200 jobs of 9 pods, the heap in use at the end of a bench run fell
-// from 28.7 MB to 23.6 MB with the labels and conditions dropped; docs/performance.md). The
-// pod watch's predicate (sameForEngine, podwatch.go) compares what is kept, so a change only of
-// what is dropped queues no pass: a field kept here must be compared there.
+// Ready and DisruptionTarget conditions without their times, and restart counts) and drops the
+// spec, the rest of the status and the labels of others (the StatefulSet and Job controllers',
+// the user's), which make up most of a pod's size (at 200 jobs of 9 pods, the heap in use at the
+// end of a bench run fell from 28.7 MB to 23.6 MB with the labels and conditions dropped;
+// docs/performance.md). It is also the pod watch's list of what matters (podChanged compares
+// two versions as trimmed here): a change only of what is dropped queues no pass.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -156,14 +156,16 @@ func troupeLabels(labels map[string]string) map[string]string {
 	return kept
 }
 
-// engineConditions are the pod conditions the engine reads: Ready (the WorkersReady condition,
+// engineConditions are the pod conditions the engine reads, without their times: Ready (the WorkersReady condition,
 // the ready counts) and DisruptionTarget (a worker evicted or preempted restarts the job without
 // counting a failure).
 func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 	var kept []corev1.PodCondition
 	for _, c := range conds {
 		if c.Type == corev1.PodReady || c.Type == corev1.DisruptionTarget {
-			kept = append(kept, c)
+			// Not their probe and transition times, which the engine does not read: the
+			// kubelet rewrites them without a change of the condition.
+			kept = append(kept, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 		}
 	}
 	return kept
