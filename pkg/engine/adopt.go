@@ -39,10 +39,10 @@ func (r *Reconciler) adopt(ctx context.Context, job Object, s *Spec, want, cur c
 	cur.SetOwnerReferences(append(cur.GetOwnerReferences(), s.Owner))
 	k := keyOf(want) // cur may be metadata only (a Secret)
 	if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("adopt %s %s: %w", k.kind, k.name, err)
+		return fmt.Errorf("adopt %s %s: %w", k.Kind, k.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("adopted a child that had lost its owner reference", "kind", k.kind, "name", k.name)
+	ctrl.LoggerFrom(ctx).Info("adopted a child that had lost its owner reference", "kind", k.Kind, "name", k.Name)
 	r.recorder.Eventf(job, cur, corev1.EventTypeNormal, troupev1.EventAdopted, "Adopt",
-		"adopted %s %s: it carries this job's UID label but had lost its owner reference", k.kind, k.name)
+		"adopted %s %s: it carries this job's UID label but had lost its owner reference", k.Kind, k.Name)
 	return nil
 }

@@ -236,7 +236,7 @@ func TestChildrenOrder(t *testing.T) {
 	s.Backend = envBackend{}
 	var got []string
 	for _, o := range Children(s, false) {
-		got = append(got, keyOf(o).kind+"/"+o.GetName())
+		got = append(got, keyOf(o).Kind+"/"+o.GetName())
 	}
 	want := []string{
 		"Service/train", "ConfigMap/train-wiring", "NetworkPolicy/train",
@@ -256,7 +256,7 @@ func TestChildrenAreMarkedManaged(t *testing.T) {
 	s.Backend = envBackend{}
 	for _, o := range Children(s, false) {
 		if got := o.GetLabels()[troupev1.LabelManagedBy]; got != troupev1.ManagedByTroupe {
-			t.Errorf("%s %s: %s = %q, want %q", keyOf(o).kind, o.GetName(), troupev1.LabelManagedBy, got, troupev1.ManagedByTroupe)
+			t.Errorf("%s %s: %s = %q, want %q", keyOf(o).Kind, o.GetName(), troupev1.LabelManagedBy, got, troupev1.ManagedByTroupe)
 		}
 		if sts, ok := o.(*appsv1.StatefulSet); ok {
 			if _, leaked := sts.Spec.Template.Labels[troupev1.LabelManagedBy]; leaked {

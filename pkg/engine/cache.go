@@ -4,12 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,20 +40,12 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	opts := cache.Options{
 		DefaultTransform: stripFieldsNotRead,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: ourPods, Transform: TrimPod},
-			&batchv1.Job{}:                  {Label: ours},
-			&appsv1.StatefulSet{}:           {Label: ours},
-			&corev1.Service{}:               {Label: ours},
-			&corev1.ConfigMap{}:             {Label: ours},
-			OwnedSecret():                   {Label: ours},
-			&corev1.ServiceAccount{}:        {Label: ours},
-			&rbacv1.Role{}:                  {Label: ours},
-			&rbacv1.RoleBinding{}:           {Label: ours},
-			&policyv1.PodDisruptionBudget{}: {Label: ours},
+			&corev1.Pod{}: {Label: ourPods, Transform: TrimPod},
 		},
 	}
-	// The job's NetworkPolicy (runPolicy.networkPolicy).
-	opts.ByObject[&networkingv1.NetworkPolicy{}] = cache.ByObject{Label: ours}
+	for _, t := range childTypes {
+		opts.ByObject[t.cacheObject()] = cache.ByObject{Label: ours}
+	}
 	for _, o := range owned {
 		opts.ByObject[o] = cache.ByObject{Label: ours}
 	}

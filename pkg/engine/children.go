@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 
@@ -12,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,14 +21,9 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// childKey identifies a child by Go type and name (names are unique per kind in a namespace).
-type childKey struct {
-	kind string
-	name string
-}
-
-func keyOf(o client.Object) childKey {
-	return childKey{kind: reflect.TypeOf(o).Elem().Name(), name: o.GetName()}
+// keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
+func keyOf(o client.Object) ChildRef {
+	return ChildRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
 }
 
 // childIdentities are the job's desired children, in the order of Children, as objects that
@@ -40,7 +32,7 @@ func keyOf(o client.Object) childKey {
 // observe looks the children up by these; the children themselves are built once per pass,
 // after the observation they depend on (ready workers, released workers, a held master), by
 // syncChildren. TestChildIdentitiesAreChildren keeps the two lists alike.
-func childIdentities(s *Spec) ([]client.Object, map[childKey]bool) {
+func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 	named := func(o client.Object, name string) client.Object {
 		o.SetName(name)
 		o.SetNamespace(s.Namespace)
@@ -52,7 +44,7 @@ func childIdentities(s *Spec) ([]client.Object, map[childKey]bool) {
 			ids = append(ids, named(o, o.GetName()))
 		}
 	}
-	gang := map[childKey]bool{}
+	gang := map[ChildRef]bool{}
 	if s.Gang != nil {
 		for _, o := range s.Gang.Objects(s) {
 			ids = append(ids, named(o, o.GetName()))
@@ -74,18 +66,13 @@ func childIdentities(s *Spec) ([]client.Object, map[childKey]bool) {
 	return ids, gang
 }
 
-func refOf(o client.Object) ChildRef {
-	k := keyOf(o)
-	return ChildRef{Kind: k.kind, Name: k.name}
-}
-
 // observe reads the job's children and pods. Children come from the cache, which holds only
 // objects carrying the job's labels; a child missing there is read from the API server when
 // the answer matters before anything is created (readThrough), to tell a name taken by a
 // foreign object (a conflict) from our own object the cache does not hold. A child of the job
 // that lost its owner reference is adopted back (adopt.go).
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
-	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[childKey]client.Object{}}
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[ChildRef]client.Object{}}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	for _, want := range ids {
@@ -94,7 +81,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			return nil, err
 		}
 		if cur == nil {
-			obs.Missing = append(obs.Missing, refOf(want))
+			obs.Missing = append(obs.Missing, keyOf(want))
 			continue
 		}
 		if _, err := r.claim(ctx, job, s, want, cur, obs); err != nil {
@@ -162,7 +149,7 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object, live bool
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).kind, key.Name, err)
+		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).Kind, key.Name, err)
 	}
 	return cur, nil
 }
@@ -195,7 +182,7 @@ func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur c
 		}
 	}
 	if !metav1.IsControlledBy(cur, job) {
-		obs.Conflicts = append(obs.Conflicts, refOf(want))
+		obs.Conflicts = append(obs.Conflicts, keyOf(want))
 		return false, nil
 	}
 	obs.found(want, cur)
@@ -214,12 +201,12 @@ func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want 
 	}
 	k := keyOf(want)
 	if !apierrors.IsAlreadyExists(err) {
-		return false, nil, fmt.Errorf("create %s %s: %w", k.kind, k.name, err)
+		return false, nil, fmt.Errorf("create %s %s: %w", k.Kind, k.Name, err)
 	}
 	taken := emptyLike(want)
 	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), taken); err != nil {
 		// Deleted since, or unreadable: the next pass finds out.
-		return false, nil, fmt.Errorf("create %s %s: the name is taken, and reading it failed: %w", k.kind, k.name, err)
+		return false, nil, fmt.Errorf("create %s %s: the name is taken, and reading it failed: %w", k.Kind, k.Name, err)
 	}
 	ours, err := r.claim(ctx, job, s, want, taken, obs)
 	if err != nil || !ours {
@@ -245,7 +232,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				return err
 			}
 			if made {
-				created = append(created, refOf(want))
+				created = append(created, keyOf(want))
 			}
 			if taken == nil {
 				continue
@@ -276,7 +263,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			continue
 		}
 		if err := r.write(ctx, before, cur); err != nil {
-			return fmt.Errorf("update %s %s: %w", keyOf(want).kind, want.GetName(), err)
+			return fmt.Errorf("update %s %s: %w", keyOf(want).Kind, want.GetName(), err)
 		}
 	}
 	return nil
@@ -322,8 +309,8 @@ func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, wan
 // (Initialized, the start time) instead of what existed before, which would cost a second
 // status write as soon as the watch brings the children in).
 func (obs *Observed) found(want, cur client.Object) {
-	ref, key := refOf(want), keyOf(want) // cur may be metadata only (a Secret)
-	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == ref })
+	key := keyOf(want) // cur may be metadata only (a Secret)
+	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == key })
 	obs.current[key] = cur
 	if obs.gang[key] {
 		obs.Gang = cur
@@ -369,57 +356,8 @@ func restore(cur, want client.Object) bool {
 	}
 	cur.SetLabels(labels)
 
-	switch w := want.(type) {
-	case *appsv1.StatefulSet:
-		c := cur.(*appsv1.StatefulSet)
-		if !equality.Semantic.DeepEqual(c.Spec.Replicas, w.Spec.Replicas) {
-			c.Spec.Replicas = w.Spec.Replicas
-			changed = true
-		}
-		if c.Spec.UpdateStrategy.Type != w.Spec.UpdateStrategy.Type {
-			// A StatefulSet of an older release rolls its pods on a template change.
-			c.Spec.UpdateStrategy = w.Spec.UpdateStrategy
-			changed = true
-		}
-		changed = restoreTemplate(c, w) || changed
-	case *batchv1.Job:
-		c := cur.(*batchv1.Job)
-		changed = restoreSchedulingDirectives(c, w) || changed
-		if !equality.Semantic.DeepEqual(c.Spec.Suspend, w.Spec.Suspend) {
-			c.Spec.Suspend = w.Spec.Suspend
-			changed = true
-		}
-	case *corev1.Service:
-		c := cur.(*corev1.Service)
-		if !maps.Equal(c.Spec.Selector, w.Spec.Selector) || c.Spec.PublishNotReadyAddresses != w.Spec.PublishNotReadyAddresses {
-			c.Spec.Selector = w.Spec.Selector
-			c.Spec.PublishNotReadyAddresses = w.Spec.PublishNotReadyAddresses
-			changed = true
-		}
-	case *policyv1.PodDisruptionBudget:
-		changed = restorePodDisruptionBudget(cur.(*policyv1.PodDisruptionBudget), w) || changed
-	case *networkingv1.NetworkPolicy:
-		changed = restoreNetworkPolicy(cur.(*networkingv1.NetworkPolicy), w) || changed
-	case *corev1.ConfigMap:
-		c := cur.(*corev1.ConfigMap)
-		if !maps.Equal(c.Data, w.Data) {
-			c.Data = w.Data
-			changed = true
-		}
-	case *rbacv1.Role:
-		c := cur.(*rbacv1.Role)
-		if !equality.Semantic.DeepEqual(c.Rules, w.Rules) {
-			c.Rules = w.Rules
-			changed = true
-		}
-	case *rbacv1.RoleBinding:
-		c := cur.(*rbacv1.RoleBinding)
-		if !equality.Semantic.DeepEqual(c.Subjects, w.Subjects) {
-			c.Subjects = w.Subjects
-			changed = true
-		}
-		// A Secret's data is generated once (Generator) and never rewritten; a ServiceAccount
-		// has nothing the engine manages beyond its labels.
+	if restoreSpec := restoreSpecOf(want); restoreSpec != nil {
+		changed = restoreSpec(cur, want) || changed
 	}
 
 	if specChanged {

@@ -131,7 +131,7 @@ func TestChildIdentitiesAreChildren(t *testing.T) {
 	ids := func(objs []client.Object) []id {
 		var out []id
 		for _, o := range objs {
-			out = append(out, id{keyOf(o).kind, o.GetNamespace(), o.GetName()})
+			out = append(out, id{keyOf(o).Kind, o.GetNamespace(), o.GetName()})
 		}
 		return out
 	}
@@ -145,14 +145,14 @@ func TestChildIdentitiesAreChildren(t *testing.T) {
 					t.Errorf("workers released %t (-Children +childIdentities):\n%s", released, diff)
 				}
 			}
-			var wantGang map[childKey]bool
+			var wantGang map[ChildRef]bool
 			for _, g := range BuildGangObjects(s) {
 				if wantGang == nil {
-					wantGang = map[childKey]bool{}
+					wantGang = map[ChildRef]bool{}
 				}
 				wantGang[keyOf(g)] = true
 			}
-			if diff := cmp.Diff(wantGang, gang, cmpopts.EquateEmpty(), cmp.AllowUnexported(childKey{})); diff != "" {
+			if diff := cmp.Diff(wantGang, gang, cmpopts.EquateEmpty(), cmp.AllowUnexported(ChildRef{})); diff != "" {
 				t.Errorf("gang keys (-want +got):\n%s", diff)
 			}
 		})

@@ -146,7 +146,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	}
 	var kinds []string
 	for _, o := range Children(s, false) {
-		kinds = append(kinds, keyOf(o).kind)
+		kinds = append(kinds, keyOf(o).Kind)
 	}
 	if diff := cmp.Diff([]string{"Service", "PodDisruptionBudget", "NetworkPolicy", "StatefulSet", "StatefulSet", "Job"}, kinds); diff != "" {
 		t.Errorf("children (-want +got):\n%s", diff)

@@ -96,7 +96,7 @@ func kindOf(o client.Object) string {
 	case *batchv1.Job:
 		return "Job"
 	}
-	return keyOf(o).kind
+	return keyOf(o).Kind
 }
 
 // newestEvent is the event seen last (events are deduplicated: lastTimestamp moves, or the

@@ -118,7 +118,7 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 			exists = err == nil && metav1.IsControlledBy(&fresh, job)
 		}
 		switch {
-		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, refOf(want)):
+		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, keyOf(want)):
 			obs.Secrets.Lost = append(obs.Secrets.Lost, name)
 			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
 		case !exists:

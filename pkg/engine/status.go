@@ -46,9 +46,9 @@ type Observed struct {
 	Restart RestartObservation
 
 	// current holds every owned child found, by kind and name.
-	current map[childKey]client.Object
+	current map[ChildRef]client.Object
 	// gang are the keys of the gang provider's children among the desired ones.
-	gang map[childKey]bool
+	gang map[ChildRef]bool
 }
 
 // ChildRef names one child object of a job by kind and name.
