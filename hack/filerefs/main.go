@@ -1,0 +1,179 @@
+// Command filerefs counts how the files of one Go package reference each other: a reference
+// from file A to file B is a name A uses (a function, type, method, field, variable or
+// constant) that B declares. It prints the files, the distinct A -> B pairs, and the groups of
+// files that reference each other in a cycle (strongly connected components), largest first.
+// Test files are left out.
+//
+//	go run ./hack/filerefs ./pkg/engine
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+type listed struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	Export     string
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: filerefs PACKAGE")
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "filerefs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(pattern string, out io.Writer) error {
+	// The export data of every dependency, as the compiler wrote it, to type-check the package.
+	cmd := exec.Command("go", "list", "-export", "-deps", "-json", pattern)
+	cmd.Stderr = os.Stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go list: %w", err)
+	}
+	exports := map[string]string{}
+	var target listed
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			return err
+		}
+		exports[p.ImportPath] = p.Export
+		target = p // -deps lists the named package last
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range target.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(target.Dir, name), nil, 0)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+	}
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		if e := exports[path]; e != "" {
+			return os.Open(e)
+		}
+		return nil, fmt.Errorf("no export data for %s", path)
+	})
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
+	pkg, err := (&types.Config{Importer: imp}).Check(target.ImportPath, fset, files, info)
+	if err != nil {
+		return err
+	}
+	edges := map[[2]string]int{}
+	for id, obj := range info.Uses {
+		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
+			continue
+		}
+		if v, ok := obj.(*types.Var); ok && !v.IsField() && obj.Parent() != pkg.Scope() {
+			continue // a local variable or parameter
+		}
+		if _, ok := obj.(*types.Label); ok {
+			continue
+		}
+		if obj.Parent() != nil && obj.Parent() != pkg.Scope() && !isMember(obj) {
+			continue // declared inside a function
+		}
+		from, to := filepath.Base(fset.Position(id.Pos()).Filename), filepath.Base(fset.Position(obj.Pos()).Filename)
+		if from != to {
+			edges[[2]string{from, to}]++
+		}
+	}
+	names := slices.Clone(target.GoFiles)
+	slices.Sort(names)
+	fmt.Fprintf(out, "%s: %d files, %d file -> file pairs (%d uses across files)\n", target.ImportPath, len(names), len(edges), sum(edges))
+	for _, c := range components(names, edges) {
+		if len(c) > 1 {
+			fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
+		}
+	}
+	return nil
+}
+
+// isMember reports whether obj is a method or a struct field (declared in a type, not in a
+// function body).
+func isMember(obj types.Object) bool {
+	switch o := obj.(type) {
+	case *types.Func:
+		return o.Type().(*types.Signature).Recv() != nil
+	case *types.Var:
+		return o.IsField()
+	}
+	return false
+}
+
+func sum(m map[[2]string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// components are the strongly connected components of the file graph (Tarjan), largest first.
+func components(nodes []string, edges map[[2]string]int) [][]string {
+	adj := map[string][]string{}
+	for e := range edges {
+		adj[e[0]] = append(adj[e[0]], e[1])
+	}
+	index, low, onStack := map[string]int{}, map[string]int{}, map[string]bool{}
+	var stack []string
+	var out [][]string
+	next := 0
+	var visit func(v string)
+	visit = func(v string) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, w := range adj[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] == index[v] {
+			var c []string
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				c = append(c, w)
+				if w == v {
+					break
+				}
+			}
+			slices.Sort(c)
+			out = append(out, c)
+		}
+	}
+	for _, v := range nodes {
+		if _, seen := index[v]; !seen {
+			visit(v)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b []string) int { return len(b) - len(a) })
+	return out
+}
