@@ -13,15 +13,13 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/finalizers,verbs=update
 
-func init() {
-	Register(Kind{
-		Name:      "ChainerJob",
-		NewObject: func() engine.Object { return &troupev1.ChainerJob{} },
-		Adapter:   func(o controllers.Options) engine.Adapter { return controllers.ChainerJob{Options: o} },
-		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-			return setupWebhook(mgr, &troupev1.ChainerJob{}, webhooks.ChainerJob{Options: o})
-		},
-		Admit:          admit(webhooks.DefaultChainerJob, webhooks.ValidateChainerJob),
-		ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.ChainerJob { return webhooks.ChainerJob{Options: o} }),
-	})
-}
+// chainerJob is the ChainerJob kind (registry lists it).
+var chainerJob = newKind(Kind{
+	Name:    "ChainerJob",
+	Adapter: func(o controllers.Options) engine.Adapter { return controllers.ChainerJob{Options: o} },
+	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
+		return setupWebhook(mgr, &troupev1.ChainerJob{}, webhooks.ChainerJob{Options: o})
+	},
+	Admit:          admit(webhooks.DefaultChainerJob, webhooks.ValidateChainerJob),
+	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.ChainerJob { return webhooks.ChainerJob{Options: o} }),
+}, func() *troupev1.ChainerJob { return &troupev1.ChainerJob{} })

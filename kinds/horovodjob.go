@@ -13,15 +13,13 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=horovodjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=troupe.dev,resources=horovodjobs/finalizers,verbs=update
 
-func init() {
-	Register(Kind{
-		Name:      "HorovodJob",
-		NewObject: func() engine.Object { return &troupev1.HorovodJob{} },
-		Adapter:   func(o controllers.Options) engine.Adapter { return controllers.HorovodJob{Options: o} },
-		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-			return setupWebhook(mgr, &troupev1.HorovodJob{}, webhooks.HorovodJob{Options: o})
-		},
-		Admit:          admit(webhooks.DefaultHorovodJob, webhooks.ValidateHorovodJob),
-		ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.HorovodJob { return webhooks.HorovodJob{Options: o} }),
-	})
-}
+// horovodJob is the HorovodJob kind (registry lists it).
+var horovodJob = newKind(Kind{
+	Name:    "HorovodJob",
+	Adapter: func(o controllers.Options) engine.Adapter { return controllers.HorovodJob{Options: o} },
+	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
+		return setupWebhook(mgr, &troupev1.HorovodJob{}, webhooks.HorovodJob{Options: o})
+	},
+	Admit:          admit(webhooks.DefaultHorovodJob, webhooks.ValidateHorovodJob),
+	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.HorovodJob { return webhooks.HorovodJob{Options: o} }),
+}, func() *troupev1.HorovodJob { return &troupev1.HorovodJob{} })

@@ -1,11 +1,12 @@
-// Package kinds is the registry of troupe's job kinds. Each kind registers itself, from its own
-// file of this package, with everything the operator and the tests need of it: its API object,
-// its adapter to the engine, its webhooks, its admission as a function (for fuzzing) and, in
-// the same file, the RBAC markers of its resources. The operator, the webhook server and the
-// test suites range over All, so adding a kind touches no shared file (docs/architecture.md).
+// Package kinds is the registry of troupe's job kinds. Each kind is defined in its own file of
+// this package, with everything the operator and the tests need of it: its API object, its
+// adapter to the engine, its webhooks, its admission as a function (for fuzzing) and, in the
+// same file, the RBAC markers of its resources. registry lists them: the operator, the webhook
+// server and the test suites range over All, so adding a kind is its own files and one line of
+// that list (docs/architecture.md).
 //
-// Registration only records a kind; nothing is started until the operator calls
-// SetupControllers or SetupWebhooks on its manager.
+// Listing only records a kind; nothing is started until the operator calls SetupControllers or
+// SetupWebhooks on its manager.
 package kinds
 
 import (
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/webhooks"
@@ -45,21 +47,25 @@ type Kind struct {
 	ValidateUpdate func(old, updated engine.Object, o webhooks.Options) error
 }
 
-var registry []Kind
+// registry is every kind, sorted by name: the operator sets the kinds up, and the tests run
+// them, in this order.
+var registry = []Kind{chainerJob, horovodJob, mpiJob}
 
-// Register adds a kind; each kind's file calls it once, from init. Two kinds of one name are
-// a programming error.
-func Register(k Kind) {
-	if k.Name == "" || k.NewObject == nil || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil || k.ValidateUpdate == nil {
-		panic(fmt.Sprintf("kinds.Register: kind %q lacks a part", k.Name))
+// Job is what every kind's API object is: a job the engine runs and one Kueue can queue (its
+// pod sets, its suspend and managedBy fields). newKind requires it of a kind's object when the
+// package is compiled, so no kind can lose Kueue or managedBy at run time.
+type Job interface {
+	engine.Object
+	troupev1.QueuedJob
+}
+
+// newKind completes k with its object's constructor; k must have every other part.
+func newKind[T Job](k Kind, newObject func() T) Kind {
+	if k.Name == "" || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil || k.ValidateUpdate == nil {
+		panic(fmt.Sprintf("kinds: kind %q lacks a part", k.Name))
 	}
-	if slices.ContainsFunc(registry, func(r Kind) bool { return r.Name == k.Name }) {
-		panic(fmt.Sprintf("kinds.Register: kind %q registered twice", k.Name))
-	}
-	registry = append(registry, k)
-	// Sorted, so that the operator sets kinds up and the tests run them in a stable order
-	// whatever the order of the files' init.
-	slices.SortFunc(registry, func(a, b Kind) int { return strings.Compare(a.Name, b.Name) })
+	k.NewObject = func() engine.Object { return newObject() }
+	return k
 }
 
 // All returns every registered kind, sorted by name.

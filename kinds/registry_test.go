@@ -54,3 +54,39 @@ func TestEveryCRDIsARegisteredKind(t *testing.T) {
 		t.Errorf("deploy/crds has %v, the registry %v", crdKinds, registered)
 	}
 }
+
+// The registry lists each kind once, sorted by name (the order the operator sets them up in).
+func TestRegistryIsSortedAndUnique(t *testing.T) {
+	var names []string
+	for _, k := range All() {
+		names = append(names, k.Name)
+	}
+	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+		t.Errorf("registry %v: want each kind once, sorted by name", names)
+	}
+}
+
+// Kueue manages troupe's jobs through its external frameworks: the local cluster's Kueue
+// configuration (and so docs/kueue.md's example) names every registered kind, and only those.
+func TestKueueConfigNamesEveryKind(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "hack", "controlplane", "kueue-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Integrations struct {
+			ExternalFrameworks []string `json:"externalFrameworks"`
+		} `json:"integrations"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, k := range All() {
+		want = append(want, k.Name+"."+troupev1.GroupVersion.Version+"."+troupev1.GroupVersion.Group)
+	}
+	got := slices.Sorted(slices.Values(cfg.Integrations.ExternalFrameworks))
+	if !slices.Equal(got, want) {
+		t.Errorf("kueue-config.yaml externalFrameworks %v, want %v", got, want)
+	}
+}

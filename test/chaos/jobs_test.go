@@ -67,3 +67,17 @@ func kindOf(t *testing.T, name string) kinds.Kind {
 	t.Fatalf("no kind %s", name)
 	return kinds.Kind{}
 }
+
+// The chaos run creates jobs of every registered kind: a kind added to the registry without
+// its shape here would go untested under faults.
+func TestChaosRunsEveryKind(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range shapes(1, 30, time.Minute, 5*time.Second, 20*time.Second) {
+		seen[s.Kind] = true
+	}
+	for _, k := range kinds.All() {
+		if !seen[k.Name] {
+			t.Errorf("no chaos job of kind %s", k.Name)
+		}
+	}
+}
