@@ -100,82 +100,109 @@ func attemptOf(labels map[string]string) int32 {
 	return int32(n)
 }
 
-// settleRestart completes the restart state from the status and the observation, removes what
-// is left of earlier attempts and looks for a failure of the current one. It runs after the
-// children are observed and before anything is created. Jobs without a failure policy are
-// left exactly as before.
-func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) error {
+// restartPlan is what one pass decides about a whole-job restart: a pure function of the
+// spec, the previous status and the observation (planRestart), carried out by settleRestart.
+type restartPlan struct {
+	state RestartState
+	seen  RestartObservation
+	// staleMasterJob is the master Job of an earlier attempt: deleted (when not being deleted
+	// already) and no longer the job's master.
+	staleMasterJob *batchv1.Job
+	// staleMasterPods are master pods of earlier attempts to delete (the worker pods go with
+	// the StatefulSets' scale to zero).
+	staleMasterPods []*corev1.Pod
+	// launcherToStop is the master Job of a job that failed because a worker was lost with no
+	// restart left: suspended, so that its launcher does not run on against a broken group.
+	launcherToStop *batchv1.Job
+}
+
+// forgetsMaster says the observed master Job is not the job's master for the rest of the pass:
+// it is of an earlier attempt, or its failure is the attempt's, not the job's (the failed
+// master Job must not finish the job, and it stays until the next attempt is recorded).
+func (p *restartPlan) forgetsMaster() bool { return p.staleMasterJob != nil || p.state.Deciding }
+
+// planRestart decides the restart state from the status and the observation: the attempt,
+// whether what is left of earlier attempts must go first (Stopping), and whether a failure of
+// the current attempt is to be recorded (Deciding). Jobs without a failure policy get the zero
+// plan, and are left exactly as before.
+func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
+	var p restartPlan
 	if s.RunPolicy.FailurePolicy == nil {
-		return nil
+		return p
 	}
-	s.Restart.Attempt = prev.Restarts
+	p.state.Attempt = prev.Restarts
 	if Finished(prev, nil) {
-		return r.stopLauncherOfFailedJob(ctx, obs, prev)
+		p.launcherToStop = launcherToStop(obs, prev)
+		return p
 	}
-	stale, err := r.removeEarlierAttempts(ctx, s, obs)
-	if err != nil {
-		return err
+	stale := false
+	if j := obs.MasterJob; j != nil && attemptOf(j.Spec.Template.Labels) != p.state.Attempt {
+		stale = true
+		p.staleMasterJob = j
 	}
-	obs.Restart.Clean = !stale && statefulSetsAtAttempt(s, obs)
-	s.Restart.Stopping = stale || restartReason(prev) == troupev1.ReasonStoppingAttempt
-	if s.Restart.Stopping || !s.restartsEnabled() {
-		return nil
+	for i := range obs.Pods {
+		pod := &obs.Pods[i]
+		if attemptOf(pod.Labels) == p.state.Attempt {
+			continue
+		}
+		stale = true
+		if pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster && pod.DeletionTimestamp.IsZero() {
+			p.staleMasterPods = append(p.staleMasterPods, pod)
+		}
 	}
-	obs.Restart.Cause, obs.Restart.WorkerLost = attemptFailure(s, obs, prev)
-	if obs.Restart.Cause != "" && s.Restart.Attempt < s.maxRestarts() {
-		// The failure is the attempt's, not the job's: the failed master Job must not finish the
-		// job in this reconcile, and it stays until the next attempt is recorded.
-		s.Restart.Deciding = true
+	p.seen.Clean = !stale && statefulSetsAtAttempt(s, obs, p.state.Attempt)
+	p.state.Stopping = stale || restartReason(prev) == troupev1.ReasonStoppingAttempt
+	if p.state.Stopping || !s.restartsEnabled() {
+		return p
+	}
+	p.seen.Cause, p.seen.WorkerLost = attemptFailure(s, obs, prev)
+	p.state.Deciding = p.seen.Cause != "" && p.state.Attempt < s.maxRestarts()
+	return p
+}
+
+// settleRestart carries out planRestart's plan: it removes what is left of earlier attempts and
+// stops the launcher of a job failed for good. It runs after the children are observed and
+// before anything is created.
+func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) error {
+	p := planRestart(s, obs, prev)
+	s.Restart, obs.Restart = p.state, p.seen
+	if j := p.launcherToStop; j != nil {
+		before := j.DeepCopy()
+		j.Spec.Suspend = ptr.To(true)
+		if err := r.client.Patch(ctx, j, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+		}
+	}
+	if j := p.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
+		ctrl.LoggerFrom(ctx).V(2).Info("restart: deleting the master Job of an earlier attempt", "job", j.Name,
+			"attempt", attemptOf(j.Spec.Template.Labels))
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
+		}
+	}
+	for _, pod := range p.staleMasterPods {
+		if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete master pod %s of an earlier attempt: %w", pod.Name, err)
+		}
+	}
+	if p.forgetsMaster() && obs.MasterJob != nil {
+		delete(obs.current, keyOf(obs.MasterJob))
 		obs.MasterJob = nil
 	}
 	return nil
 }
 
-// removeEarlierAttempts deletes the master Job of an earlier attempt and the master pods of
-// earlier attempts (the worker pods go with the StatefulSets' scale to zero), and reports
-// whether anything of an earlier attempt is still observed. A deleted master Job is no longer
-// the job's master: it is taken out of the observation.
-func (r *Reconciler) removeEarlierAttempts(ctx context.Context, s *Spec, obs *Observed) (bool, error) {
-	stale := false
-	if j := obs.MasterJob; j != nil && attemptOf(j.Spec.Template.Labels) != s.Restart.Attempt {
-		stale = true
-		if j.DeletionTimestamp.IsZero() {
-			ctrl.LoggerFrom(ctx).V(2).Info("restart: deleting the master Job of an earlier attempt", "job", j.Name,
-				"attempt", attemptOf(j.Spec.Template.Labels))
-			if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
-				client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-				return true, fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
-			}
-		}
-		delete(obs.current, keyOf(j))
-		obs.MasterJob = nil
-	}
-	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if attemptOf(p.Labels) == s.Restart.Attempt {
-			continue
-		}
-		stale = true
-		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster || !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := r.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
-			return true, fmt.Errorf("delete master pod %s of an earlier attempt: %w", p.Name, err)
-		}
-	}
-	return stale, nil
-}
-
 // statefulSetsAtAttempt says every worker StatefulSet has the current attempt's template and
 // its controller, having seen that spec, counts no pod: no pod of an earlier attempt can exist
 // that the cache has not shown yet.
-func statefulSetsAtAttempt(s *Spec, obs *Observed) bool {
+func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 	for i := range s.WorkerSets {
 		sts := obs.StatefulSets[s.WorkerSets[i].Name]
 		if sts == nil {
 			continue
 		}
-		if attemptOf(sts.Spec.Template.Labels) != s.Restart.Attempt ||
+		if attemptOf(sts.Spec.Template.Labels) != attempt ||
 			sts.Status.ObservedGeneration < sts.Generation || sts.Status.Replicas > 0 {
 			return false
 		}
@@ -183,22 +210,16 @@ func statefulSetsAtAttempt(s *Spec, obs *Observed) bool {
 	return true
 }
 
-// stopLauncherOfFailedJob suspends the master Job of a job that failed because a worker was
-// lost with no restart left: its launcher would otherwise run on against a broken group. The
-// Job stays, with the pods that ended before, for inspection.
-func (r *Reconciler) stopLauncherOfFailedJob(ctx context.Context, obs *Observed, prev *troupev1.JobStatus) error {
+// launcherToStop is the master Job to suspend of a job that failed because a worker was lost
+// with no restart left, or nil. The Job stays, with the pods that ended before, for inspection.
+func launcherToStop(obs *Observed, prev *troupev1.JobStatus) *batchv1.Job {
 	c := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionFailed)
 	j := obs.MasterJob
 	if c == nil || c.Reason != troupev1.ReasonWorkerFailed || j == nil || terminalJobCondition(j) != nil ||
 		ptr.Deref(j.Spec.Suspend, false) || !j.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	before := j.DeepCopy()
-	j.Spec.Suspend = ptr.To(true)
-	if err := r.client.Patch(ctx, j, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
-	}
-	return nil
+	return j
 }
 
 // recordRestart emits the Restarting event once a restart is recorded in the status.

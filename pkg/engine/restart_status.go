@@ -62,7 +62,7 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 	byUID, byName := map[types.UID]*corev1.Pod{}, map[string]*corev1.Pod{}
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && attemptOf(p.Labels) == s.Restart.Attempt {
+		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && attemptOf(p.Labels) == prev.Restarts {
 			byUID[p.UID], byName[p.Name] = p, p
 		}
 	}

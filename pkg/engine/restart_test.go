@@ -45,7 +45,7 @@ func TestLostWorker(t *testing.T) {
 		s.Restart.Attempt = 1
 		return s
 	}
-	running := troupev1.JobStatus{Phase: troupev1.JobRunning, Tasks: []troupev1.TaskStatus{
+	running := troupev1.JobStatus{Phase: troupev1.JobRunning, Restarts: 1, Tasks: []troupev1.TaskStatus{
 		{Type: troupev1.ReplicaMaster},
 		{Type: troupev1.ReplicaWorker, Status: []troupev1.PodReference{
 			{Name: "train-workerset-cpu-0", UID: "w0"}, {Name: "train-workerset-cpu-1", UID: "w1"},
@@ -75,7 +75,7 @@ func TestLostWorker(t *testing.T) {
 		"failed, not yet recorded": {prev: running, pods: []corev1.Pod{healthy, workerPod("train-workerset-cpu-1", "w1", "1", nil),
 			workerPod("train-workerset-cpu-1", "w1b", "1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })},
 			want: "worker pod train-workerset-cpu-1 failed"},
-		"before the launcher ran": {prev: troupev1.JobStatus{Phase: troupev1.JobPending, Tasks: running.Tasks}, pods: []corev1.Pod{healthy}},
+		"before the launcher ran": {prev: troupev1.JobStatus{Phase: troupev1.JobPending, Restarts: 1, Tasks: running.Tasks}, pods: []corev1.Pod{healthy}},
 		"scaled down":             {edit: func(s *Spec) { s.WorkerSets[0].Replicas = 1 }, prev: running, pods: []corev1.Pod{healthy}},
 		"suspended":               {edit: func(s *Spec) { s.RunPolicy.Suspend = ptr.To(true) }, prev: running, pods: []corev1.Pod{healthy}},
 		"paused":                  {edit: func(s *Spec) { s.RunMode.Pause = true }, prev: running, pods: []corev1.Pod{healthy}},

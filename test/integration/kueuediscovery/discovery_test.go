@@ -156,19 +156,18 @@ func TestQueuedJobWaitsForKueue(t *testing.T) {
 		t.Fatalf("the queued job was stored with suspend %v, want true", job.Spec.RunPolicy.Suspend)
 	}
 
-	// Held, saying why, with no master Job: nothing runs outside the quota it names.
-	eventually(t, "Admitted False, reason KueueNotInstalled", func(ctx context.Context) (bool, error) {
+	// Held, saying why, with no master Job: nothing runs outside the quota it names. The
+	// Kueue integration writes the condition and the engine the phase, each in its own write.
+	eventually(t, "Admitted False, reason KueueNotInstalled, phase Suspended", func(ctx context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
 		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionAdmitted)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == troupev1.ReasonKueueNotInstalled &&
-			strings.Contains(c.Message, "lq") && strings.Contains(c.Message, kueue.MinimumVersion), nil
+			strings.Contains(c.Message, "lq") && strings.Contains(c.Message, kueue.MinimumVersion) &&
+			job.Status.Phase == troupev1.JobSuspended, nil
 	})
 	t.Logf("held: %s", meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionAdmitted).Message)
-	if job.Status.Phase != troupev1.JobSuspended {
-		t.Errorf("phase %s, want Suspended", job.Status.Phase)
-	}
 	master := &batchv1.Job{}
 	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "queued-master"}, master)
 	if err == nil && ptr.Deref(master.Spec.Suspend, false) == false {
