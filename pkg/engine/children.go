@@ -110,6 +110,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	} else {
 		r.podCreates.forget(types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
 	}
+	obs.Verdict = masterVerdict(obs.MasterJob, obs.Pods)
 	return obs, nil
 }
 
@@ -224,7 +225,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	var created []ChildRef
 	// One event for the children this pass created, told even when a later create fails.
 	defer func() { r.recordCreated(job, created) }()
-	for _, want := range Children(s, WorkersReleased(s, Outcome(job.JobStatus(), obs))) {
+	for _, want := range Children(s, WorkersReleased(s, Verdict(job.JobStatus(), obs))) {
 		cur, exists := obs.current[keyOf(want)]
 		if !exists {
 			made, taken, err := r.createMissing(ctx, job, s, want, obs, finished)

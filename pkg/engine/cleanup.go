@@ -4,20 +4,17 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// Outcome is how the job ended: Succeeded or Failed, from an earlier status or the master's
-// verdict (masterOutcome), or "" while it has not ended. obs may be nil: the previous status
-// alone then says.
-func Outcome(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
+// Verdict is how the job ended: Succeeded or Failed, from an earlier status or the master's
+// verdict of this pass (Observed.Verdict), or "" while it has not ended. obs may be nil: the
+// previous status alone then says.
+func Verdict(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
 	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
 		return prev.Phase
 	}
 	if obs == nil {
 		return ""
 	}
-	if p, done := masterOutcome(obs.MasterJob, obs.Pods); done {
-		return p
-	}
-	return ""
+	return obs.Verdict
 }
 
 // CleanPodPolicyOn returns when the clean-pod policy applies (default Finished).

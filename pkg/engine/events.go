@@ -92,7 +92,7 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 	case becameTrue(prev, next, troupev1.ConditionSuspended):
 		add(normal, troupev1.EventSuspended, "Suspend", "%s: the master Job %s is suspended and the worker sets are scaled to zero",
 			conditionMessage(next, troupev1.ConditionSuspended), s.Master.JobName)
-	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !ended(next):
+	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !Finished(next, nil):
 		add(normal, troupev1.EventResumed, "Resume", "runPolicy.suspend was cleared: the job's pods start again")
 	}
 	switch {
@@ -181,10 +181,6 @@ func isTrue(st *troupev1.JobStatus, t string) bool {
 
 func becameTrue(prev, next *troupev1.JobStatus, t string) bool {
 	return !isTrue(prev, t) && isTrue(next, t)
-}
-
-func ended(st *troupev1.JobStatus) bool {
-	return st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed
 }
 
 func conditionMessage(st *troupev1.JobStatus, t string) string {

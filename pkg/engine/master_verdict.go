@@ -30,18 +30,19 @@ import (
 // terminate, and a restart (restart.go) or a user's retry must not start a launcher while the
 // failed one lives, which is why the Job controller holds Failed back until then.
 
-// masterOutcome is the master's verdict: Succeeded or Failed and true once it is in (above).
-func masterOutcome(job *batchv1.Job, pods []corev1.Pod) (troupev1.JobPhase, bool) {
+// masterVerdict is the master's verdict: Succeeded or Failed once it is in (above), "" while the
+// master runs. A pass computes it once, when its observation is complete (Observed.Verdict).
+func masterVerdict(job *batchv1.Job, pods []corev1.Pod) troupev1.JobPhase {
 	if c := terminalJobCondition(job); c != nil {
 		if c.Type == batchv1.JobComplete {
-			return troupev1.JobSucceeded, true
+			return troupev1.JobSucceeded
 		}
-		return troupev1.JobFailed, true
+		return troupev1.JobFailed
 	}
 	if successCertain(job, pods) {
-		return troupev1.JobSucceeded, true
+		return troupev1.JobSucceeded
 	}
-	return "", false
+	return ""
 }
 
 // successCertain: the master Job will be Complete, though it does not say so yet (above).

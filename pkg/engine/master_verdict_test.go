@@ -46,7 +46,7 @@ func masterPod(owner types.UID, phase corev1.PodPhase) corev1.Pod {
 	return p
 }
 
-func TestMasterOutcome(t *testing.T) {
+func TestMasterVerdict(t *testing.T) {
 	tests := map[string]struct {
 		job  func(*batchv1.Job)
 		pods []corev1.Pod
@@ -116,9 +116,8 @@ func TestMasterOutcome(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			obs := observe().master(tc.job).obj()
-			got, done := masterOutcome(obs.MasterJob, tc.pods)
-			if got != tc.want || done != (tc.want != "") {
-				t.Errorf("masterOutcome = %q, %v; want %q", got, done, tc.want)
+			if got := masterVerdict(obs.MasterJob, tc.pods); got != tc.want {
+				t.Errorf("masterVerdict = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -129,8 +128,8 @@ func TestMasterOutcome(t *testing.T) {
 // costs no second status write.
 func TestSucceededBeforeTheJobSaysComplete(t *testing.T) {
 	s := testSpec()
-	early := observe().master(runningMaster).workers("cpu", 2).workers("gpu", 1).obj()
-	early.Pods = []corev1.Pod{masterPod(masterUID, corev1.PodSucceeded)}
+	early := observe().master(runningMaster).workers("cpu", 2).workers("gpu", 1).
+		withPods(masterPod(masterUID, corev1.PodSucceeded)).obj()
 	got := ComputeStatus(s, early, &troupev1.JobStatus{}, genOfJob, now)
 
 	if got.Phase != troupev1.JobSucceeded {
@@ -152,8 +151,7 @@ func TestSucceededBeforeTheJobSaysComplete(t *testing.T) {
 		runningMaster(j)
 		finishedJob(batchv1.JobComplete, "CompletionsReached", "")(j)
 		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
-	}).workers("cpu", 2).workers("gpu", 1).obj()
-	complete.Pods = early.Pods
+	}).workers("cpu", 2).workers("gpu", 1).withPods(early.Pods...).obj()
 	later := ComputeStatus(s, complete, &got, genOfJob, metav1.NewTime(now.Add(time.Minute)))
 	if diff := cmp.Diff(got, later); diff != "" {
 		t.Errorf("the Job's Complete changed the status (-early +later):\n%s", diff)

@@ -29,7 +29,7 @@ func (r *Reconciler) countTransitions(job Object, obs *Observed, prev, next *tro
 	if prev.Phase == "" && next.Phase != "" {
 		metrics.JobCreated(kind, ns)
 	}
-	if !ended(prev) && ended(next) {
+	if !Finished(prev, nil) && Finished(next, nil) {
 		metrics.JobFinished(kind, ns, string(next.Phase))
 	}
 	if !allRunning(prev) && allRunning(next) {

@@ -194,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	if spec.CleanUpDue(Outcome(prev, obs)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+	if spec.CleanUpDue(Verdict(prev, obs)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deleteMasterPods(ctx, obs); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -188,7 +188,7 @@ func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, 
 	}
 	if p.forgetsMaster() && obs.MasterJob != nil {
 		delete(obs.current, keyOf(obs.MasterJob))
-		obs.MasterJob = nil
+		obs.MasterJob, obs.Verdict = nil, ""
 	}
 	return nil
 }

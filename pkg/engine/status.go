@@ -21,6 +21,10 @@ import (
 type Observed struct {
 	// MasterJob is the job's batch Job, nil when it does not exist (or is not the job's).
 	MasterJob *batchv1.Job
+	// Verdict is the master's verdict (masterVerdict): Succeeded or Failed once it is in, ""
+	// while the master runs. It is computed once, when the observation is complete; a restart
+	// that sets the master Job aside for the pass (restart.go) clears it with MasterJob.
+	Verdict troupev1.JobPhase
 	// StatefulSets holds the job's worker StatefulSets by worker set name.
 	StatefulSets map[string]*appsv1.StatefulSet
 	// Pods are the job's pods (selected by the job UID label).
@@ -67,12 +71,12 @@ func joinRefs(refs []ChildRef) string {
 	return strings.Join(names, ", ")
 }
 
-// Finished reports whether the job has ended: the master's verdict is in (masterOutcome: the
-// master Job reached Complete or Failed, or its success is certain), or an earlier status said
-// so. A finished job is never started again, even if its master Job is deleted afterwards. obs
-// may be nil: the previous status alone then says.
+// Finished reports whether the job has ended (Verdict): the master's verdict is in (the master
+// Job reached Complete or Failed, or its success is certain), or an earlier status said so. A
+// finished job is never started again, even if its master Job is deleted afterwards. obs may be
+// nil: the previous status alone then says.
 func Finished(prev *troupev1.JobStatus, obs *Observed) bool {
-	return Outcome(prev, obs) != ""
+	return Verdict(prev, obs) != ""
 }
 
 // WorkersReleased reports whether the worker sets should be scaled to zero: the job is
@@ -95,7 +99,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		CompletionTime:     prev.CompletionTime,
 	}
 	finished := Finished(prev, obs)
-	released := WorkersReleased(s, Outcome(prev, obs))
+	released := WorkersReleased(s, Verdict(prev, obs))
 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
@@ -152,8 +156,8 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
 		return prev.Phase
 	}
-	if outcome, done := masterOutcome(obs.MasterJob, obs.Pods); done {
-		return outcome
+	if obs.Verdict != "" {
+		return obs.Verdict
 	}
 	if len(obs.Secrets.Lost) > 0 {
 		return troupev1.JobFailed
@@ -218,7 +222,7 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 			master.Ready = *j.Status.Ready
 		}
 	}
-	switch outcome, _ := masterOutcome(obs.MasterJob, obs.Pods); outcome {
+	switch obs.Verdict {
 	case troupev1.JobSucceeded:
 		// Counted as the Job will count it once it says Complete, so that its verdict, coming
 		// after the engine's (master_verdict.go), moves no count and costs no status write.

@@ -121,13 +121,13 @@ func tasks(s *Spec, pods []corev1.Pod) []troupev1.TaskStatus {
 // status.tasks must not grow the job past etcd's object limit, whatever number of ended pods
 // lingers.
 func boundTaskPods(refs []troupev1.PodReference, limit int) ([]troupev1.PodReference, int32) {
-	ended := func(r troupev1.PodReference) bool {
+	podEnded := func(r troupev1.PodReference) bool {
 		return r.Phase == corev1.PodSucceeded || r.Phase == corev1.PodFailed
 	}
 	var unlisted int32
 	if len(refs) > limit {
 		slices.SortFunc(refs, func(a, b troupev1.PodReference) int {
-			if ea, eb := ended(a), ended(b); ea != eb {
+			if ea, eb := podEnded(a), podEnded(b); ea != eb {
 				if ea {
 					return 1
 				}

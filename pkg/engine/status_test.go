@@ -66,7 +66,17 @@ func namedPod(name string, ready bool) corev1.Pod {
 	}
 }
 
-func (o *observed) obj() *Observed { return &o.Observed }
+// withPods sets the observed pods.
+func (o *observed) withPods(pods ...corev1.Pod) *observed {
+	o.Pods = pods
+	return o
+}
+
+// obj is the observation, complete: the master's verdict computed as observe does.
+func (o *observed) obj() *Observed {
+	o.Verdict = masterVerdict(o.MasterJob, o.Pods)
+	return &o.Observed
+}
 
 func finishedJob(t batchv1.JobConditionType, reason, msg string) func(*batchv1.Job) {
 	return func(j *batchv1.Job) {
@@ -183,8 +193,7 @@ func TestComputeStatus(t *testing.T) {
 					runningMaster(j)
 					j.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
 					j.Status.Active, j.Status.Ready, j.Status.Succeeded = 0, nil, 1
-				}).workers("cpu", 2).workers("gpu", 1).obj()
-				o.Pods = []corev1.Pod{masterPod(masterUID, corev1.PodSucceeded)}
+				}).workers("cpu", 2).workers("gpu", 1).withPods(masterPod(masterUID, corev1.PodSucceeded)).obj()
 				return o
 			}(),
 			wantPhase: troupev1.JobRunning,
