@@ -101,10 +101,10 @@ func run(pattern string, out io.Writer) error {
 	}
 	names := slices.Clone(target.GoFiles)
 	slices.Sort(names)
-	fmt.Fprintf(out, "%s: %d files, %d file -> file pairs (%d uses across files)\n", target.ImportPath, len(names), len(edges), sum(edges))
+	_, _ = fmt.Fprintf(out, "%s: %d files, %d file -> file pairs (%d uses across files)\n", target.ImportPath, len(names), len(edges), sum(edges))
 	for _, c := range components(names, edges) {
 		if len(c) > 1 {
-			fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
+			_, _ = fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
 		}
 	}
 	return nil
