@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,20 +81,10 @@ func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observ
 			return nil, 0, fmt.Errorf("list FailedCreate events of %s: %w", child.GetName(), err)
 		}
 		if e := newestEvent(events.Items); e != nil {
-			failures = append(failures, fmt.Sprintf("%s %s: %s", kindOf(child), child.GetName(), strings.TrimSpace(e.Message)))
+			failures = append(failures, fmt.Sprintf("%s %s: %s", keyOf(child).Kind, child.GetName(), strings.TrimSpace(e.Message)))
 		}
 	}
 	return failures, r.podCreates.looked(key, now, failures), nil
-}
-
-func kindOf(o client.Object) string {
-	switch o.(type) {
-	case *appsv1.StatefulSet:
-		return "StatefulSet"
-	case *batchv1.Job:
-		return "Job"
-	}
-	return keyOf(o).Kind
 }
 
 // newestEvent is the event seen last (events are deduplicated: lastTimestamp moves, or the

@@ -106,7 +106,6 @@ const (
 	// EventCreated: the operator created children of the job, one event per reconcile that
 	// created any (the message names them).
 	EventCreated = "Created"
-	EventUpdated = "Updated"
 	// EventGangScheduled: the gang scheduler admitted the job's pods together.
 	EventGangScheduled = "GangScheduled"
 	// EventWorkersReady: every worker pod of the job is ready.
@@ -130,8 +129,6 @@ const (
 	EventScaledOutsideJob = "ScaledOutsideJob"
 	// EventSecretTampered is the Warning for ReasonGeneratedSecretModified.
 	EventSecretTampered = "SecretTampered"
-	// EventTemplateChangeHeld says a worker template change waits for the job's pods to go.
-	EventTemplateChangeHeld = ReasonTemplateChangeHeld
 	// EventRestarting: the job is restarted as a whole; the message is "attempt n of m:
 	// <cause>".
 	EventRestarting = "Restarting"
