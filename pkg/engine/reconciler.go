@@ -195,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if spec.CleanUpDue(Verdict(prev, obs)) && spec.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
-		if err := r.deleteMasterPods(ctx, obs); err != nil {
+		if err := r.deletePods(ctx, liveMasterPods(obs)); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -278,18 +278,16 @@ func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *t
 	return true, nil
 }
 
-// deleteMasterPods removes the master's remaining pods (clean-pod policy All).
-func (r *Reconciler) deleteMasterPods(ctx context.Context, obs *Observed) error {
+// liveMasterPods are the master's pods that are not being deleted (clean-pod policy All deletes
+// them).
+func liveMasterPods(obs *Observed) []*corev1.Pod {
+	var out []*corev1.Pod
 	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster || !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete master pod %s: %w", p.Name, err)
+		if p := &obs.Pods[i]; p.Labels[troupev1.LabelRole] == troupev1.RoleMaster && p.DeletionTimestamp.IsZero() {
+			out = append(out, p)
 		}
 	}
-	return nil
+	return out
 }
 
 // writeStatus computes the status from the observation and writes it once, only if it changed.

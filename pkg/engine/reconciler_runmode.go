@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,51 +13,100 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
+// pausePlan is what a pass decides about pause before it observes the children: whether the
+// pause asked is in force, and the master Job it deletes for it (nil: none to delete).
+type pausePlan struct {
+	pause        bool
+	deleteMaster *batchv1.Job
+}
+
+// planPause decides pause from the spec, the previous status and the job's master Job as read
+// (nil when it does not exist, is not the job's or is being deleted). A finished job is never
+// paused: the master Job that recorded its end stays, even if pause is asked in the same moment
+// it ended.
+func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan {
+	switch {
+	case !s.RunMode.Pause:
+		return pausePlan{}
+	case Finished(prev, nil):
+		return pausePlan{}
+	case master == nil:
+		return pausePlan{pause: true}
+	case terminalJobCondition(master) != nil:
+		return pausePlan{}
+	}
+	return pausePlan{pause: true, deleteMaster: master}
+}
+
 // prepareRunMode completes the run mode from what the job's status says and, for a paused job,
-// deletes its master Job. It runs before the children are observed, so a paused job's master
-// Job is not one of its desired children. A finished job is never paused: the master Job that
-// recorded its end stays, even if pause is asked in the same moment it ended.
+// deletes its master Job (planPause). It runs before the children are observed, so a paused
+// job's master Job is not one of its desired children.
 func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) error {
 	s.RunMode.WasPaused = WasPaused(prev)
-	if !s.RunMode.Pause {
-		return nil
+	var master *batchv1.Job
+	if s.RunMode.Pause && !Finished(prev, nil) {
+		var j batchv1.Job
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &j)
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
+		}
+		if err == nil && metav1.IsControlledBy(&j, job) && j.DeletionTimestamp.IsZero() {
+			master = &j
+		}
 	}
-	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
-		s.RunMode.Pause = false
-		return nil
-	}
-	var master batchv1.Job
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &master)
-	switch {
-	case client.IgnoreNotFound(err) != nil:
-		return fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
-	case err != nil || !metav1.IsControlledBy(&master, job) || !master.DeletionTimestamp.IsZero():
-		return nil
-	case terminalJobCondition(&master) != nil:
-		s.RunMode.Pause = false
-		return nil
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("pausing: deleting the master Job", "job", s.Master.JobName)
-	if err := r.client.Delete(ctx, &master, client.PropagationPolicy(metav1.DeletePropagationBackground),
-		client.Preconditions{UID: &master.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete Job %s to pause: %w", s.Master.JobName, err)
+	p := planPause(s, prev, master)
+	s.RunMode.Pause = p.pause
+	if j := p.deleteMaster; j != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("pausing: deleting the master Job", "job", j.Name)
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Job %s to pause: %w", j.Name, err)
+		}
 	}
 	return nil // the Paused event comes with the status that says so (events.go)
 }
 
-// settleRunMode acts on what was observed: a paused job's master pods are deleted now rather
-// than left to the garbage collector, and a resuming job holds its new master Job back until
-// the previous one's pods are gone.
-func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) error {
-	if s.Paused() {
-		return r.deleteMasterPods(ctx, obs)
-	}
-	if obs.MasterJob == nil {
-		for i := range obs.Pods {
-			if obs.Pods[i].Labels[troupev1.LabelRole] == troupev1.RoleMaster {
-				s.RunMode.HoldMaster = true
-				break
+// masterPodsPlan is what a pass decides about the master's pods once it has observed them:
+// those to delete now (a paused job's, rather than left to the garbage collector), and whether
+// a master Job to be created again waits for the previous one's pods to be gone, so that two
+// master pods never share the master's host name.
+type masterPodsPlan struct {
+	delete     []*corev1.Pod
+	holdMaster bool
+}
+
+// planMasterPods decides it from the run mode and the observation.
+func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
+	var p masterPodsPlan
+	for i := range obs.Pods {
+		pod := &obs.Pods[i]
+		if pod.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
+			continue
+		}
+		switch {
+		case s.Paused():
+			if pod.DeletionTimestamp.IsZero() {
+				p.delete = append(p.delete, pod)
 			}
+		case obs.MasterJob == nil:
+			p.holdMaster = true
+		}
+	}
+	return p
+}
+
+// settleRunMode carries out planMasterPods.
+func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) error {
+	p := planMasterPods(s, obs)
+	s.RunMode.HoldMaster = p.holdMaster
+	return r.deletePods(ctx, p.delete)
+}
+
+// deletePods deletes pods of the job (a master's, for pause or the clean-pod policy All).
+func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
+	for _, p := range pods {
+		if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete master pod %s: %w", p.Name, err)
 		}
 	}
 	return nil
