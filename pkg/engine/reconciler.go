@@ -312,20 +312,33 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
 		log.Info("writing status", "phase", next.Phase, "countsOnly", counts, "changed", statusChanges(prev, &next))
 	}
-	*job.JobStatus() = next
-	if err := r.client.Status().Update(ctx, job); err != nil {
-		if apierrors.IsConflict(err) {
-			// The job changed since the cache copy we read; the watch event for that newer
-			// version is already queued and reconciles again with fresh data.
-			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
-			return 0, nil
-		}
-		return 0, fmt.Errorf("update status: %w", err)
+	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+		return 0, err
 	}
 	r.recordTransitions(job, s, obs, prev, &next)
 	r.recordRestart(job, prev, &next)
 	r.recordSecretEvents(job, prev, &next)
 	return 0, nil
+}
+
+// putStatus is the one write of a job's status: next, its condition messages cut to their
+// bound, when it differs from prev. written says whether it was written; a conflict is not an
+// error (the job changed since the copy the pass read, and the watch event of that newer
+// version is already queued: the next pass computes the status again from fresh data).
+func (r *Reconciler) putStatus(ctx context.Context, job Object, prev, next *troupev1.JobStatus) (written bool, err error) {
+	FitConditionMessages(next.Conditions)
+	if equality.Semantic.DeepEqual(prev, next) {
+		return false, nil
+	}
+	*job.JobStatus() = *next
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		if apierrors.IsConflict(err) {
+			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
+			return false, nil
+		}
+		return false, fmt.Errorf("update status: %w", err)
+	}
+	return true, nil
 }
 
 // SpecError is an Adapter.Describe error with a reason of its own for the job's Initialized
@@ -341,32 +354,33 @@ func (e *SpecError) Unwrap() error { return e.Err }
 
 // reportInvalidSpec records why the spec cannot be run, on the status and as an event.
 func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
-	st := job.JobStatus()
-	prev := st.DeepCopy()
+	prev := job.JobStatus().DeepCopy()
+	next, reason := invalidSpecStatus(prev, cause, job.GetGeneration(), metav1.NewTime(r.clock.Now().Truncate(time.Second)))
+	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+		return err
+	}
+	// Told once, when the status that records it is written (events.go).
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
+	r.countCreated(job, prev, &next)
+	return nil
+}
+
+// invalidSpecStatus is the status of a job whose spec cannot be run: prev, Pending if it had no
+// phase yet, with Initialized False saying why (reason InvalidSpec, or the SpecError's own).
+func invalidSpecStatus(prev *troupev1.JobStatus, cause error, generation int64, now metav1.Time) (troupev1.JobStatus, string) {
+	st := *prev.DeepCopy()
 	if st.Phase == "" {
 		st.Phase = troupev1.JobPending
 	}
-	st.ObservedGeneration = job.GetGeneration()
+	st.ObservedGeneration = generation
 	reason := troupev1.ReasonInvalidSpec
 	var se *SpecError
 	if errors.As(cause, &se) {
 		reason = se.Reason
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse,
-		Reason: reason, Message: cause.Error(),
-		ObservedGeneration: job.GetGeneration(),
-		LastTransitionTime: metav1.NewTime(r.clock.Now().Truncate(time.Second)),
+		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: reason, Message: cause.Error(),
+		ObservedGeneration: generation, LastTransitionTime: now,
 	})
-	FitConditionMessages(st.Conditions)
-	if equality.Semantic.DeepEqual(prev, st) {
-		return nil
-	}
-	if err := r.client.Status().Update(ctx, job); err != nil {
-		return fmt.Errorf("update status: %w", err)
-	}
-	// Told once, when the status that records it is written (events.go).
-	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
-	r.countCreated(job, prev, st)
-	return nil
+	return st, reason
 }

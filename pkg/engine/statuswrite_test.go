@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,21 @@ func TestStatusChangesNamesFieldsInOrder(t *testing.T) {
 		if got := strings.Join(statusChanges(&prev, &next), ", "); got != want {
 			t.Fatalf("statusChanges:\n got %s\nwant %s", got, want)
 		}
+	}
+}
+
+// A spec that cannot run: the job is Pending (or keeps its phase) with Initialized False, the
+// reason InvalidSpec or the SpecError's own, and the cause as message.
+func TestInvalidSpecStatus(t *testing.T) {
+	st, reason := invalidSpecStatus(&troupev1.JobStatus{}, errors.New("spec.x: bad"), 3, now)
+	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized)
+	if st.Phase != troupev1.JobPending || st.ObservedGeneration != 3 || reason != troupev1.ReasonInvalidSpec ||
+		c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || c.Message != "spec.x: bad" {
+		t.Errorf("status %+v, reason %s", st, reason)
+	}
+	running := &troupev1.JobStatus{Phase: troupev1.JobRunning}
+	st, reason = invalidSpecStatus(running, &SpecError{Reason: troupev1.ReasonGangUnavailable, Err: errors.New("no Volcano")}, 4, now)
+	if st.Phase != troupev1.JobRunning || reason != troupev1.ReasonGangUnavailable || running.Conditions != nil {
+		t.Errorf("a running job: phase %s, reason %s, the previous status changed: %+v", st.Phase, reason, running)
 	}
 }
