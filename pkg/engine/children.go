@@ -60,7 +60,9 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 	for i := range s.WorkerSets {
 		ids = append(ids, named(&appsv1.StatefulSet{}, s.WorkerSets[i].StatefulSetName))
 	}
-	if s.masterWanted() {
+	// The master Job is looked up unless the job is paused (prepareRunMode deleted it): whether
+	// it stays wanted (a restart, a master held back) is decided from what is observed.
+	if !s.Paused() {
 		ids = append(ids, named(&batchv1.Job{}, s.Master.JobName))
 	}
 	return ids, gang
