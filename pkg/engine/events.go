@@ -76,7 +76,7 @@ func (r *Reconciler) recordTransitions(job Object, s *Spec, obs *Observed, prev,
 		}
 		r.recorder.Eventf(job, related, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}
-	r.countTransitions(job, obs, prev, next)
+	r.countTransitions(job, s, obs, prev, next)
 }
 
 // lifecycleEvents returns the events of the transitions from prev to next, in the order a

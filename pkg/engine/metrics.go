@@ -24,7 +24,7 @@ import (
 
 // countTransitions counts the transitions from prev to next, a status that has just been
 // written.
-func (r *Reconciler) countTransitions(job Object, obs *Observed, prev, next *troupev1.JobStatus) {
+func (r *Reconciler) countTransitions(job Object, s *Spec, obs *Observed, prev, next *troupev1.JobStatus) {
 	kind, ns := r.gvk.Kind, job.GetNamespace()
 	if prev.Phase == "" && next.Phase != "" {
 		metrics.JobCreated(kind, ns)
@@ -38,11 +38,11 @@ func (r *Reconciler) countTransitions(job Object, obs *Observed, prev, next *tro
 		}
 	}
 	if prev.Phase != troupev1.JobRunning && next.Phase == troupev1.JobRunning {
-		if d, ok := launcherWaited(obs.Pods); ok {
+		if d, ok := launcherWaited(obs.Pods, s.launcherWaitContainer()); ok {
 			metrics.LauncherWaited(kind, ns, d)
 		}
 	}
-	for range launcherWaitTimeouts(obs.Pods, masterFailed(next)-masterFailed(prev)) {
+	for range launcherWaitTimeouts(obs.Pods, masterFailed(next)-masterFailed(prev), s.launcherWaitContainer()) {
 		metrics.LauncherWaitTimedOut(kind, ns)
 	}
 	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
@@ -104,8 +104,8 @@ func startupBegan(created metav1.Time, prev *troupev1.JobStatus) (metav1.Time, b
 }
 
 // launcherWaited is how long the launcher that now runs waited for its workers: its
-// troupe-wait init container's run, if it ended with every host reachable.
-func launcherWaited(pods []corev1.Pod) (time.Duration, bool) {
+// wait init container's run (container, the backend's), if it ended with every host reachable.
+func launcherWaited(pods []corev1.Pod, container string) (time.Duration, bool) {
 	var newest *corev1.Pod
 	for i := range pods {
 		p := &pods[i]
@@ -117,7 +117,7 @@ func launcherWaited(pods []corev1.Pod) (time.Duration, bool) {
 	if newest == nil {
 		return 0, false
 	}
-	t := launcherWaitState(newest)
+	t := launcherWaitState(newest, container)
 	if t == nil || t.ExitCode != 0 || t.StartedAt.IsZero() || t.FinishedAt.IsZero() {
 		return 0, false
 	}
@@ -126,7 +126,7 @@ func launcherWaited(pods []corev1.Pod) (time.Duration, bool) {
 
 // launcherWaitTimeouts returns the master pods, among the failed newly newest ones, whose
 // wait for their workers timed out.
-func launcherWaitTimeouts(pods []corev1.Pod, newlyFailed int32) []*corev1.Pod {
+func launcherWaitTimeouts(pods []corev1.Pod, newlyFailed int32, container string) []*corev1.Pod {
 	if newlyFailed <= 0 {
 		return nil
 	}
@@ -140,16 +140,16 @@ func launcherWaitTimeouts(pods []corev1.Pod, newlyFailed int32) []*corev1.Pod {
 	slices.SortFunc(failed, func(a, b *corev1.Pod) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
 	failed = failed[:min(len(failed), int(newlyFailed))]
 	return slices.DeleteFunc(failed, func(p *corev1.Pod) bool {
-		t := launcherWaitState(p)
+		t := launcherWaitState(p, container)
 		return t == nil || t.ExitCode != troupev1.ExitCodeLauncherWaitTimeout
 	})
 }
 
-// launcherWaitState is the terminated state of a master pod's troupe-wait init container, nil
-// when it has none or it has not ended.
-func launcherWaitState(p *corev1.Pod) *corev1.ContainerStateTerminated {
+// launcherWaitState is the terminated state of a master pod's wait init container, nil when it
+// has none or it has not ended.
+func launcherWaitState(p *corev1.Pod, container string) *corev1.ContainerStateTerminated {
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name == troupev1.ContainerLauncherWait {
+		if container != "" && cs.Name == container {
 			return cs.State.Terminated
 		}
 	}

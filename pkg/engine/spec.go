@@ -140,6 +140,23 @@ type Generator interface {
 	Generate(s *Spec, obj client.Object) error
 }
 
+// LauncherWaiter is implemented by backends whose launcher waits for its workers in an init
+// container of its own (the MPI backend's troupe-wait). The engine reports that wait (the
+// LauncherWaiting condition, the launcher-wait metrics) by the container the backend names, and
+// names none itself.
+type LauncherWaiter interface {
+	LauncherWaitContainer() string
+}
+
+// launcherWaitContainer is the init container in which the master waits for its workers, or ""
+// when the backend has none.
+func (s *Spec) launcherWaitContainer() string {
+	if w, ok := s.Backend.(LauncherWaiter); ok {
+		return w.LauncherWaitContainer()
+	}
+	return ""
+}
+
 // CleanPodPolicy returns the effective clean-pod policy (default Running).
 func (s *Spec) CleanPodPolicy() troupev1.CleanPodPolicy {
 	if p := s.RunPolicy.CleanPodPolicy; p != nil {

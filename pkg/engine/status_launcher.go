@@ -13,7 +13,8 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// The LauncherWaiting condition says what the launcher's troupe-wait init container is doing,
+// The LauncherWaiting condition says what the launcher's wait init container (the backend's,
+// LauncherWaiter; troupe-wait for MPI) is doing,
 // as the kubelet reports it on the current master pod. WorkersReady counts ready worker pods;
 // this one tells a user why a job whose phase is Pending has a launcher pod that does not run
 // its command yet, and which hosts it waits for.
@@ -28,20 +29,20 @@ import (
 func launcherWaitingCondition(s *Spec, obs *Observed) metav1.Condition {
 	const t = troupev1.ConditionLauncherWaiting
 	notStarted := newCondition(t, false, troupev1.ReasonWaitNotStarted, "the launcher has not started waiting for its workers")
-	pod := currentMasterPod(obs.Pods)
-	waits, known := launcherWaits(obs.MasterJob, pod)
+	pod, wait := currentMasterPod(obs.Pods), s.launcherWaitContainer()
+	waits, known := launcherWaits(obs.MasterJob, pod, wait)
 	switch {
 	case !known:
 		return notStarted // no master Job yet (or none while paused): nothing to tell
 	case !waits:
 		return newCondition(t, false, troupev1.ReasonNoLauncherWait, "the launcher starts without waiting for its workers")
 	}
-	cs := launcherWaitStatus(pod)
+	cs := launcherWaitStatus(pod, wait)
 	switch {
 	case cs == nil:
 		return notStarted
 	case cs.State.Terminated != nil:
-		return launcherWaitEnded(cs.State.Terminated)
+		return launcherWaitEnded(cs.State.Terminated, wait)
 	case cs.State.Running == nil && cs.RestartCount == 0:
 		return notStarted
 	}
@@ -58,7 +59,7 @@ func launcherWaitingCondition(s *Spec, obs *Observed) metav1.Condition {
 
 // launcherWaitEnded says how the wait ended. The timeout's message is troupe-agent wait's
 // termination message, which names the hosts still missing at the deadline.
-func launcherWaitEnded(term *corev1.ContainerStateTerminated) metav1.Condition {
+func launcherWaitEnded(term *corev1.ContainerStateTerminated, container string) metav1.Condition {
 	const t = troupev1.ConditionLauncherWaiting
 	switch term.ExitCode {
 	case 0:
@@ -70,11 +71,11 @@ func launcherWaitEnded(term *corev1.ContainerStateTerminated) metav1.Condition {
 	case troupev1.ExitCodeLauncherWaitTimeout:
 		return newCondition(t, false, troupev1.ReasonWaitTimedOut, fmt.Sprintf(
 			"the launcher's wait for its workers timed out (%s exited with code %d)%s",
-			troupev1.ContainerLauncherWait, term.ExitCode, quoted(term.Message)))
+			container, term.ExitCode, quoted(term.Message)))
 	default:
 		return newCondition(t, false, troupev1.ReasonWaitFailed, fmt.Sprintf(
 			"the launcher's wait for its workers failed (%s exited with code %d)%s",
-			troupev1.ContainerLauncherWait, term.ExitCode, quoted(term.Message)))
+			container, term.ExitCode, quoted(term.Message)))
 	}
 }
 
@@ -92,15 +93,15 @@ func quoted(msg string) string {
 }
 
 // launcherWaits reports whether the launcher waits for its workers: the master Job's pod
-// template has the troupe-wait init container, or, while the Job is not seen, its pod reports
-// one. known is false when neither tells.
-func launcherWaits(job *batchv1.Job, pod *corev1.Pod) (waits, known bool) {
+// template has the wait init container, or, while the Job is not seen, its pod reports one.
+// known is false when neither tells.
+func launcherWaits(job *batchv1.Job, pod *corev1.Pod, container string) (waits, known bool) {
 	if job != nil {
-		return slices.ContainsFunc(job.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool {
-			return c.Name == troupev1.ContainerLauncherWait
+		return container != "" && slices.ContainsFunc(job.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool {
+			return c.Name == container
 		}), true
 	}
-	if launcherWaitStatus(pod) != nil {
+	if launcherWaitStatus(pod, container) != nil {
 		return true, true
 	}
 	return false, false
@@ -123,14 +124,14 @@ func currentMasterPod(pods []corev1.Pod) *corev1.Pod {
 	return newest
 }
 
-// launcherWaitStatus is the status of a master pod's troupe-wait init container, nil when the
-// kubelet has reported none.
-func launcherWaitStatus(p *corev1.Pod) *corev1.ContainerStatus {
-	if p == nil {
+// launcherWaitStatus is the status of a master pod's wait init container, nil when the kubelet
+// has reported none (or the backend has no wait).
+func launcherWaitStatus(p *corev1.Pod, container string) *corev1.ContainerStatus {
+	if p == nil || container == "" {
 		return nil
 	}
 	for i := range p.Status.InitContainerStatuses {
-		if cs := &p.Status.InitContainerStatuses[i]; cs.Name == troupev1.ContainerLauncherWait {
+		if cs := &p.Status.InitContainerStatuses[i]; cs.Name == container {
 			return cs
 		}
 	}

@@ -125,7 +125,7 @@ func TestLauncherWaitingCondition(t *testing.T) {
 				o.master(tc.job)
 			}
 			o.Pods = tc.pods
-			got := launcherWaitingCondition(testSpec(), o.obj())
+			got := launcherWaitingCondition(waitingSpec(), o.obj())
 			want := newCondition(troupev1.ConditionLauncherWaiting, tc.status == "True", tc.reason, tc.msg)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("LauncherWaiting (-want +got):\n%s", diff)
@@ -136,7 +136,7 @@ func TestLauncherWaitingCondition(t *testing.T) {
 
 // A large job's message names the first hosts only; a wait's long termination message is cut.
 func TestLauncherWaitingMessagesBounded(t *testing.T) {
-	s := testSpec()
+	s := waitingSpec()
 	s.WorkerSets[0].Replicas = 12 // 13 hosts missing
 	o := observe().master(waitingJob)
 	o.Pods = []corev1.Pod{waitPod("l-a", t0, waitRunning, 0)}
@@ -152,7 +152,7 @@ func TestLauncherWaitingMessagesBounded(t *testing.T) {
 // Through ComputeStatus: a finished job keeps how its last wait ended, even once its pods are
 // gone; and the operator's cache keeps what the condition reads of a pod (TrimPod).
 func TestLauncherWaitingInStatus(t *testing.T) {
-	s := testSpec()
+	s := waitingSpec()
 	running := waitPod("l-a", t0, waitRunning, 0)
 	trimmed, err := TrimPod(&running)
 	if err != nil {
@@ -204,4 +204,16 @@ func TestLauncherWaitEvents(t *testing.T) {
 			t.Errorf("%s: events %+v, want none", name, got)
 		}
 	}
+}
+
+// waitBackend is a backend whose launcher waits in troupe-wait, as the MPI backend's does.
+type waitBackend struct{ envBackend }
+
+func (waitBackend) LauncherWaitContainer() string { return troupev1.ContainerLauncherWait }
+
+// waitingSpec is testSpec with a backend whose launcher waits for its workers.
+func waitingSpec() *Spec {
+	s := testSpec()
+	s.Backend = waitBackend{}
+	return s
 }

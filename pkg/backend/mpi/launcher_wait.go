@@ -113,3 +113,7 @@ func WaitFailurePolicy(tmpl *corev1.PodTemplateSpec) *batchv1.PodFailurePolicy {
 		},
 	}}}
 }
+
+// LauncherWaitContainer names the launcher's wait init container to the engine
+// (engine.LauncherWaiter), which reports the wait by it.
+func (Backend) LauncherWaitContainer() string { return WaitContainerName }
