@@ -67,7 +67,7 @@ func TestPlainHTTPCodeRefusedWithoutWebhook(t *testing.T) {
 	ctx := context.Background()
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
 	c := fakeJobClient(t, job)
-	r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), adapter: plainHTTPCodeAdapter{}, gvk: chainerJobGVK,
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(), client: c, apiReader: c, recorder: events.NewFakeRecorder(10), adapter: plainHTTPCodeAdapter{}, gvk: chainerJobGVK,
 		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time)}
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
 		t.Fatal(err)

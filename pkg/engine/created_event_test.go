@@ -25,10 +25,10 @@ func TestCreatedToldOncePerPass(t *testing.T) {
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
 	c := fakeJobClient(t, job)
 	rec := events.NewFakeRecorder(100)
-	r := &Reconciler{
+	r := &Reconciler{podCreates: newPodCreatePace(),
 		client: c, apiReader: c, recorder: rec, adapter: masterOnlyAdapter{},
 		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
-		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)), deferred: newDeferredWrites(),
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)), deferred: newDeferredWrites(countsWriteDelay),
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}
 

@@ -40,7 +40,7 @@ var chainerJobGVK = schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alp
 func reconcileOverLaggingCache(t *testing.T, job *troupev1.ChainerJob, onlyOnAPIServer client.Object) client.Client {
 	t.Helper()
 	cache, apiServer := fakeJobClient(t, job.DeepCopy()), fakeJobClient(t, job.DeepCopy(), onlyOnAPIServer)
-	r := &Reconciler{
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(),
 		client: laggingCache{Client: apiServer, cache: cache}, apiReader: apiServer,
 		recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{}, gvk: chainerJobGVK,
 		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),

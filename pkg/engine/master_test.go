@@ -50,7 +50,7 @@ func TestStaleCacheNeverRecreatesTheMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := &Reconciler{
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(),
 		client: cache, apiReader: apiServer, recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{},
 		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
 		clock: clocktesting.NewFakePassiveClock(started.Time),

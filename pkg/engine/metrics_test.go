@@ -37,7 +37,7 @@ func TestReconcileErrorsCounted(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	}).Build()
-	r := &Reconciler{client: c, apiReader: c, recorder: events.NewFakeRecorder(10), adapter: masterOnlyAdapter{},
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(), client: c, apiReader: c, recorder: events.NewFakeRecorder(10), adapter: masterOnlyAdapter{},
 		gvk: schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"}}
 	reg := prometheus.NewRegistry()
 	if err := metrics.Register(reg); err != nil {

@@ -41,9 +41,6 @@ func newPodCreatePace() *podCreatePace {
 // due reports whether the job lacking pods should look now; if not, what the last lookup found
 // and how long until the next one.
 func (p *podCreatePace) due(key types.NamespacedName, uid types.UID, now time.Time) (look bool, found []string, wait time.Duration) {
-	if p == nil {
-		return true, nil, 0 // a Reconciler built without one (a unit test) looks every time
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l, ok := p.jobs[key]
@@ -59,9 +56,6 @@ func (p *podCreatePace) due(key types.NamespacedName, uid types.UID, now time.Ti
 
 // looked records a lookup's findings and returns how long until the next one.
 func (p *podCreatePace) looked(key types.NamespacedName, now time.Time, found []string) time.Duration {
-	if p == nil {
-		return podCreateFirstInterval
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l, ok := p.jobs[key]
@@ -75,9 +69,6 @@ func (p *podCreatePace) looked(key types.NamespacedName, now time.Time, found []
 
 // forget ends the job's pacing: its children have their pods, it ended, or it is gone.
 func (p *podCreatePace) forget(key types.NamespacedName) {
-	if p == nil {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.jobs, key)

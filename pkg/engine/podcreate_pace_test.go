@@ -48,7 +48,7 @@ func TestStuckJobsLookUpRefusalsRarely(t *testing.T) {
 		Build()
 	reader := &countingLists{Reader: c}
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	r := &Reconciler{apiReader: reader, clock: clock, podCreates: newPodCreatePace()}
+	r := &Reconciler{deferred: newDeferredWrites(0), apiReader: reader, clock: clock, podCreates: newPodCreatePace()}
 
 	type stuck struct {
 		s   *Spec

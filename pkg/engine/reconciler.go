@@ -81,7 +81,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 		gvk:        gvk,
 		clock:      clock.RealClock{},
 		owned:      owned,
-		deferred:   newDeferredWrites(),
+		deferred:   newDeferredWrites(countsWriteDelay),
 		podCreates: newPodCreatePace(),
 	}, nil
 }

@@ -148,7 +148,7 @@ func newRestartHarness(t *testing.T, maxRestarts *int32) *restartHarness {
 	rec := events.NewFakeRecorder(100)
 	return &restartHarness{
 		t: t, ctx: context.Background(), c: c, rec: rec, key: client.ObjectKeyFromObject(job),
-		r: &Reconciler{
+		r: &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(),
 			client: c, apiReader: c, recorder: rec, adapter: workersAdapter{maxRestarts: maxRestarts},
 			gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
 			clock: clocktesting.NewFakePassiveClock(now.Time),

@@ -54,7 +54,7 @@ func (a keysAdapter) Describe(job Object, s *Spec) error {
 func reconcileKeysJob(t *testing.T, job *troupev1.ChainerJob, objs ...client.Object) client.Client {
 	t.Helper()
 	c := fakeJobClient(t, append([]client.Object{job}, objs...)...)
-	r := &Reconciler{
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(),
 		client: c, apiReader: c, recorder: events.NewFakeRecorder(100), adapter: keysAdapter{}, gvk: chainerJobGVK,
 		clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
 	}

@@ -54,8 +54,11 @@ func withoutCounts(st *troupev1.JobStatus, other []metav1.Condition) *troupev1.J
 // entry lives from the first counts-only change to the pass that writes it (or finds nothing
 // left to write, or the job gone), so the map holds at most the jobs with a change in flight.
 type deferredWrites struct {
-	mu  sync.Mutex
-	due map[types.NamespacedName]deferred
+	// delay is how long a counts-only change may wait: countsWriteDelay, or 0 (written at
+	// once) where a test reads every count as it moves.
+	delay time.Duration
+	mu    sync.Mutex
+	due   map[types.NamespacedName]deferred
 }
 
 type deferred struct {
@@ -63,21 +66,18 @@ type deferred struct {
 	due time.Time
 }
 
-func newDeferredWrites() *deferredWrites {
-	return &deferredWrites{due: map[types.NamespacedName]deferred{}}
+func newDeferredWrites(delay time.Duration) *deferredWrites {
+	return &deferredWrites{delay: delay, due: map[types.NamespacedName]deferred{}}
 }
 
 // wait reports how much longer the job's counts-only change may wait: the first change seen
-// waits countsWriteDelay, later ones until the same moment. Zero means write now.
+// waits the delay, later ones until the same moment. Zero means write now.
 func (d *deferredWrites) wait(key types.NamespacedName, uid types.UID, now time.Time) time.Duration {
-	if d == nil {
-		return 0
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.due[key]
 	if !ok || e.uid != uid {
-		e = deferred{uid: uid, due: now.Add(countsWriteDelay)}
+		e = deferred{uid: uid, due: now.Add(d.delay)}
 		d.due[key] = e
 	}
 	if left := e.due.Sub(now); left > 0 {
@@ -89,9 +89,6 @@ func (d *deferredWrites) wait(key types.NamespacedName, uid types.UID, now time.
 // forget drops the job's deferred change: its status was written, holds nothing new, or the
 // job is gone.
 func (d *deferredWrites) forget(key types.NamespacedName) {
-	if d == nil {
-		return
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.due, key)

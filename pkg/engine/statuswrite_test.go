@@ -76,10 +76,10 @@ func TestCountsWaitPhaseDoesNot(t *testing.T) {
 	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
 	c := fakeJobClient(t, job)
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	r := &Reconciler{
+	r := &Reconciler{podCreates: newPodCreatePace(),
 		client: c, apiReader: c, recorder: events.NewFakeRecorder(100), adapter: masterOnlyAdapter{},
 		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
-		clock: clock, deferred: newDeferredWrites(),
+		clock: clock, deferred: newDeferredWrites(countsWriteDelay),
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}
 	pass := func() (reconcile.Result, *troupev1.ChainerJob) {

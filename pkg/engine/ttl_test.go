@@ -40,7 +40,7 @@ func TestExpireTTLTellsTheDeleteThatSucceeded(t *testing.T) {
 		},
 	}).Build()
 	rec := events.NewFakeRecorder(10)
-	r := &Reconciler{client: c, apiReader: c, recorder: rec, adapter: masterOnlyAdapter{},
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(), client: c, apiReader: c, recorder: rec, adapter: masterOnlyAdapter{},
 		gvk:   schema.GroupVersionKind{Group: "troupe.dev", Version: "v1alpha1", Kind: "ChainerJob"},
 		clock: clocktesting.NewFakePassiveClock(finished.Add(61 * time.Second))}
 	s := testSpec()
