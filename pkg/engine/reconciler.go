@@ -179,7 +179,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.syncChildren(ctx, job, spec, obs, finished); err != nil {
+	if err := r.syncChildren(ctx, job, spec, obs, finished); errors.Is(err, errJobChanged) {
+		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
+		return ctrl.Result{}, nil
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 	// Turning the budget off is how a user lets a drain evict the workers of a running job;

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"maps"
@@ -13,6 +14,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -137,6 +139,11 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 	return nil
 }
 
+// errJobChanged ends a pass that found the job changed since the copy it read (a write guarded
+// by its resourceVersion conflicted): nothing more is done, and the watch event of the newer
+// version, already queued, runs the next pass on it.
+var errJobChanged = errors.New("the job changed since this pass read it")
+
 // recordBeforeCreate writes the record of secret, just generated, into the job's status before
 // the Secret is created, so that only data the operator generated ever matches a record. The
 // write carries the job's resourceVersion: a job changed meanwhile fails it, and the pass runs
@@ -151,6 +158,9 @@ func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, secret 
 	st.GeneratedSecrets = append(st.GeneratedSecrets, rec)
 	slices.SortFunc(st.GeneratedSecrets, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
 	if err := r.client.Status().Update(ctx, withRecord); err != nil {
+		if apierrors.IsConflict(err) {
+			return errJobChanged
+		}
 		return fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
 	}
 	job.SetResourceVersion(withRecord.GetResourceVersion())

@@ -2,15 +2,19 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -164,5 +168,34 @@ func TestRecordedOrphanSecretIsAdopted(t *testing.T) {
 	got := getJob(t, c, client.ObjectKeyFromObject(job))
 	if meta.IsStatusConditionTrue(got.Status.Conditions, troupev1.ConditionSecretTampered) {
 		t.Error("the job's own Secret is reported as tampered")
+	}
+}
+
+// When the job changed since the pass read it, the record's write conflicts: the pass ends
+// quietly (no error for the controller to log and back off on), with no Secret and no other
+// child created; the watch event of the newer version runs the next pass.
+func TestRecordConflictEndsThePass(t *testing.T) {
+	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
+	base := fakeJobClient(t, job)
+	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return apierrors.NewConflict(schema.GroupResource{Group: "troupe.dev", Resource: "chainerjobs"}, obj.GetName(), errors.New("changed"))
+		},
+	})
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(), client: c, apiReader: c,
+		recorder: events.NewFakeRecorder(100), adapter: keysAdapter{}, gvk: chainerJobGVK, clock: clocktesting.NewFakePassiveClock(now.Time)}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err != nil {
+		t.Fatalf("reconcile: %v, want the pass to end without an error", err)
+	}
+	var secrets corev1.SecretList
+	var jobs batchv1.JobList
+	if err := base.List(context.Background(), &secrets); err != nil {
+		t.Fatal(err)
+	}
+	if err := base.List(context.Background(), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 || len(jobs.Items) != 0 {
+		t.Errorf("%d Secrets and %d Jobs created after the record's write conflicted", len(secrets.Items), len(jobs.Items))
 	}
 }
