@@ -152,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
 
-	spec, err := r.describe(job)
+	spec, err := Describe(r.adapter, r.gvk, job)
 	if err != nil {
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
@@ -217,15 +217,18 @@ func sooner(res ctrl.Result, wait time.Duration) ctrl.Result {
 	return res
 }
 
-// describe builds the job's Spec: the identity the engine owns, the rest from the adapter.
-func (r *Reconciler) describe(job Object) (*Spec, error) {
+// Describe builds the Spec of job, of kind gvk, with adapter a: the identity the engine owns,
+// the rest from the adapter, then the checks every Spec passes before anything is built from it
+// (troupe's bounds, no other job's credentials, the repositories' URLs). It is the one way to a
+// Spec: the engine's pass and the Kueue integration (which counts the job's pods) both use it.
+func Describe(a Adapter, gvk schema.GroupVersionKind, job Object) (*Spec, error) {
 	s := &Spec{
 		Name:      job.GetName(),
 		Namespace: job.GetNamespace(),
-		Owner:     *metav1.NewControllerRef(job, r.gvk),
-		NameLabel: r.adapter.NameLabel(),
+		Owner:     *metav1.NewControllerRef(job, gvk),
+		NameLabel: a.NameLabel(),
 	}
-	if err := r.adapter.Describe(job, s); err != nil {
+	if err := a.Describe(job, s); err != nil {
 		return nil, err
 	}
 	if err := checkBounds(s); err != nil {

@@ -226,12 +226,8 @@ func active(job engine.Object) bool {
 // describe is the job's spec as its adapter describes it, or nil when the spec cannot run (the
 // engine reports that on the job; there is nothing to queue).
 func (r *Reconciler) describe(ctx context.Context, job engine.Object) *engine.Spec {
-	s := &engine.Spec{
-		Name: job.GetName(), Namespace: job.GetNamespace(),
-		Owner:     *metav1.NewControllerRef(job, r.gvk),
-		NameLabel: r.adapter.NameLabel(),
-	}
-	if err := r.adapter.Describe(job, s); err != nil {
+	s, err := engine.Describe(r.adapter, r.gvk, job)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("not queueing a job whose spec cannot run", "reason", err.Error())
 		return nil
 	}
