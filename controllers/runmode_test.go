@@ -82,12 +82,13 @@ func TestMPIJobPauseAndResumeSpecs(t *testing.T) {
 	if diff := cmp.Diff(want, s.RunMode); diff != "" {
 		t.Errorf("run mode (-want +got):\n%s", diff)
 	}
+	s.Plan.Pause = true // as the engine decides for a job that has not finished
 	for _, c := range engine.Children(s, engine.WorkersReleased(s, "")) {
 		if c.GetName() == "mpi-example-launcher" {
 			t.Errorf("a paused job has a launcher Job")
 		}
 	}
-	s.RunMode.Pause, s.RunMode.WasPaused = false, true
+	s.RunMode.Pause, s.Plan.Pause, s.Plan.WasPaused = false, false, true
 	launcher := engine.BuildMasterJob(s).Spec.Template.Spec.Containers[0]
 	if !strings.HasPrefix(strings.Join(launcher.Command, " "), "mpirun --prefix /usr/local") {
 		t.Errorf("resumed launcher runs %v, want its mpirun line (no launcher resume spec)", launcher.Command)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 
@@ -324,6 +325,16 @@ func (obs *Observed) found(want, cur client.Object) {
 	case *appsv1.StatefulSet:
 		obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
 	}
+}
+
+// withoutMaster is a copy of the observation without the master Job (and so without its
+// verdict), for a pass that sets the master Job aside (a restart, restart.go).
+func (obs *Observed) withoutMaster() *Observed {
+	c := *obs
+	c.current = maps.Clone(obs.current)
+	delete(c.current, keyOf(obs.MasterJob))
+	c.MasterJob, c.Verdict = nil, ""
+	return &c
 }
 
 // write stores the restored child cur. A child read metadata-only (a Secret; before is its

@@ -121,7 +121,7 @@ func TestChildIdentitiesAreChildren(t *testing.T) {
 			s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}
 		},
 		"no network policy": func(s *Spec) { s.RunPolicy.NetworkPolicy = &troupev1.NetworkPolicyConfig{Enabled: ptr.To(false)} },
-		"paused: no master": func(s *Spec) { s.RunMode.Pause = true },
+		"paused: no master": func(s *Spec) { s.RunMode.Pause, s.Plan.Pause = true, true },
 		"no worker sets, budget": func(s *Spec) {
 			s.WorkerSets = nil
 			s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}

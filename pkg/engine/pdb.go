@@ -30,7 +30,7 @@ func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisrup
 		return nil
 	}
 	var minAvailable int32
-	if !workersReleased && !s.Ended {
+	if !workersReleased && !s.Plan.Ended {
 		minAvailable = s.TotalWorkers()
 	}
 	pdb := &policyv1.PodDisruptionBudget{

@@ -152,27 +152,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
 
-	spec, err := Describe(r.adapter, r.gvk, job)
+	described, err := Describe(r.adapter, r.gvk, job)
 	if err != nil {
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
 	prev := job.JobStatus().DeepCopy()
-	if err := r.prepareRunMode(ctx, job, spec, prev); err != nil {
+	// Before the observation: pause (a paused job's master Job is deleted, not observed).
+	paused, err := r.prepareRunMode(ctx, job, described, prev)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	spec := described.withPlan(Plan{Pause: paused, WasPaused: WasPaused(prev)})
 	obs, err := r.observe(ctx, job, spec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.settleRestart(ctx, spec, obs, prev); err != nil {
+	// After it: the restart, the master's pods; then the plan is whole, and the children are
+	// built from it.
+	restart, obs, err := r.settleRestart(ctx, spec, obs, prev)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.settleRunMode(ctx, spec, obs); err != nil {
+	holdMaster, err := r.settleRunMode(ctx, spec, obs)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	spec.ReadyWorkers = ReadyWorkers(spec, obs)
 	finished := Finished(prev, obs)
-	spec.Ended = finished
+	plan := spec.Plan
+	plan.Restart, plan.RestartSeen = restart.state, restart.seen
+	plan.HoldMaster = holdMaster
+	plan.ReadyWorkers = ReadyWorkers(spec, obs)
+	plan.Ended = finished
+	spec = described.withPlan(plan)
 
 	if finished {
 		if expired, err := r.expireTTL(ctx, job, spec, prev); err != nil || expired {

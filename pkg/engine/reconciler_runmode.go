@@ -38,32 +38,30 @@ func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan
 	return pausePlan{pause: true, deleteMaster: master}
 }
 
-// prepareRunMode completes the run mode from what the job's status says and, for a paused job,
-// deletes its master Job (planPause). It runs before the children are observed, so a paused
-// job's master Job is not one of its desired children.
-func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) error {
-	s.RunMode.WasPaused = WasPaused(prev)
+// prepareRunMode decides whether pause is in force (planPause) and, for a paused job, deletes
+// its master Job. It runs before the children are observed, so a paused job's master Job is not
+// one of its desired children.
+func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (paused bool, err error) {
 	var master *batchv1.Job
 	if s.RunMode.Pause && !Finished(prev, nil) {
 		var j batchv1.Job
 		err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &j)
 		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
+			return false, fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
 		}
 		if err == nil && metav1.IsControlledBy(&j, job) && j.DeletionTimestamp.IsZero() {
 			master = &j
 		}
 	}
 	p := planPause(s, prev, master)
-	s.RunMode.Pause = p.pause
 	if j := p.deleteMaster; j != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("pausing: deleting the master Job", "job", j.Name)
 		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Job %s to pause: %w", j.Name, err)
+			return false, fmt.Errorf("delete Job %s to pause: %w", j.Name, err)
 		}
 	}
-	return nil // the Paused event comes with the status that says so (events.go)
+	return p.pause, nil // the Paused event comes with the status that says so (events.go)
 }
 
 // masterPodsPlan is what a pass decides about the master's pods once it has observed them:
@@ -95,11 +93,10 @@ func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
 	return p
 }
 
-// settleRunMode carries out planMasterPods.
-func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) error {
+// settleRunMode carries out planMasterPods and says whether the master is held back.
+func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) (holdMaster bool, err error) {
 	p := planMasterPods(s, obs)
-	s.RunMode.HoldMaster = p.holdMaster
-	return r.deletePods(ctx, p.delete)
+	return p.holdMaster, r.deletePods(ctx, p.delete)
 }
 
 // deletePods deletes pods of the job (a master's, for pause or the clean-pod policy All).

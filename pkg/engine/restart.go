@@ -88,7 +88,7 @@ func (s *Spec) labelRestartAttempt(tmpl *corev1.PodTemplateSpec) {
 	if tmpl.Labels == nil {
 		tmpl.Labels = map[string]string{}
 	}
-	tmpl.Labels[troupev1.LabelRestartAttempt] = strconv.Itoa(int(s.Restart.Attempt))
+	tmpl.Labels[troupev1.LabelRestartAttempt] = strconv.Itoa(int(s.Plan.Restart.Attempt))
 }
 
 // attemptOf reads a restart attempt label; a pod without one is of attempt 0.
@@ -162,15 +162,15 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 
 // settleRestart carries out planRestart's plan: it removes what is left of earlier attempts and
 // stops the launcher of a job failed for good. It runs after the children are observed and
-// before anything is created.
-func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) error {
+// before anything is created, and returns the plan and the observation the rest of the pass
+// goes on with: without the master Job when the plan sets it aside (withoutMaster).
+func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) (restartPlan, *Observed, error) {
 	p := planRestart(s, obs, prev)
-	s.Restart, obs.Restart = p.state, p.seen
 	if j := p.launcherToStop; j != nil {
 		before := j.DeepCopy()
 		j.Spec.Suspend = ptr.To(true)
 		if err := r.client.Patch(ctx, j, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+			return p, obs, fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
 		}
 	}
 	if j := p.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
@@ -178,19 +178,18 @@ func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, 
 			"attempt", attemptOf(j.Spec.Template.Labels))
 		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
+			return p, obs, fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
 		}
 	}
 	for _, pod := range p.staleMasterPods {
 		if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete master pod %s of an earlier attempt: %w", pod.Name, err)
+			return p, obs, fmt.Errorf("delete master pod %s of an earlier attempt: %w", pod.Name, err)
 		}
 	}
 	if p.forgetsMaster() && obs.MasterJob != nil {
-		delete(obs.current, keyOf(obs.MasterJob))
-		obs.MasterJob, obs.Verdict = nil, ""
+		obs = obs.withoutMaster()
 	}
-	return nil
+	return p, obs, nil
 }
 
 // statefulSetsAtAttempt says every worker StatefulSet has the current attempt's template and

@@ -132,20 +132,20 @@ func podLost(p *corev1.Pod) string {
 // restartPhase refines the phase p: a job is Restarting from the failure of an attempt until
 // the next attempt's launcher runs, and Failed once a worker was lost with no restart left.
 // It also returns status.restarts.
-func restartPhase(s *Spec, obs *Observed, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
+func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
 	switch {
 	case p == troupev1.JobSucceeded || p == troupev1.JobFailed:
 		return p, prev.Restarts
-	case s.Restart.Deciding:
+	case s.Plan.Restart.Deciding:
 		return troupev1.JobRestarting, prev.Restarts + 1
-	case obs.Restart.Cause != "" && obs.Restart.WorkerLost:
+	case s.Plan.RestartSeen.Cause != "" && s.Plan.RestartSeen.WorkerLost:
 		return troupev1.JobFailed, prev.Restarts
 	case p == troupev1.JobSuspended || p == troupev1.JobPaused:
 		return p, prev.Restarts
 	}
 	switch restartReason(prev) {
 	case troupev1.ReasonStoppingAttempt, troupev1.ReasonStartingAttempt:
-		if p != troupev1.JobRunning || s.Restart.Stopping {
+		if p != troupev1.JobRunning || s.Plan.Restart.Stopping {
 			return troupev1.JobRestarting, prev.Restarts
 		}
 	}
@@ -159,11 +159,11 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 	const t = troupev1.ConditionRestarting
 	last := meta.FindStatusCondition(prev.Conditions, t)
 	switch {
-	case s.Restart.Deciding:
+	case s.Plan.Restart.Deciding:
 		set(newCondition(t, true, troupev1.ReasonStoppingAttempt,
-			fmt.Sprintf("attempt %d of %d: %s", prev.Restarts+1, s.maxRestarts(), obs.Restart.Cause)))
+			fmt.Sprintf("attempt %d of %d: %s", prev.Restarts+1, s.maxRestarts(), s.Plan.RestartSeen.Cause)))
 	case last == nil:
-	case last.Reason == troupev1.ReasonStoppingAttempt && obs.Restart.Clean && phase != troupev1.JobFailed:
+	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && phase != troupev1.JobFailed:
 		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
 	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
 		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
@@ -176,12 +176,12 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		}
 		set(newCondition(t, false, reason, last.Message))
 	}
-	if obs.Restart.Cause == "" || s.Restart.Deciding || phase != troupev1.JobFailed {
+	if s.Plan.RestartSeen.Cause == "" || s.Plan.Restart.Deciding || phase != troupev1.JobFailed {
 		return
 	}
-	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Restart.Attempt, s.maxRestarts())
-	if obs.Restart.WorkerLost {
-		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonWorkerFailed, obs.Restart.Cause+left))
+	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Plan.Restart.Attempt, s.maxRestarts())
+	if s.Plan.RestartSeen.WorkerLost {
+		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonWorkerFailed, s.Plan.RestartSeen.Cause+left))
 		return
 	}
 	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, phase); ok {

@@ -42,7 +42,7 @@ func TestLostWorker(t *testing.T) {
 		s := testSpec()
 		s.WorkerSets = s.WorkerSets[:1] // train-workerset-cpu-0 and -1
 		s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 1}
-		s.Restart.Attempt = 1
+		s.Plan.Restart.Attempt = 1
 		return s
 	}
 	running := troupev1.JobStatus{Phase: troupev1.JobRunning, Restarts: 1, Tasks: []troupev1.TaskStatus{
@@ -78,7 +78,7 @@ func TestLostWorker(t *testing.T) {
 		"before the launcher ran": {prev: troupev1.JobStatus{Phase: troupev1.JobPending, Restarts: 1, Tasks: running.Tasks}, pods: []corev1.Pod{healthy}},
 		"scaled down":             {edit: func(s *Spec) { s.WorkerSets[0].Replicas = 1 }, prev: running, pods: []corev1.Pod{healthy}},
 		"suspended":               {edit: func(s *Spec) { s.RunPolicy.Suspend = ptr.To(true) }, prev: running, pods: []corev1.Pod{healthy}},
-		"paused":                  {edit: func(s *Spec) { s.RunMode.Pause = true }, prev: running, pods: []corev1.Pod{healthy}},
+		"paused":                  {edit: func(s *Spec) { s.RunMode.Pause, s.Plan.Pause = true, true }, prev: running, pods: []corev1.Pod{healthy}},
 		"a pod of another attempt": {prev: running, pods: []corev1.Pod{healthy, workerPod("train-workerset-cpu-1", "w1", "1", nil),
 			workerPod("train-workerset-cpu-1", "old", "0", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })}},
 	}
@@ -412,14 +412,14 @@ func TestRestartPhase(t *testing.T) {
 		want         troupev1.JobPhase
 		wantRestarts int32
 	}{
-		"deciding": {edit: func(s *Spec, _ *Observed) { s.Restart.Deciding = true }, prev: &troupev1.JobStatus{}, p: troupev1.JobPending,
+		"deciding": {edit: func(s *Spec, _ *Observed) { s.Plan.Restart.Deciding = true }, prev: &troupev1.JobStatus{}, p: troupev1.JobPending,
 			want: troupev1.JobRestarting, wantRestarts: 1},
 		"stopping":                   {prev: withReason(troupev1.ReasonStoppingAttempt), p: troupev1.JobPending, want: troupev1.JobRestarting, wantRestarts: 1},
 		"starting, launcher pending": {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobPending, want: troupev1.JobRestarting, wantRestarts: 1},
 		"starting, launcher runs":    {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobRunning, want: troupev1.JobRunning, wantRestarts: 1},
 		"suspended while stopping":   {prev: withReason(troupev1.ReasonStoppingAttempt), p: troupev1.JobSuspended, want: troupev1.JobSuspended, wantRestarts: 1},
-		"worker lost, none left": {edit: func(_ *Spec, o *Observed) {
-			o.Restart = RestartObservation{Cause: "worker pod w-1 was deleted", WorkerLost: true}
+		"worker lost, none left": {edit: func(s *Spec, _ *Observed) {
+			s.Plan.RestartSeen = RestartObservation{Cause: "worker pod w-1 was deleted", WorkerLost: true}
 		},
 			prev: &troupev1.JobStatus{Phase: troupev1.JobRunning}, p: troupev1.JobRunning, want: troupev1.JobFailed},
 		"succeeded stays": {prev: withReason(troupev1.ReasonStartingAttempt), p: troupev1.JobSucceeded, want: troupev1.JobSucceeded, wantRestarts: 1},
@@ -431,7 +431,7 @@ func TestRestartPhase(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(s, obs)
 			}
-			got, restarts := restartPhase(s, obs, tt.prev, tt.p)
+			got, restarts := restartPhase(s, tt.prev, tt.p)
 			if got != tt.want || restarts != tt.wantRestarts {
 				t.Errorf("restartPhase = %s, %d; want %s, %d", got, restarts, tt.want, tt.wantRestarts)
 			}

@@ -20,20 +20,13 @@ type RunMode struct {
 	MasterType troupev1.ReplicaType
 	// Debug, when set, replaces what the replicas run, whatever else is asked.
 	Debug *ReplicaOverrides
-	// Pause deletes the master Job and scales the worker sets to zero; the job and its other
-	// children stay. It has no effect on a job that has finished.
+	// Pause asks to delete the master Job and scale the worker sets to zero; the job and its
+	// other children stay. It has no effect on a job that has finished (Plan.Pause says whether
+	// it is in force).
 	Pause bool
 	// Resume is applied to the replicas from the moment the job is paused on, so that they
 	// come back with it; nil resumes them as their templates say.
 	Resume *ReplicaOverrides
-
-	// WasPaused is observed: the job has been paused before (its Paused condition says so),
-	// so its replicas run the Resume overrides.
-	WasPaused bool
-	// HoldMaster is observed: the master Job is to be recreated, but pods of the previous one
-	// are still terminating; it is created once they are gone, so that two master pods never
-	// share the master's host name.
-	HoldMaster bool
 }
 
 // ReplicaOverrides are the overrides of each replica type.
@@ -53,12 +46,12 @@ type ReplicaOverride struct {
 	Args []string
 }
 
-// Paused reports whether the job's replicas are to be deleted now.
-func (s *Spec) Paused() bool { return s.RunMode.Pause }
+// Paused reports whether the job's replicas are to be deleted now (Plan.Pause).
+func (s *Spec) Paused() bool { return s.Plan.Pause }
 
 // masterWanted reports whether the master Job is a desired child now.
 func (s *Spec) masterWanted() bool {
-	return !s.RunMode.Pause && !s.RunMode.HoldMaster && !s.Restart.holdsMaster()
+	return !s.Plan.Pause && !s.Plan.HoldMaster && !s.Plan.Restart.holdsMaster()
 }
 
 // overrides returns the overrides in force: debug mode's, else the resume overrides of a job
@@ -67,7 +60,7 @@ func (s *Spec) overrides() *ReplicaOverrides {
 	switch {
 	case s.RunMode.Debug != nil:
 		return s.RunMode.Debug
-	case s.RunMode.Pause || s.RunMode.WasPaused:
+	case s.Plan.Pause || s.Plan.WasPaused:
 		return s.RunMode.Resume
 	}
 	return nil

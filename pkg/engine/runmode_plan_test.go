@@ -64,7 +64,7 @@ func TestPlanMasterPods(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := testSpec()
-			s.RunMode.Pause = tt.paused
+			s.RunMode.Pause, s.Plan.Pause = tt.paused, tt.paused
 			p := planMasterPods(s, tt.obs)
 			if len(p.delete) != tt.deletes || p.holdMaster != tt.holdMaster {
 				t.Errorf("deletes %d, hold master %t; want %d, %t", len(p.delete), p.holdMaster, tt.deletes, tt.holdMaster)

@@ -48,6 +48,7 @@ func TestRunModeOverrides(t *testing.T) {
 	}
 	tests := map[string]struct {
 		mode         RunMode
+		plan         Plan // what the engine decided beyond the spec
 		wantMaster   commands
 		wantWorker   commands
 		masterWanted bool
@@ -65,7 +66,8 @@ func TestRunModeOverrides(t *testing.T) {
 			masterWanted: true,
 		},
 		"debug wins over resume specs": {
-			mode:         RunMode{Debug: &ReplicaOverrides{Master: ReplicaOverride{SkipInitContainers: true}}, Resume: resume, WasPaused: true},
+			mode:         RunMode{Debug: &ReplicaOverrides{Master: ReplicaOverride{SkipInitContainers: true}}, Resume: resume},
+			plan:         Plan{WasPaused: true},
 			wantMaster:   commands{Command: []string{"train"}, Args: []string{"--epochs=3"}},
 			wantWorker:   userWorker,
 			masterWanted: true,
@@ -74,16 +76,17 @@ func TestRunModeOverrides(t *testing.T) {
 			mode: RunMode{Resume: resume}, wantMaster: userMaster, wantWorker: userWorker, masterWanted: true,
 		},
 		"paused: no master Job, workers already carry the resume specs": {
-			mode: RunMode{Pause: true, Resume: resume}, wantWorker: commands{Command: []string{"/usr/bin/sshd"}},
+			mode: RunMode{Pause: true, Resume: resume}, plan: Plan{Pause: true}, wantWorker: commands{Command: []string{"/usr/bin/sshd"}},
 		},
 		"resumed: the resume specs": {
-			mode:         RunMode{WasPaused: true, Resume: resume},
+			mode:         RunMode{Resume: resume},
+			plan:         Plan{WasPaused: true},
 			wantMaster:   commands{Init: []string{"wait"}, Command: []string{"train"}, Args: []string{"--resume"}},
 			wantWorker:   commands{Command: []string{"/usr/bin/sshd"}},
 			masterWanted: true,
 		},
 		"resumed while old master pods terminate: the master Job waits": {
-			mode:       RunMode{WasPaused: true, HoldMaster: true},
+			plan:       Plan{WasPaused: true, HoldMaster: true},
 			wantWorker: userWorker,
 		},
 	}
@@ -93,7 +96,7 @@ func TestRunModeOverrides(t *testing.T) {
 			s.Master.Template.Spec.Containers[0].Command = []string{"train"}
 			s.Master.Template.Spec.Containers[0].Args = []string{"--epochs=3"}
 			s.WorkerSets[0].Template.Spec.Containers[0].Command = []string{"serve"}
-			s.RunMode = tc.mode
+			s.RunMode, s.Plan = tc.mode, tc.plan
 
 			var master *batchv1.Job
 			for _, o := range Children(s, WorkersReleased(s, "")) {

@@ -51,9 +51,6 @@ type Spec struct {
 
 	// RunMode is debug mode, pause and the overrides a job runs after a pause (runmode.go).
 	RunMode RunMode
-	// Restart is observed: the job's restart attempt and whether a restart holds its pods back
-	// (restart.go).
-	Restart RestartState
 	// CodeSync clones git repositories into every pod of the job before its containers start.
 	CodeSync CodeSync
 
@@ -62,14 +59,8 @@ type Spec struct {
 	// child.
 	RequiredSecrets []SecretRequirement
 
-	// ReadyWorkers is observed, not desired: the pod hostnames of each worker set (by set
-	// name, in ordinal order) whose pods are Ready now. The engine fills it before it builds
-	// the children, for backends that publish the live membership (elastic discovery).
-	ReadyWorkers map[string][]string
-
-	// Ended is observed, not desired: the job has succeeded or failed. Whatever happens to its
-	// workers then, nothing is left to protect from a drain (the disruption budget).
-	Ended bool
+	// Plan is what the pass decided beyond the spec (plan.go): the adapter leaves it empty.
+	Plan Plan
 }
 
 // Master is the job's master (launcher): one pod run to completion by a batch Job.

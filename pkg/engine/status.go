@@ -46,8 +46,6 @@ type Observed struct {
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secret_integrity.go).
 	Secrets SecretIntegrity
-	// Restart is what was seen of the current restart attempt (restart.go).
-	Restart RestartObservation
 
 	// current holds every owned child found, by kind and name.
 	current map[ChildRef]client.Object
@@ -86,7 +84,7 @@ func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
 	if outcome != "" {
 		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
 	}
-	return s.Suspended() || s.Paused() || s.Restart.Stopping
+	return s.Suspended() || s.Paused() || s.Plan.Restart.Stopping
 }
 
 // ComputeStatus returns the job's status as a pure function of its spec, what was observed of
@@ -106,7 +104,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
 	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
 	st.Phase = runModePhase(s, prev, phase(s, obs, prev))
-	st.Phase, st.Restarts = restartPhase(s, obs, prev, st.Phase)
+	st.Phase, st.Restarts = restartPhase(s, prev, st.Phase)
 
 	set := func(c metav1.Condition) {
 		c.ObservedGeneration, c.LastTransitionTime = generation, now
@@ -348,7 +346,7 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
 	case released && s.Paused():
 		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused; worker sets are scaled to zero")
-	case released && s.Restart.Stopping:
+	case released && s.Plan.Restart.Stopping:
 		return newCondition(t, false, troupev1.ReasonStoppingAttempt, "the job is restarting; worker sets are scaled to zero until every pod of the failed attempt is gone")
 	case released:
 		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero")
@@ -370,7 +368,7 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 }
 
 // ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
-// order (the value of Spec.ReadyWorkers).
+// order (the value of Plan.ReadyWorkers).
 func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
 	ready := map[string]bool{}
 	for i := range obs.Pods {

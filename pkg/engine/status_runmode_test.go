@@ -107,7 +107,7 @@ func TestRunModeStatus(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := testSpec()
-			s.RunMode.Pause = tc.pause
+			s.RunMode.Pause, s.Plan.Pause = tc.pause, tc.pause
 			got := ComputeStatus(s, tc.obs, &tc.prev, genOfJob, now)
 			if got.Phase != tc.wantPhase {
 				t.Errorf("phase = %q, want %q", got.Phase, tc.wantPhase)
@@ -193,7 +193,7 @@ func TestTasksAndAggregate(t *testing.T) {
 	}
 
 	// Paused: nothing is wanted, so nothing is being created.
-	s.RunMode.Pause = true
+	s.RunMode.Pause, s.Plan.Pause = true, true
 	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if got.Aggregate.Creating != 0 {
 		t.Errorf("paused job: creating = %d, want 0", got.Aggregate.Creating)

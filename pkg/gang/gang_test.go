@@ -185,11 +185,11 @@ func TestSuspendedJobAsksForNothing(t *testing.T) {
 		t.Errorf("suspended: coscheduling PodGroup minResources %v, want none", cpg.Spec.MinResources)
 	}
 	s.RunPolicy.Suspend = nil
-	s.RunMode.Pause = true
+	s.RunMode.Pause, s.Plan.Pause = true, true
 	if got := MinResources(s); len(got) != 0 {
 		t.Errorf("paused: minResources %v, want none", got)
 	}
-	s.RunMode.Pause = false
+	s.RunMode.Pause, s.Plan.Pause = false, false
 	if got := MinResources(s); got.Cpu().Cmp(resource.MustParse("9")) != 0 {
 		t.Errorf("resumed: minResources cpu %v, want 9 again", got.Cpu())
 	}
