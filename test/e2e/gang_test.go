@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -147,10 +148,19 @@ func testGangChainerJobs(t *testing.T, g troupev1.GangProvider, secondRuns bool)
 	if !secondRuns {
 		return
 	}
-	waitForJob(t, ns, second, "Succeeded after the first released its nodes", func(j *troupev1.ChainerJob) bool {
-		return j.Status.Phase == troupev1.JobSucceeded
-	})
+	// The second gang may have pods waiting in Coscheduling's Permit when the first ends: they
+	// are rejected only after permitWaitingTimeSeconds (60 s, hack/controlplane/coscheduler.yaml)
+	// and the group is tried again after a backoff, so its start may take that much longer.
+	job := &troupev1.ChainerJob{}
+	testutil.Eventually(t, "ChainerJob "+second+" Succeeded after the first released its nodes", pollInterval,
+		waitTimeout+permitWaitingTime, func(ctx context.Context) (bool, error) {
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: second}, job)
+			return err == nil && job.Status.Phase == troupev1.JobSucceeded, err
+		})
 }
+
+// permitWaitingTime is Coscheduling's permitWaitingTimeSeconds on the local cluster.
+const permitWaitingTime = 60 * time.Second
 
 // Two ChainerJobs that cannot both fit: with the real Volcano scheduler one is bound whole and
 // the other not at all, then the other runs when the first finished.
