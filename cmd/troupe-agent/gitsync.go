@@ -56,18 +56,21 @@ func gitSync(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	// Messages name the repository without what could be a credential (user information,
-	// query): they reach the pod's logs and status.
-	repo := troupev1.RedactGitURL(cfg.repo)
 	commit, err := syncRepo(ctx, cfg, os.Stderr)
 	if err != nil {
-		msg := fmt.Sprintf("git-sync %s: %s", repo, strings.ReplaceAll(err.Error(), cfg.repo, repo))
+		msg := cfg.redact(fmt.Sprintf("git-sync %s: %v", cfg.repo, err))
 		fmt.Fprintln(os.Stderr, "troupe-agent", msg)
 		_ = os.WriteFile(cfg.termLog, []byte(msg), 0o644)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "troupe-agent git-sync: %s at %s in %s\n", repo, commit, cfg.dest)
+	fmt.Fprintf(os.Stderr, "troupe-agent git-sync: %s at %s in %s\n", troupev1.RedactGitURL(cfg.repo), commit, cfg.dest)
 	return 0
+}
+
+// redact replaces the repository's URL in msg by its redacted form: messages reach the pod's
+// logs and status, and the URL's user information or query could be a credential.
+func (c gitSyncConfig) redact(msg string) string {
+	return strings.ReplaceAll(msg, c.repo, troupev1.RedactGitURL(c.repo))
 }
 
 // syncRepo clones the repository into cfg.dest and returns the commit checked out. A
@@ -107,8 +110,7 @@ func syncRepo(ctx context.Context, cfg gitSyncConfig, log io.Writer) (string, er
 		if permanent(err) {
 			return "", err
 		}
-		_, _ = fmt.Fprintf(log, "troupe-agent git-sync: %s; retrying in %s\n",
-			strings.ReplaceAll(err.Error(), cfg.repo, troupev1.RedactGitURL(cfg.repo)), pause)
+		_, _ = fmt.Fprintf(log, "troupe-agent git-sync: %s; retrying in %s\n", cfg.redact(err.Error()), pause)
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("gave up: %w", err)

@@ -42,8 +42,8 @@ var childTypes = []childType{
 	{object: &corev1.ServiceAccount{}},
 	{object: &rbacv1.Role{}, restoreSpec: restoreRole},
 	{object: &rbacv1.RoleBinding{}, restoreSpec: restoreRoleBinding},
-	{object: &policyv1.PodDisruptionBudget{}, restoreSpec: restorePDB},
-	{object: &networkingv1.NetworkPolicy{}, restoreSpec: restoreNetworkPolicyOf},
+	{object: &policyv1.PodDisruptionBudget{}, restoreSpec: restorePodDisruptionBudget},
+	{object: &networkingv1.NetworkPolicy{}, restoreSpec: restoreNetworkPolicy},
 }
 
 // cacheObject is the object the cache and the watch know the type by.
@@ -125,12 +125,4 @@ func restoreRoleBinding(cur, want client.Object) bool {
 	}
 	c.Subjects = w.Subjects
 	return true
-}
-
-func restorePDB(cur, want client.Object) bool {
-	return restorePodDisruptionBudget(cur.(*policyv1.PodDisruptionBudget), want.(*policyv1.PodDisruptionBudget))
-}
-
-func restoreNetworkPolicyOf(cur, want client.Object) bool {
-	return restoreNetworkPolicy(cur.(*networkingv1.NetworkPolicy), want.(*networkingv1.NetworkPolicy))
 }

@@ -27,9 +27,12 @@ func FitNote(note string) string { return fitBytes(note, NoteLimit) }
 // an error, Kueue's words).
 func FitConditionMessages(conds []metav1.Condition) {
 	for i := range conds {
-		conds[i].Message = fitBytes(conds[i].Message, troupev1.ConditionMessageLimit)
+		conds[i].Message = FitConditionMessage(conds[i].Message)
 	}
 }
+
+// FitConditionMessage is msg cut to troupev1.ConditionMessageLimit bytes (FitConditionMessages).
+func FitConditionMessage(msg string) string { return fitBytes(msg, troupev1.ConditionMessageLimit) }
 
 // fitBytes is s cut to limit bytes on a UTF-8 boundary, marked as cut, or s when it fits.
 func fitBytes(s string, limit int) string {

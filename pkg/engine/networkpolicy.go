@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -45,7 +46,8 @@ func BuildNetworkPolicy(s *Spec) *networkingv1.NetworkPolicy {
 
 // restoreNetworkPolicy puts the policy's spec back to want's: a policy edited to let other pods
 // in is closed again.
-func restoreNetworkPolicy(cur, want *networkingv1.NetworkPolicy) bool {
+func restoreNetworkPolicy(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*networkingv1.NetworkPolicy), wantObj.(*networkingv1.NetworkPolicy)
 	if equality.Semantic.DeepEqual(cur.Spec, want.Spec) {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -48,7 +49,8 @@ func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisrup
 }
 
 // restorePodDisruptionBudget puts the budget's minAvailable and selector back to want's.
-func restorePodDisruptionBudget(cur, want *policyv1.PodDisruptionBudget) bool {
+func restorePodDisruptionBudget(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*policyv1.PodDisruptionBudget), wantObj.(*policyv1.PodDisruptionBudget)
 	if equality.Semantic.DeepEqual(cur.Spec.MinAvailable, want.Spec.MinAvailable) &&
 		equality.Semantic.DeepEqual(cur.Spec.Selector, want.Spec.Selector) && cur.Spec.MaxUnavailable == nil {
 		return false

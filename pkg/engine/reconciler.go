@@ -314,7 +314,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	key := client.ObjectKeyFromObject(job)
 	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
 	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
-	FitConditionMessages(next.Conditions)
 	if equality.Semantic.DeepEqual(prev, &next) {
 		r.deferred.forget(key)
 		return 0, nil
@@ -338,12 +337,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	return 0, nil
 }
 
-// putStatus is the one write of a job's status: next, its condition messages cut to their
-// bound, when it differs from prev. written says whether it was written; a conflict is not an
+// putStatus is the one write of a job's status: next (bounded by the function that computed
+// it: ComputeStatus, invalidSpecStatus), when it differs from prev. written says whether it was written; a conflict is not an
 // error (the job changed since the copy the pass read, and the watch event of that newer
 // version is already queued: the next pass computes the status again from fresh data).
 func (r *Reconciler) putStatus(ctx context.Context, job Object, prev, next *troupev1.JobStatus) (written bool, err error) {
-	FitConditionMessages(next.Conditions)
 	if equality.Semantic.DeepEqual(prev, next) {
 		return false, nil
 	}
@@ -399,5 +397,6 @@ func invalidSpecStatus(prev *troupev1.JobStatus, cause error, generation int64, 
 		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: reason, Message: cause.Error(),
 		ObservedGeneration: generation, LastTransitionTime: now,
 	})
+	FitConditionMessages(st.Conditions)
 	return st, reason
 }

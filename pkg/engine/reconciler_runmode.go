@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -75,22 +76,15 @@ type masterPodsPlan struct {
 
 // planMasterPods decides it from the run mode and the observation.
 func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
-	var p masterPodsPlan
-	for i := range obs.Pods {
-		pod := &obs.Pods[i]
-		if pod.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
-			continue
-		}
-		switch {
-		case s.Paused():
-			if pod.DeletionTimestamp.IsZero() {
-				p.delete = append(p.delete, pod)
-			}
-		case obs.MasterJob == nil:
-			p.holdMaster = true
-		}
+	switch {
+	case s.Paused():
+		return masterPodsPlan{delete: liveMasterPods(obs)}
+	case obs.MasterJob != nil:
+		return masterPodsPlan{}
 	}
-	return p
+	return masterPodsPlan{holdMaster: slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool {
+		return p.Labels[troupev1.LabelRole] == troupev1.RoleMaster // terminating ones too
+	})}
 }
 
 // settleRunMode carries out planMasterPods and says whether the master is held back.

@@ -79,9 +79,13 @@ func (si *SecretIntegrity) records(prev *troupev1.JobStatus) []troupev1.Generate
 	if !si.checked {
 		return prev.GeneratedSecrets
 	}
-	out := slices.Clone(si.Records)
-	slices.SortFunc(out, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return sortedRecords(slices.Clone(si.Records))
+}
+
+// sortedRecords is recs sorted by Secret name, as status.generatedSecrets holds them.
+func sortedRecords(recs []troupev1.GeneratedSecretRecord) []troupev1.GeneratedSecretRecord {
+	slices.SortFunc(recs, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
+	return recs
 }
 
 // secretRecord is the status's record of the generated Secret name, or nil.
@@ -155,8 +159,7 @@ func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, secret 
 	st := withRecord.JobStatus()
 	st.GeneratedSecrets = slices.DeleteFunc(slices.Clone(st.GeneratedSecrets),
 		func(g troupev1.GeneratedSecretRecord) bool { return g.Name == rec.Name })
-	st.GeneratedSecrets = append(st.GeneratedSecrets, rec)
-	slices.SortFunc(st.GeneratedSecrets, func(a, b troupev1.GeneratedSecretRecord) int { return strings.Compare(a.Name, b.Name) })
+	st.GeneratedSecrets = sortedRecords(append(st.GeneratedSecrets, rec))
 	if err := r.client.Status().Update(ctx, withRecord); err != nil {
 		if apierrors.IsConflict(err) {
 			return errJobChanged

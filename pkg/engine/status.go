@@ -146,6 +146,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
 		st.CompletionTime = completionTime(obs.MasterJob, obs.Pods, now)
 	}
+	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
 	return st
 }
 

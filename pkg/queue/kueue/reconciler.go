@@ -464,9 +464,7 @@ func (r *Reconciler) update(ctx context.Context, job, before engine.Object) erro
 // setCondition writes the job's Admitted condition when it changed.
 func (r *Reconciler) setCondition(ctx context.Context, job engine.Object, c metav1.Condition) error {
 	st := job.JobStatus()
-	cs := []metav1.Condition{c}
-	engine.FitConditionMessages(cs)
-	c = cs[0]
+	c.Message = engine.FitConditionMessage(c.Message)
 	if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil &&
 		old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
 		return nil
