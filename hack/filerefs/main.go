@@ -2,13 +2,14 @@
 // from file A to file B is a name A uses (a function, type, method, field, variable or
 // constant) that B declares. It prints the files, the distinct A -> B pairs, and the groups of
 // files that reference each other in a cycle (strongly connected components), largest first.
-// Test files are left out.
+// Test files are left out. With -v it lists every pair with the names it uses.
 //
-//	go run ./hack/filerefs ./pkg/engine
+//	go run ./hack/filerefs [-v] ./pkg/engine
 package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -16,6 +17,7 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,17 +33,19 @@ type listed struct {
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: filerefs PACKAGE")
+	verbose := flag.Bool("v", false, "list each file -> file pair with the names it uses")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: filerefs [-v] PACKAGE")
 		os.Exit(2)
 	}
-	if err := run(os.Args[1], os.Stdout); err != nil {
+	if err := run(flag.Arg(0), *verbose, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "filerefs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pattern string, out io.Writer) error {
+func run(pattern string, verbose bool, out io.Writer) error {
 	// The export data of every dependency, as the compiler wrote it, to type-check the package.
 	cmd := exec.Command("go", "list", "-export", "-deps", "-json", pattern)
 	cmd.Stderr = os.Stderr
@@ -81,6 +85,7 @@ func run(pattern string, out io.Writer) error {
 		return err
 	}
 	edges := map[[2]string]int{}
+	names := map[[2]string]map[string]bool{}
 	for id, obj := range info.Uses {
 		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
 			continue
@@ -97,12 +102,23 @@ func run(pattern string, out io.Writer) error {
 		from, to := filepath.Base(fset.Position(id.Pos()).Filename), filepath.Base(fset.Position(obj.Pos()).Filename)
 		if from != to {
 			edges[[2]string{from, to}]++
+			if names[[2]string{from, to}] == nil {
+				names[[2]string{from, to}] = map[string]bool{}
+			}
+			names[[2]string{from, to}][obj.Name()] = true
 		}
 	}
-	names := slices.Clone(target.GoFiles)
-	slices.Sort(names)
-	_, _ = fmt.Fprintf(out, "%s: %d files, %d file -> file pairs (%d uses across files)\n", target.ImportPath, len(names), len(edges), sum(edges))
-	for _, c := range components(names, edges) {
+	fileNames := slices.Clone(target.GoFiles)
+	slices.Sort(fileNames)
+	_, _ = fmt.Fprintf(out, "%s: %d files, %d file -> file pairs (%d uses across files)\n", target.ImportPath, len(fileNames), len(edges), sum(edges))
+	if verbose {
+		pairs := slices.Collect(maps.Keys(edges))
+		slices.SortFunc(pairs, func(a, b [2]string) int { return strings.Compare(a[0]+" "+a[1], b[0]+" "+b[1]) })
+		for _, e := range pairs {
+			_, _ = fmt.Fprintf(out, "  %s -> %s: %s\n", e[0], e[1], strings.Join(slices.Sorted(maps.Keys(names[e])), " "))
+		}
+	}
+	for _, c := range components(fileNames, edges) {
 		if len(c) > 1 {
 			_, _ = fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
 		}

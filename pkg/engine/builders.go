@@ -5,17 +5,75 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
+
+// BuildNetworkPolicy returns the NetworkPolicy named like the job that lets only the job's own
+// pods connect to its pods, or nil when the job asks for none. Every port is closed to other
+// pods, not only sshd's: MPI's and NCCL's data ports are chosen at run time. The policy selects
+// pods by the job's UID, so a job of another kind with the same name is another job. Egress is
+// left alone, and NetworkPolicies add up: a policy of the user's may open a port (a metrics
+// endpoint) to more pods.
+func BuildNetworkPolicy(s *Spec) *networkingv1.NetworkPolicy {
+	if !s.NetworkPolicyEnabled() {
+		return nil
+	}
+	ownPods := metav1.LabelSelector{MatchLabels: map[string]string{troupev1.LabelJobUID: string(s.Owner.UID)}}
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: s.childMeta(s.Name, s.JobLabels()),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: ownPods,
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{PodSelector: ownPods.DeepCopy()}},
+			}},
+		},
+	}
+	return withSpecHash(np)
+}
+
+// BuildPodDisruptionBudget returns the PodDisruptionBudget named like the job over its worker
+// pods, or nil when the job asks for none. It allows no voluntary disruption of a worker while
+// the workers are meant to run (one lost rank ends an MPI run): minAvailable is the job's
+// worker count, 0 once the workers are released or the job has ended (workers kept by
+// cleanPodPolicy None, or after a failure with cleanPodPolicyOn Succeeded, are there to be
+// inspected, not to be protected), so a drain is never blocked by a job that runs nothing.
+func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisruptionBudget {
+	if !s.DisruptionBudgetEnabled() {
+		return nil
+	}
+	var minAvailable int32
+	if !workersReleased && !s.Plan.Ended() {
+		minAvailable = s.TotalWorkers()
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: s.childMeta(s.Name, s.JobLabels()),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				troupev1.LabelJobUID: string(s.Owner.UID),
+				troupev1.LabelRole:   troupev1.RoleWorker,
+			}},
+		},
+	}
+	return withSpecHash(pdb)
+}
 
 // Every function in this file is pure: the desired children are a function of the Spec (and,
 // for the worker sets, of whether the workers are released) alone.
@@ -92,7 +150,7 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 // ended or is suspended) are scaled to zero, so no pod keeps holding CPUs or GPUs. Pods start
 // in parallel: MPI workers have no start order, and ordered start would bring them up one at
 // a time. The update strategy is OnDelete and the template's own hash is recorded: the engine
-// decides when a new template may reach pods (drift.go).
+// decides when a new template may reach pods (holdTemplate).
 func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.StatefulSet {
 	labels := s.WorkerLabels(ws)
 	replicas := ws.Replicas
@@ -242,6 +300,242 @@ func withSpecHash[T client.Object](obj T) T {
 	return obj
 }
 
-func podOrdinalName(statefulSet string, ordinal int32) string {
-	return fmt.Sprintf("%s-%d", statefulSet, ordinal)
+// The containers troupe adds to a user's pods (the launcher's troupe-wait, the git clones, a
+// generated launcher) must pass the Pod Security Standard "restricted" whenever the user's
+// template does, since the namespace's admission judges the whole pod. A template may set
+// seccomp and runAsNonRoot per container rather than for the pod, so each added container
+// says everything restricted asks for itself. It must also pass a ResourceQuota that counts
+// limits, so each has requests and limits.
+
+// RestrictedSecurityContext completes sec (a copy; nil is empty) with what the restricted
+// standard requires of every container: the runtime's default seccomp profile, no privilege
+// escalation and every capability dropped. It leaves the user and runAsNonRoot to the caller,
+// who knows whose files the container touches.
+func RestrictedSecurityContext(sec *corev1.SecurityContext) *corev1.SecurityContext {
+	out := &corev1.SecurityContext{}
+	if sec != nil {
+		out = sec.DeepCopy()
+	}
+	if out.SeccompProfile == nil {
+		out.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	out.AllowPrivilegeEscalation = ptr.To(false)
+	out.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	return out
+}
+
+// InjectedResources are the requests and limits of a container troupe adds.
+func InjectedResources(cpuRequest, memoryRequest, cpuLimit, memoryLimit string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse(cpuRequest),
+			corev1.ResourceMemory: resource.MustParse(memoryRequest),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse(cpuLimit),
+			corev1.ResourceMemory: resource.MustParse(memoryLimit),
+		},
+	}
+}
+
+const (
+	// GitSyncDest is where a git init container clones into: the root of the repository's
+	// emptyDir.
+	GitSyncDest = "/troupe/code"
+	// GitSSHDir is where a git init container finds the repository's Secret (key "ssh", and
+	// "known_hosts" when given).
+	GitSSHDir = "/etc/troupe/git-ssh"
+
+	gitContainerPrefix = "git-"
+	codeVolumePrefix   = "code-"
+	gitSSHVolumePrefix = "git-ssh-"
+)
+
+// CodeVolumeName is the emptyDir a repository is cloned into.
+func CodeVolumeName(name string) string { return codeVolumePrefix + name }
+
+// GitSSHVolumeName is the volume of a repository's deploy key.
+func GitSSHVolumeName(name string) string { return gitSSHVolumePrefix + name }
+
+// GitContainerName is the init container that clones repository name.
+func GitContainerName(name string) string { return gitContainerPrefix + name }
+
+// decoratePod adds, per repository, an emptyDir, the init container that clones into it, and
+// its mount at mountPath (or the repository's subPath there) in every container, init
+// containers included. The git init containers run first: a clone that fails stops the pod
+// before it waits for anything, and the user's own init containers may use the code.
+func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
+	if len(cs.Repos) == 0 {
+		return
+	}
+	sec := cloneSecurity(s, &tmpl.Spec)
+	var inits []corev1.Container
+	for _, r := range cs.Repos {
+		volume := CodeVolumeName(r.Name)
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
+			Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		})
+		args := []string{"git-sync", "--repo=" + r.GitRepo, "--dest=" + GitSyncDest}
+		if r.GitBranch != "" {
+			args = append(args, "--branch="+r.GitBranch)
+		}
+		mounts := []corev1.VolumeMount{{Name: volume, MountPath: GitSyncDest}}
+		if r.GitSecretName != "" {
+			secretVolume := GitSSHVolumeName(r.Name)
+			// The Secret is mounted in this init container only; it may run as any user, so
+			// its files are readable by all of the container's users.
+			tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{
+				Name: secretVolume,
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: r.GitSecretName, DefaultMode: ptr.To[int32](0o444),
+				}},
+			})
+			mounts = append(mounts, corev1.VolumeMount{Name: secretVolume, MountPath: GitSSHDir, ReadOnly: true})
+			args = append(args, "--ssh-dir="+GitSSHDir)
+		}
+		inits = append(inits, corev1.Container{
+			Name:                     GitContainerName(r.Name),
+			Image:                    cs.Image,
+			Command:                  []string{"/troupe-agent"},
+			Args:                     args,
+			VolumeMounts:             mounts,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			// A clone of a large repository holds pack data in memory: room for it, bounded.
+			Resources:       InjectedResources("50m", "64Mi", "1", "1Gi"),
+			SecurityContext: RestrictedSecurityContext(&sec),
+		})
+		code := corev1.VolumeMount{Name: volume, MountPath: r.MountPath, SubPath: r.SubPath}
+		for i := range tmpl.Spec.Containers {
+			tmpl.Spec.Containers[i].VolumeMounts = append(tmpl.Spec.Containers[i].VolumeMounts, code)
+		}
+		// The init containers already there (the user's, the launcher's wait); not the clones.
+		for i := range tmpl.Spec.InitContainers {
+			tmpl.Spec.InitContainers[i].VolumeMounts = append(tmpl.Spec.InitContainers[i].VolumeMounts, code)
+		}
+	}
+	tmpl.Spec.InitContainers = append(inits, tmpl.Spec.InitContainers...)
+}
+
+// cloneSecurity is the security context of the git init containers. They run as the user and
+// group of the pod's main container (else its first container), so the clone belongs to the
+// user who runs the code and can write into it; when neither that container nor the pod names
+// a user, as the agent image's non-root user 65532. They run as non-root unless that user is
+// root, with no privileges and a read-only root file system (they write only to the emptyDir).
+func cloneSecurity(s *Spec, pod *corev1.PodSpec) corev1.SecurityContext {
+	sec := corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if len(pod.Containers) > 0 {
+		c := &pod.Containers[0]
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == s.MainContainer {
+				c = &pod.Containers[i]
+			}
+		}
+		if cs := c.SecurityContext; cs != nil {
+			sec.RunAsUser, sec.RunAsGroup = copyOf(cs.RunAsUser), copyOf(cs.RunAsGroup)
+		}
+	}
+	user := sec.RunAsUser
+	if user == nil && pod.SecurityContext != nil {
+		user = pod.SecurityContext.RunAsUser // inherited from the pod
+	}
+	if user == nil {
+		user = ptr.To(agentUser)
+		sec.RunAsUser = user
+	}
+	sec.RunAsNonRoot = ptr.To(*user != 0)
+	return sec
+}
+
+// agentUser is the non-root user of the troupe-agent image.
+const agentUser int64 = 65532
+
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	return ptr.To(*p)
+}
+
+// isCloner reports whether name is the init container that clones one of the repositories.
+func (cs CodeSync) isCloner(name string) bool {
+	return slices.ContainsFunc(cs.Repos, func(r troupev1.AppCode) bool { return GitContainerName(r.Name) == name })
+}
+
+// labelRestartAttempt puts the attempt on a pod template of a job with a failure policy. Jobs
+// without one get no label, so their templates (and running pods) are as they always were.
+func (s *Spec) labelRestartAttempt(tmpl *corev1.PodTemplateSpec) {
+	if s.RunPolicy.FailurePolicy == nil {
+		return
+	}
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[troupev1.LabelRestartAttempt] = strconv.Itoa(int(s.Plan.Restart.Attempt))
+}
+
+// overrides returns the overrides in force: debug mode's, else the resume overrides of a job
+// that is or was paused.
+func (s *Spec) overrides() *ReplicaOverrides {
+	switch {
+	case s.RunMode.Debug != nil:
+		return s.RunMode.Debug
+	case s.Plan.Pause || s.Plan.WasPaused:
+		return s.RunMode.Resume
+	}
+	return nil
+}
+
+// applyRunMode changes a pod template of the master (ws == nil) or of a worker set as the run
+// mode says. It runs after the backend's and the gang's decoration, so an override wins over
+// them (for example the transport's sshd command) and skipping init containers removes the
+// backend's too. The command goes to the main container; a master without one (a launcher of
+// the user's with containers of other names) gets it in its first container.
+func (s *Spec) applyRunMode(tmpl *corev1.PodTemplateSpec, ws *WorkerSet) {
+	o := s.overrides()
+	if o == nil {
+		return
+	}
+	ov := o.Worker
+	if ws == nil {
+		ov = o.Master
+	}
+	if ov.SkipInitContainers {
+		// Skipping init containers skips the job's own and the launcher's wait, never the
+		// clones of appCodesToSync: without them the code's mount would be empty.
+		tmpl.Spec.InitContainers = slices.DeleteFunc(tmpl.Spec.InitContainers, func(c corev1.Container) bool {
+			return !s.CodeSync.isCloner(c.Name)
+		})
+		if len(tmpl.Spec.InitContainers) == 0 {
+			tmpl.Spec.InitContainers = nil
+		}
+	}
+	c := mainContainer(tmpl, s.MainContainer, ws == nil)
+	if c == nil {
+		return
+	}
+	if ov.Command != nil {
+		c.Command = append([]string(nil), ov.Command...)
+	}
+	if ov.Args != nil {
+		c.Args = append([]string(nil), ov.Args...)
+		if len(c.Args) == 0 {
+			c.Args = nil
+		}
+	}
+}
+
+func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *corev1.Container {
+	for i := range tmpl.Spec.Containers {
+		if tmpl.Spec.Containers[i].Name == name {
+			return &tmpl.Spec.Containers[i]
+		}
+	}
+	if orFirst && len(tmpl.Spec.Containers) > 0 {
+		return &tmpl.Spec.Containers[0]
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -56,16 +60,6 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 		}
 	}
 	return opts, nil
-}
-
-// OwnedSecret is how the engine watches and reads the Secrets it generates: metadata only. It
-// writes their data once, at creation, and never reads it back; it needs their owner, labels
-// and annotations to tell ours from a foreign object of the same name and to keep the labels.
-// A user's Secret named in a spec is read with an uncached GET (checkSecrets).
-func OwnedSecret() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
 }
 
 // TrimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
@@ -119,7 +113,7 @@ func TrimPod(obj any) (any, error) {
 		kept := corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
 		// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage), and
 		// its end is the job's completion time when its success comes before the Job's
-		// (master_verdict.go).
+		// (masterVerdict).
 		if t := cs.State.Terminated; t != nil && pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
 			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
 				FinishedAt: t.FinishedAt}
@@ -182,4 +176,56 @@ func stripFieldsNotRead(in any) (any, error) {
 		}
 	}
 	return in, nil
+}
+
+// podChanged lets a pod's update queue a pass of its job only when something the engine reads
+// of the pod changed. What the engine reads of a pod is what TrimPod keeps, so an update is
+// compared as TrimPod leaves both versions: one list of fields (TrimPod's) decides both what the
+// cache holds and what wakes a job, and an update that leaves every kept field alike (a
+// kubelet's rewrite of probe times, an annotation set by someone, a container's image ID) costs
+// no pass. The pods the cache hands on are trimmed already; trimming again costs a copy of a few
+// hundred bytes, far less than the pass it saves. Creates and deletes always pass.
+var podChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		older, okOld := e.ObjectOld.(*corev1.Pod)
+		newer, okNew := e.ObjectNew.(*corev1.Pod)
+		return !okOld || !okNew || !sameForEngine(older, newer)
+	},
+}
+
+// sameForEngine reports whether two versions of a pod agree on everything TrimPod keeps but
+// the resourceVersion. Both trimmed pods come from the same decoding, so reflect's equality is
+// exact for them; where it is not (a time with a monotonic reading, in tests) it errs towards a
+// pass.
+func sameForEngine(a, b *corev1.Pod) bool {
+	ta, _ := TrimPod(a)
+	tb, _ := TrimPod(b)
+	pa, pb := ta.(*corev1.Pod), tb.(*corev1.Pod)
+	pb.ResourceVersion = pa.ResourceVersion
+	return reflect.DeepEqual(pa, pb)
+}
+
+// podJobUIDField indexes the operator's cached pods by the value of their job UID label. A
+// list by label selector scans every cached pod of the namespace and matches each one's labels,
+// so a pass over one job cost O(pods of every job in the namespace), the largest item of the
+// operator's CPU profile at 200 jobs (docs/performance.md); through the index a pass reads its
+// own job's pods only.
+const podJobUIDField = "metadata.labels." + troupev1.LabelJobUID
+
+// SetupIndexes registers the cache indexes the engine's reconcilers list by. Every kind's
+// reconciler shares the manager's cache, so it is called once per manager (kinds.SetupControllers),
+// before the reconcilers are set up.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podJobUIDField, podJobUID); err != nil {
+		return fmt.Errorf("index pods by %s: %w", troupev1.LabelJobUID, err)
+	}
+	return nil
+}
+
+// podJobUID is the value a pod is indexed under: its job UID label, if it has one.
+func podJobUID(o client.Object) []string {
+	if uid, ok := o.GetLabels()[troupev1.LabelJobUID]; ok {
+		return []string{uid}
+	}
+	return nil
 }

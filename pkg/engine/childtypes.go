@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"maps"
 	"reflect"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,8 +15,32 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
+
+// restoreSchedulingDirectives carries the master template's scheduling fields (nodeSelector,
+// tolerations, affinity, scheduling gates) into a master Job that is suspended and has never
+// started, the one state in which the API server lets them change (as Kueue relies on). A
+// job's templates may change only while it is suspended (webhooks/update.go), so this is how
+// the placement a user or a queueing system chose reaches the launcher when the job resumes;
+// the same update may unsuspend the Job. It reports whether it changed anything.
+func restoreSchedulingDirectives(cur, want *batchv1.Job) bool {
+	if cur.Spec.Suspend == nil || !*cur.Spec.Suspend || cur.Status.StartTime != nil {
+		return false
+	}
+	c, w := &cur.Spec.Template.Spec, &want.Spec.Template.Spec
+	if equality.Semantic.DeepEqual(c.NodeSelector, w.NodeSelector) &&
+		equality.Semantic.DeepEqual(c.Tolerations, w.Tolerations) &&
+		equality.Semantic.DeepEqual(c.Affinity, w.Affinity) &&
+		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) {
+		return false
+	}
+	c.NodeSelector, c.Tolerations, c.Affinity, c.SchedulingGates = w.NodeSelector, w.Tolerations, w.Affinity, w.SchedulingGates
+	return true
+}
 
 // childType is one type of object a job may have as a child. The table below is the one list of
 // them: the reconciler watches each (SetupWithManager), the cache holds each only when it is
@@ -125,4 +153,72 @@ func restoreRoleBinding(cur, want client.Object) bool {
 	}
 	c.Subjects = w.Subjects
 	return true
+}
+
+// restoreNetworkPolicy puts the policy's spec back to want's: a policy edited to let other pods
+// in is closed again.
+func restoreNetworkPolicy(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*networkingv1.NetworkPolicy), wantObj.(*networkingv1.NetworkPolicy)
+	if equality.Semantic.DeepEqual(cur.Spec, want.Spec) {
+		return false
+	}
+	cur.Spec = want.Spec
+	return true
+}
+
+// restorePodDisruptionBudget puts the budget's minAvailable and selector back to want's.
+func restorePodDisruptionBudget(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*policyv1.PodDisruptionBudget), wantObj.(*policyv1.PodDisruptionBudget)
+	if equality.Semantic.DeepEqual(cur.Spec.MinAvailable, want.Spec.MinAvailable) &&
+		equality.Semantic.DeepEqual(cur.Spec.Selector, want.Spec.Selector) && cur.Spec.MaxUnavailable == nil {
+		return false
+	}
+	cur.Spec.MinAvailable, cur.Spec.Selector, cur.Spec.MaxUnavailable = want.Spec.MinAvailable, want.Spec.Selector, nil
+	return true
+}
+
+// restoreTemplate writes want's pod template into cur when its hash differs (and holdTemplate
+// did not hold it back). The template is compared by hash, not field by field, so defaults
+// the API server filled in never cause a write. A StatefulSet written by a release that
+// recorded no template hash counts as different.
+func restoreTemplate(cur, want *appsv1.StatefulSet) bool {
+	wantHash, ok := want.Annotations[troupev1.AnnotationTemplateHash]
+	if curHash, has := cur.Annotations[troupev1.AnnotationTemplateHash]; has == ok && curHash == wantHash {
+		return false
+	}
+	cur.Spec.Template = want.Spec.Template
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	if ok {
+		cur.Annotations[troupev1.AnnotationTemplateHash] = wantHash
+	} else {
+		delete(cur.Annotations, troupev1.AnnotationTemplateHash)
+	}
+	return true
+}
+
+// setTemplateHash records the hash of a StatefulSet's pod template as built.
+func setTemplateHash(sts *appsv1.StatefulSet) {
+	data, err := json.Marshal(&sts.Spec.Template)
+	if err != nil {
+		// The template was built from typed API structs, which always marshal.
+		panic(fmt.Sprintf("marshal pod template of %s: %v", sts.Name, err))
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	if sts.Annotations == nil {
+		sts.Annotations = map[string]string{}
+	}
+	sts.Annotations[troupev1.AnnotationTemplateHash] = strconv.FormatUint(h.Sum64(), 36)
+}
+
+// OwnedSecret is how the engine watches and reads the Secrets it generates: metadata only. It
+// writes their data once, at creation, and never reads it back; it needs their owner, labels
+// and annotations to tell ours from a foreign object of the same name and to keep the labels.
+// A user's Secret named in a spec is read with an uncached GET (checkSecrets).
+func OwnedSecret() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
 }

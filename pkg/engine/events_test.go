@@ -215,12 +215,12 @@ func TestLauncherWaitMetrics(t *testing.T) {
 		{"no new failure: the old timeout was counted before", []corev1.Pod{old, timedOut}, 0, nil},
 		{"the newly failed launcher crashed after its wait", []corev1.Pod{old, crashed}, 1, nil},
 	} {
-		if got := names(launcherWaitTimeouts(tc.pods, tc.newlyFailed, troupev1.ContainerLauncherWait)); !cmp.Equal(got, tc.want) {
+		if got := names(launcherWaitTimeouts(masterPods(tc.pods...), tc.newlyFailed, troupev1.ContainerLauncherWait)); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: timeouts %v, want %v", tc.name, got, tc.want)
 		}
 	}
 
-	if d, ok := launcherWaited([]corev1.Pod{old, running}, troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
+	if d, ok := launcherWaited(masterPods(old, running), troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
 		t.Errorf("launcherWaited = %v, %v; want 7s", d, ok)
 	}
 	// The operator's cache trims pods; the wait's times must survive it.
@@ -228,10 +228,10 @@ func TestLauncherWaitMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := launcherWaited([]corev1.Pod{*trimmed.(*corev1.Pod)}, troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
+	if d, ok := launcherWaited(masterPods(*trimmed.(*corev1.Pod)), troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
 		t.Errorf("launcherWaited of a trimmed pod = %v, %v; want 7s", d, ok)
 	}
-	if _, ok := launcherWaited([]corev1.Pod{old}, troupev1.ContainerLauncherWait); ok {
+	if _, ok := launcherWaited(masterPods(old), troupev1.ContainerLauncherWait); ok {
 		t.Error("launcherWaited without a running launcher reported a wait")
 	}
 }

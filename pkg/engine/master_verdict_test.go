@@ -116,7 +116,7 @@ func TestMasterVerdict(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			obs := observe().master(tc.job).obj()
-			if got := masterVerdict(obs.MasterJob, tc.pods); got != tc.want {
+			if got := masterVerdict(obs.MasterJob, masterPods(tc.pods...)); got != tc.want {
 				t.Errorf("masterVerdict = %q, want %q", got, tc.want)
 			}
 		})
@@ -167,7 +167,7 @@ func TestMasterFinishedAtSurvivesTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train-master", UID: masterUID}}
-	got := masterFinishedAt(job, []corev1.Pod{*trimmed.(*corev1.Pod)})
+	got := masterFinishedAt(job, masterPods(*trimmed.(*corev1.Pod)))
 	if diff := cmp.Diff(&podFinishedAt, got); diff != "" {
 		t.Errorf("masterFinishedAt after TrimPod (-want +got):\n%s", diff)
 	}

@@ -12,14 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 )
 
 // The job metrics (pkg/metrics) count the same written transitions as the events
-// (events.go), so each is counted once however often the job is reconciled, and a new
+// (report.go), so each is counted once however often the job is reconciled, and a new
 // operator process or leader, which starts from the written status, does not count again.
 
 // countTransitions counts the transitions from prev to next, a status that has just been
@@ -38,11 +37,11 @@ func (r *Reconciler) countTransitions(job Object, s *Spec, obs *Observed, prev, 
 		}
 	}
 	if prev.Phase != troupev1.JobRunning && next.Phase == troupev1.JobRunning {
-		if d, ok := launcherWaited(obs.Pods, s.launcherWaitContainer()); ok {
+		if d, ok := launcherWaited(obs.MasterPods, s.launcherWaitContainer()); ok {
 			metrics.LauncherWaited(kind, ns, d)
 		}
 	}
-	for range launcherWaitTimeouts(obs.Pods, masterFailed(next)-masterFailed(prev), s.launcherWaitContainer()) {
+	for range launcherWaitTimeouts(obs.MasterPods, masterFailed(next)-masterFailed(prev), s.launcherWaitContainer()) {
 		metrics.LauncherWaitTimedOut(kind, ns)
 	}
 	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
@@ -105,11 +104,10 @@ func startupBegan(created metav1.Time, prev *troupev1.JobStatus) (metav1.Time, b
 
 // launcherWaited is how long the launcher that now runs waited for its workers: its
 // wait init container's run (container, the backend's), if it ended with every host reachable.
-func launcherWaited(pods []corev1.Pod, container string) (time.Duration, bool) {
+func launcherWaited(masterPods []*corev1.Pod, container string) (time.Duration, bool) {
 	var newest *corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleMaster && p.Status.Phase == corev1.PodRunning &&
+	for _, p := range masterPods {
+		if p.Status.Phase == corev1.PodRunning &&
 			(newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {
 			newest = p
 		}
@@ -126,14 +124,13 @@ func launcherWaited(pods []corev1.Pod, container string) (time.Duration, bool) {
 
 // launcherWaitTimeouts returns the master pods, among the failed newly newest ones, whose
 // wait for their workers timed out.
-func launcherWaitTimeouts(pods []corev1.Pod, newlyFailed int32, container string) []*corev1.Pod {
+func launcherWaitTimeouts(masterPods []*corev1.Pod, newlyFailed int32, container string) []*corev1.Pod {
 	if newlyFailed <= 0 {
 		return nil
 	}
 	var failed []*corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleMaster && p.Status.Phase == corev1.PodFailed {
+	for _, p := range masterPods {
+		if p.Status.Phase == corev1.PodFailed {
 			failed = append(failed, p)
 		}
 	}
@@ -164,20 +161,6 @@ func masterFailed(st *troupev1.JobStatus) int32 {
 		}
 	}
 	return 0
-}
-
-// instrumented wraps the reconciler: it counts the reconciles that fail, and makes the
-// metrics of the job's kind and namespace exist from its first reconcile on (metrics.Touch).
-func (r *Reconciler) instrumented() reconcile.Reconciler {
-	kind := r.gvk.Kind
-	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		metrics.Touch(kind, req.Namespace)
-		res, err := r.Reconcile(ctx, req)
-		if err != nil {
-			metrics.ReconcileError(kind, req.Namespace)
-		}
-		return res, err
-	})
 }
 
 // runningCounter counts the kind's running jobs by namespace from the manager's cache, once

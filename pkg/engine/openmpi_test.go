@@ -140,7 +140,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	// Workers kept after the job ended (cleanPodPolicy None, or a failure with
 	// cleanPodPolicyOn Succeeded) are not released, but a drain must not wait for them.
 	ended := *s
-	ended.Plan.Ended = true
+	ended.Plan.Verdict = troupev1.JobSucceeded
 	if got := BuildPodDisruptionBudget(&ended, false).Spec.MinAvailable.IntValue(); got != 0 {
 		t.Errorf("minAvailable of the kept workers of an ended job = %d, want 0", got)
 	}

@@ -1,37 +1,65 @@
 package engine
 
-// Plan is what one pass decided from a job's spec, its previous status and what it observed:
-// the parts of the job's desired state that its spec does not say. The pass builds it in two
-// steps, before the observation (pause) and after it (restart, the master held back, the ready
-// workers, the end), each time into a copy of the Spec the adapter described (withPlan), so
-// that Spec is never changed and each builder reads one decision, made once.
-type Plan struct {
-	// Pause is in force: asked (RunMode.Pause) and the job has not finished (planPause). The
-	// job's master Job and pods are deleted and its worker sets scaled to zero.
-	Pause bool
-	// WasPaused says the job's status records a pause (its Paused condition), so its replicas
-	// run the Resume overrides from then on.
-	WasPaused bool
-	// HoldMaster: the master Job is to be created again, but pods of the previous one are still
-	// terminating (planMasterPods); it is created once they are gone, so that two master pods
-	// never share the master's host name.
-	HoldMaster bool
-	// Restart is where the job is in a whole-job restart (planRestart), and RestartSeen what
-	// was seen of the current attempt's failure.
-	Restart     RestartState
-	RestartSeen RestartObservation
-	// ReadyWorkers are the pod hostnames of each worker set (by set name, in ordinal order)
-	// whose pods are Ready now, for backends that publish the live membership (elastic
-	// discovery).
-	ReadyWorkers map[string][]string
-	// Ended says the job has succeeded or failed: whatever happens to its workers then,
-	// nothing is left to protect from a drain (the disruption budget).
-	Ended bool
+import (
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Verdict is how the job ended: Succeeded or Failed, from an earlier status or the master's
+// verdict of this pass (Observed.Verdict), or "" while it has not ended. obs may be nil: the
+// previous status alone then says.
+func Verdict(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
+	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+		return prev.Phase
+	}
+	if obs == nil {
+		return ""
+	}
+	return obs.Verdict
 }
 
-// withPlan is a copy of s that carries p.
-func (s *Spec) withPlan(p Plan) *Spec {
-	c := *s
-	c.Plan = p
-	return &c
+// holdCreates is the plan's word on creating missing children: held back once the job has
+// ended (a finished job is never started again), while a name conflict or a Secret problem
+// exists (a job with half its children would hold resources without being able to run), and
+// while a generated Secret cannot be trusted (a launcher would start with foreign keys).
+func holdCreates(ended bool, obs *Observed) bool {
+	return ended || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation()
+}
+
+// Finished reports whether the job has ended (Verdict): the master's verdict is in (the master
+// Job reached Complete or Failed, or its success is certain), or an earlier status said so. A
+// finished job is never started again, even if its master Job is deleted afterwards. obs may be
+// nil: the previous status alone then says.
+func Finished(prev *troupev1.JobStatus, obs *Observed) bool {
+	return Verdict(prev, obs) != ""
+}
+
+// WorkersReleased reports whether the worker sets should be scaled to zero: the job is
+// suspended, paused or stopping an attempt to restart, or it has ended (outcome) and its
+// clean-pod policy, not None, is due.
+func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
+	if outcome != "" {
+		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
+	}
+	return s.Suspended() || s.Paused() || s.Plan.Restart.Stopping
+}
+
+// ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
+// order (the value of Plan.ReadyWorkers).
+func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
+	out := map[string][]string{}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		ready := map[string]bool{}
+		for _, p := range obs.WorkerPods[ws.Name] {
+			if p.DeletionTimestamp.IsZero() && podReady(p) {
+				ready[p.Name] = true
+			}
+		}
+		for _, h := range ws.WorkerHostnames() {
+			if ready[h] {
+				out[ws.Name] = append(out[ws.Name], h)
+			}
+		}
+	}
+	return out
 }

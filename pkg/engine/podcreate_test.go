@@ -32,11 +32,11 @@ func TestChildrenLackingPods(t *testing.T) {
 	if got := names(obs); len(got) != 2 || got[0] != "j-b" || got[1] != "j-launcher" {
 		t.Errorf("lacking pods: %v, want [j-b j-launcher]", got)
 	}
-	obs.Pods = []corev1.Pod{masterPod}
+	obs.setPods([]corev1.Pod{masterPod})
 	if got := names(obs); len(got) != 1 {
 		t.Errorf("with the master's pod: %v, want [j-b]", got)
 	}
-	obs.Pods = nil
+	obs.setPods(nil)
 	job.Spec.Suspend = ptr.To(true)
 	if got := names(obs); len(got) != 1 {
 		t.Errorf("suspended master: %v, want [j-b]", got)

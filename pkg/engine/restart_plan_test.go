@@ -3,7 +3,6 @@ package engine
 import (
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,9 +59,8 @@ func TestPlanRestart(t *testing.T) {
 			prev: troupev1.JobStatus{Phase: troupev1.JobRestarting, Restarts: 1, Conditions: stopping},
 			obs:  observe().master(attemptLabel("0")).obj(), stopping: true, forgets: true},
 		"an earlier attempt's pods: stopping; its master pod deleted, not one being deleted": {spec: withPolicy(2),
-			prev: troupev1.JobStatus{Phase: troupev1.JobRestarting, Restarts: 1, Conditions: stopping},
-			obs: &Observed{Pods: []corev1.Pod{masterPod("0", false), masterPod("0", true), workerPod("train-workerset-cpu-0", "w", "0", nil)},
-				StatefulSets: map[string]*appsv1.StatefulSet{}},
+			prev:     troupev1.JobStatus{Phase: troupev1.JobRestarting, Restarts: 1, Conditions: stopping},
+			obs:      observe().withPods(masterPod("0", false), masterPod("0", true), workerPod("train-workerset-cpu-0", "w", "0", nil)).obj(),
 			stopping: true, staleMasterPods: 1},
 		"nothing left of the earlier attempt: still stopping until recorded, and clean": {spec: withPolicy(2),
 			prev: troupev1.JobStatus{Phase: troupev1.JobRestarting, Restarts: 1, Conditions: stopping},

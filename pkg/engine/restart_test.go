@@ -88,7 +88,7 @@ func TestLostWorker(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(s)
 			}
-			if got := lostWorker(s, &Observed{Pods: tt.pods}, &tt.prev); got != tt.want {
+			if got := lostWorker(s, observedPods(tt.pods...), &tt.prev); got != tt.want {
 				t.Errorf("lostWorker = %q, want %q", got, tt.want)
 			}
 		})

@@ -1,120 +1,52 @@
 package engine
 
 import (
-	"slices"
+	"context"
+	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// RunMode is how a job's replicas run besides their templates: debug mode replaces what they
-// run, pause deletes them while keeping the job, and a job that was paused runs its resume
-// overrides from then on. The adapter fills Debug, Pause, Resume and MasterType from its kind's
-// spec; the engine fills what it observes.
-type RunMode struct {
-	// MasterType is the master's replica type in status.tasks ("launcher" or "master");
-	// empty is "master".
-	MasterType troupev1.ReplicaType
-	// Debug, when set, replaces what the replicas run, whatever else is asked.
-	Debug *ReplicaOverrides
-	// Pause asks to delete the master Job and scale the worker sets to zero; the job and its
-	// other children stay. It has no effect on a job that has finished (Plan.Pause says whether
-	// it is in force).
-	Pause bool
-	// Resume is applied to the replicas from the moment the job is paused on, so that they
-	// come back with it; nil resumes them as their templates say.
-	Resume *ReplicaOverrides
-}
+// The run modes (debug, pause, the overrides after a pause; kinds.md, "Run modes"): their phase
+// and condition, and what a pause or resume decides (planPause, planMasterPods) and deletes.
 
-// ReplicaOverrides are the overrides of each replica type.
-type ReplicaOverrides struct {
-	Master ReplicaOverride
-	Worker ReplicaOverride
-}
-
-// ReplicaOverride changes what one replica type's pods run.
-type ReplicaOverride struct {
-	// SkipInitContainers removes every init container, the backend's (a launcher's wait)
-	// included.
-	SkipInitContainers bool
-	// Command replaces the main container's command; nil keeps it.
-	Command []string
-	// Args replace the main container's args; nil keeps them, an empty list drops them.
-	Args []string
-}
-
-// Paused reports whether the job's replicas are to be deleted now (Plan.Pause).
-func (s *Spec) Paused() bool { return s.Plan.Pause }
-
-// masterWanted reports whether the master Job is a desired child now.
-func (s *Spec) masterWanted() bool {
-	return !s.Plan.Pause && !s.Plan.HoldMaster && !s.Plan.Restart.holdsMaster()
-}
-
-// overrides returns the overrides in force: debug mode's, else the resume overrides of a job
-// that is or was paused.
-func (s *Spec) overrides() *ReplicaOverrides {
+// runModePhase refines the phase p that phase() computed: a paused job is Paused, and a job
+// that was paused is Resuming until its master runs again (or it is suspended). Terminal
+// phases stay.
+func runModePhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) troupev1.JobPhase {
 	switch {
-	case s.RunMode.Debug != nil:
-		return s.RunMode.Debug
-	case s.Plan.Pause || s.Plan.WasPaused:
-		return s.RunMode.Resume
+	case p == troupev1.JobSucceeded || p == troupev1.JobFailed:
+		return p
+	case s.Paused():
+		return troupev1.JobPaused
+	case (prev.Phase == troupev1.JobPaused || prev.Phase == troupev1.JobResuming) && p == troupev1.JobPending:
+		return troupev1.JobResuming
 	}
-	return nil
+	return p
 }
 
-// applyRunMode changes a pod template of the master (ws == nil) or of a worker set as the run
-// mode says. It runs after the backend's and the gang's decoration, so an override wins over
-// them (for example the transport's sshd command) and skipping init containers removes the
-// backend's too. The command goes to the main container; a master without one (a launcher of
-// the user's with containers of other names) gets it in its first container.
-func (s *Spec) applyRunMode(tmpl *corev1.PodTemplateSpec, ws *WorkerSet) {
-	o := s.overrides()
-	if o == nil {
-		return
-	}
-	ov := o.Worker
-	if ws == nil {
-		ov = o.Master
-	}
-	if ov.SkipInitContainers {
-		// Skipping init containers skips the job's own and the launcher's wait, never the
-		// clones of appCodesToSync: without them the code's mount would be empty.
-		tmpl.Spec.InitContainers = slices.DeleteFunc(tmpl.Spec.InitContainers, func(c corev1.Container) bool {
-			return !s.CodeSync.isCloner(c.Name)
-		})
-		if len(tmpl.Spec.InitContainers) == 0 {
-			tmpl.Spec.InitContainers = nil
+// pausedCondition is True while pause is asked, saying whether pods are still going; after a
+// pause it stays False with reason Resumed, which is how the engine remembers that the job's
+// replicas run their resume overrides.
+func pausedCondition(s *Spec, obs *Observed, prev []metav1.Condition) metav1.Condition {
+	const t = troupev1.ConditionPaused
+	if s.Paused() {
+		if n := len(obs.Pods); n > 0 {
+			return newCondition(t, true, troupev1.ReasonPaused, fmt.Sprintf("runMode.pause.enabled is set; deleting the job's %d pods", n))
 		}
+		return newCondition(t, true, troupev1.ReasonPaused, "runMode.pause.enabled is set; every pod of the job is deleted")
 	}
-	c := mainContainer(tmpl, s.MainContainer, ws == nil)
-	if c == nil {
-		return
+	if c := meta.FindStatusCondition(prev, t); c != nil && (c.Status == metav1.ConditionTrue || c.Reason == troupev1.ReasonResumed) {
+		return newCondition(t, false, troupev1.ReasonResumed, "the job was resumed from a pause; its replicas run runMode.pause.resumeSpecs")
 	}
-	if ov.Command != nil {
-		c.Command = append([]string(nil), ov.Command...)
-	}
-	if ov.Args != nil {
-		c.Args = append([]string(nil), ov.Args...)
-		if len(c.Args) == 0 {
-			c.Args = nil
-		}
-	}
-}
-
-func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *corev1.Container {
-	for i := range tmpl.Spec.Containers {
-		if tmpl.Spec.Containers[i].Name == name {
-			return &tmpl.Spec.Containers[i]
-		}
-	}
-	if orFirst && len(tmpl.Spec.Containers) > 0 {
-		return &tmpl.Spec.Containers[0]
-	}
-	return nil
+	return newCondition(t, false, troupev1.ReasonNotPaused, "the job has not been paused")
 }
 
 // WasPaused reports whether a job's status says it has been paused: its Paused condition is
@@ -124,10 +56,79 @@ func WasPaused(st *troupev1.JobStatus) bool {
 	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == troupev1.ReasonResumed)
 }
 
-// masterType is the master's replica type in status.tasks.
-func (s *Spec) masterType() troupev1.ReplicaType {
-	if s.RunMode.MasterType == "" {
-		return troupev1.ReplicaMaster
+// pausePlan is what a pass decides about pause before it observes the children: whether the
+// pause asked is in force, and the master Job it deletes for it (nil: none to delete).
+type pausePlan struct {
+	pause        bool
+	deleteMaster *batchv1.Job
+}
+
+// planPause decides pause from the spec, the previous status and the job's master Job as read
+// (nil when it does not exist, is not the job's or is being deleted). A finished job is never
+// paused: the master Job that recorded its end stays, even if pause is asked in the same moment
+// it ended.
+func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan {
+	switch {
+	case !s.RunMode.Pause:
+		return pausePlan{}
+	case Finished(prev, nil):
+		return pausePlan{}
+	case master == nil:
+		return pausePlan{pause: true}
+	case terminalJobCondition(master) != nil:
+		return pausePlan{}
 	}
-	return s.RunMode.MasterType
+	return pausePlan{pause: true, deleteMaster: master}
+}
+
+// prepareRunMode decides whether pause is in force (planPause) and, for a paused job, deletes
+// its master Job. It runs before the children are observed, so a paused job's master Job is not
+// one of its desired children.
+func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (paused bool, err error) {
+	var master *batchv1.Job
+	if s.RunMode.Pause && !Finished(prev, nil) {
+		var j batchv1.Job
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &j)
+		if client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
+		}
+		if err == nil && metav1.IsControlledBy(&j, job) && j.DeletionTimestamp.IsZero() {
+			master = &j
+		}
+	}
+	p := planPause(s, prev, master)
+	if j := p.deleteMaster; j != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("pausing: deleting the master Job", "job", j.Name)
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete Job %s to pause: %w", j.Name, err)
+		}
+	}
+	return p.pause, nil // the Paused event comes with the status that says so (recordTransitions)
+}
+
+// masterPodsPlan is what a pass decides about the master's pods once it has observed them:
+// those to delete now (a paused job's, rather than left to the garbage collector), and whether
+// a master Job to be created again waits for the previous one's pods to be gone, so that two
+// master pods never share the master's host name.
+type masterPodsPlan struct {
+	delete     []*corev1.Pod
+	holdMaster bool
+}
+
+// planMasterPods decides it from the run mode and the observation.
+func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
+	switch {
+	case s.Paused():
+		return masterPodsPlan{delete: liveMasterPods(obs)}
+	case obs.MasterJob != nil:
+		return masterPodsPlan{}
+	}
+	return masterPodsPlan{holdMaster: len(obs.MasterPods) > 0} // terminating ones too
+}
+
+// settleRunMode carries out planMasterPods and says whether the master is held back.
+func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) (holdMaster bool, err error) {
+	p := planMasterPods(s, obs)
+	return p.holdMaster, r.deletePods(ctx, p.delete)
 }

@@ -6,9 +6,14 @@
 package engine
 
 import (
+	"fmt"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -18,6 +23,99 @@ import (
 type Object interface {
 	client.Object
 	JobStatus() *troupev1.JobStatus
+}
+
+// Adapter turns one kind's spec into the engine's Spec. A kind is a types file, an adapter and
+// a webhook file; the adapter knows nothing of StatefulSets or Jobs.
+type Adapter interface {
+	// NewObject returns an empty job of the kind.
+	NewObject() Object
+	// NameLabel is the label key that names the job on every child and pod, for example
+	// "chainerjob.troupe.dev/name".
+	NameLabel() string
+	// Describe fills the master, worker sets, policies and backend of s from the job's spec.
+	// Name, namespace, owner and NameLabel are already set. An error means the spec cannot be
+	// run as written; it is reported on the job and nothing is created.
+	Describe(job Object, s *Spec) error
+}
+
+// Describe builds the Spec of job, of kind gvk, with adapter a: the identity the engine owns,
+// the rest from the adapter, then the checks every Spec passes before anything is built from it
+// (troupe's bounds, no other job's credentials, the repositories' URLs). It is the one way to a
+// Spec: the engine's pass and the Kueue integration (which counts the job's pods) both use it.
+func Describe(a Adapter, gvk schema.GroupVersionKind, job Object) (*Spec, error) {
+	s := &Spec{
+		Name:      job.GetName(),
+		Namespace: job.GetNamespace(),
+		Owner:     *metav1.NewControllerRef(job, gvk),
+		NameLabel: a.NameLabel(),
+	}
+	if err := a.Describe(job, s); err != nil {
+		return nil, err
+	}
+	if err := checkBounds(s); err != nil {
+		return nil, err
+	}
+	if err := checkCredentialRefs(s); err != nil {
+		return nil, err
+	}
+	if err := troupev1.AppCodeURLErrors(field.NewPath("spec", "appCodesToSync"), s.CodeSync.Repos).ToAggregate(); err != nil {
+		return nil, err // the webhook's rule, for a job admitted without it
+	}
+	return s, nil
+}
+
+// SpecError is an Adapter.Describe error with a reason of its own for the job's Initialized
+// condition and event (for example a gang provider the cluster does not have); other errors
+// are reported as InvalidSpec.
+type SpecError struct {
+	Reason string
+	Err    error
+}
+
+func (e *SpecError) Error() string { return e.Err.Error() }
+
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// checkBounds refuses a Spec larger than troupe's bounds before anything is built from it: the
+// hostfile, the exec Role and the PodGroup list or count every pod, so a job admitted before
+// the bounds existed (or written past a disabled webhook) must not make the operator build
+// objects, and hold lists, of any size it asks for. Counted in int64, where int32 sums wrap.
+func checkBounds(s *Spec) error {
+	pods := int64(1)
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		pods += int64(ws.Replicas)
+		if ws.Slots > troupev1.MaxSlotsPerPod {
+			return &SpecError{Reason: troupev1.ReasonTooLarge,
+				Err: fmt.Errorf("worker set %s: %d slots per pod, more than %d", ws.Name, ws.Slots, troupev1.MaxSlotsPerPod)}
+		}
+	}
+	if pods > troupev1.MaxPodsPerJob {
+		return &SpecError{Reason: troupev1.ReasonTooLarge,
+			Err: fmt.Errorf("the job has %d pods, more than %d (the master and every worker); nothing is created", pods, troupev1.MaxPodsPerJob)}
+	}
+	if s.Master.Slots > troupev1.MaxSlotsPerPod {
+		return &SpecError{Reason: troupev1.ReasonTooLarge,
+			Err: fmt.Errorf("the master has %d slots, more than %d", s.Master.Slots, troupev1.MaxSlotsPerPod)}
+	}
+	return nil
+}
+
+// checkCredentialRefs refuses a spec that names a job's generated credentials (another job's
+// SSH keys or exec account: troupev1.PodSpecCredentialRefs) in its pod templates or its
+// required Secrets. The admission webhook refuses such a spec; this holds where the webhook
+// is off or set to Ignore: the job reports InvalidSpec and nothing is created.
+func checkCredentialRefs(s *Spec) error {
+	errs := troupev1.PodSpecCredentialRefs(field.NewPath("master", "template", "spec"), &s.Master.Template.Spec)
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		errs = append(errs, troupev1.PodSpecCredentialRefs(field.NewPath("workerSets").Key(ws.Name).Child("template", "spec"), &ws.Template.Spec)...)
+	}
+	for _, rs := range s.RequiredSecrets {
+		errs = append(errs, troupev1.GeneratedSecretRef(field.NewPath(rs.Field), rs.Name)...)
+	}
+	return errs.ToAggregate()
 }
 
 // Spec is the framework-neutral description of one job, built by a kind's adapter.
@@ -59,7 +157,7 @@ type Spec struct {
 	// child.
 	RequiredSecrets []SecretRequirement
 
-	// Plan is what the pass decided beyond the spec (plan.go): the adapter leaves it empty.
+	// Plan is what the pass decided beyond the spec (Reconcile): the adapter leaves it empty.
 	Plan Plan
 }
 
@@ -191,3 +289,189 @@ func (s *Spec) TotalWorkers() int32 {
 	}
 	return n
 }
+
+// CleanPodPolicyOn returns when the clean-pod policy applies (default Finished).
+func (s *Spec) CleanPodPolicyOn() troupev1.CleanPodPolicyOn {
+	if on := s.RunPolicy.CleanPodPolicyOn; on != nil {
+		return *on
+	}
+	return troupev1.CleanPodPolicyOnFinished
+}
+
+// CleanUpDue reports whether the clean-pod policy applies after the job ended with outcome:
+// after any end by default, after success only with cleanPodPolicyOn Succeeded (a failed job
+// then keeps its pods, for inspection). It is false while the job runs.
+func (s *Spec) CleanUpDue(outcome troupev1.JobPhase) bool {
+	switch outcome {
+	case "":
+		return false
+	case troupev1.JobSucceeded:
+		return true
+	default:
+		return s.CleanPodPolicyOn() != troupev1.CleanPodPolicyOnSucceeded
+	}
+}
+
+// NetworkPolicyEnabled reports whether the job's pods are isolated by a NetworkPolicy of its
+// own (runPolicy.networkPolicy.enabled): on unless the user turns it off.
+func (s *Spec) NetworkPolicyEnabled() bool {
+	np := s.RunPolicy.NetworkPolicy
+	return np == nil || ptr.Deref(np.Enabled, true)
+}
+
+// DisruptionBudgetEnabled reports whether the job asks for a PodDisruptionBudget over its
+// workers (schedulingPolicy.podDisruptionBudget.enabled).
+func (s *Spec) DisruptionBudgetEnabled() bool {
+	b := s.SchedulingPolicy.PodDisruptionBudget
+	return b != nil && b.Enabled && len(s.WorkerSets) > 0
+}
+
+func podOrdinalName(statefulSet string, ordinal int32) string {
+	return fmt.Sprintf("%s-%d", statefulSet, ordinal)
+}
+
+// CodeSync clones git repositories (appCodesToSync) into every pod of a job, one init
+// container running `troupe-agent git-sync` per repository, before any other container starts.
+type CodeSync struct {
+	// Image is the troupe-agent image.
+	Image string
+	Repos []troupev1.AppCode
+}
+
+// SecretRequirement is a Secret of the user's that the job's pods mount, and the keys it must
+// hold.
+type SecretRequirement struct {
+	// Field is the spec field that names the Secret, for example "spec.ssh.secretName".
+	Field string
+	// Name is the Secret's name in the job's namespace.
+	Name string
+	// Keys must each be present with a non-empty value.
+	Keys []string
+}
+
+// Plan is what one pass decided from a job's spec, its previous status and what it observed:
+// the parts of the job's desired state that its spec does not say. The pass builds it in two
+// steps, before the observation (pause) and after it (restart, the master held back, the ready
+// workers, the verdict, whether children may be created), each time into a copy of the Spec the adapter described (withPlan), so
+// that Spec is never changed and each builder reads one decision, made once.
+type Plan struct {
+	// Pause is in force: asked (RunMode.Pause) and the job has not finished (planPause). The
+	// job's master Job and pods are deleted and its worker sets scaled to zero.
+	Pause bool
+	// WasPaused says the job's status records a pause (its Paused condition), so its replicas
+	// run the Resume overrides from then on.
+	WasPaused bool
+	// HoldMaster: the master Job is to be created again, but pods of the previous one are still
+	// terminating (planMasterPods); it is created once they are gone, so that two master pods
+	// never share the master's host name.
+	HoldMaster bool
+	// Restart is where the job is in a whole-job restart (planRestart), and RestartSeen what
+	// was seen of the current attempt's failure.
+	Restart     RestartState
+	RestartSeen RestartObservation
+	// ReadyWorkers are the pod hostnames of each worker set (by set name, in ordinal order)
+	// whose pods are Ready now, for backends that publish the live membership (elastic
+	// discovery).
+	ReadyWorkers map[string][]string
+	// Verdict is how the job ended (Verdict: Succeeded or Failed), "" while it runs.
+	Verdict troupev1.JobPhase
+	// HoldCreates: no missing child is created this pass (holdCreates).
+	HoldCreates bool
+}
+
+// Ended says the job has succeeded or failed: it is never started again, and whatever happens
+// to its workers then, nothing is left to protect from a drain (the disruption budget).
+func (p Plan) Ended() bool { return p.Verdict != "" }
+
+// withPlan is a copy of s that carries p.
+func (s *Spec) withPlan(p Plan) *Spec {
+	c := *s
+	c.Plan = p
+	return &c
+}
+
+// RestartState is observed, not desired: where the job is in a restart.
+type RestartState struct {
+	// Attempt is the job's current attempt (status.restarts); the pods get it as their label.
+	Attempt int32
+	// Stopping holds the workers at zero and creates no master: pods or the master Job of an
+	// earlier attempt remain, or the status has not yet recorded that they are gone.
+	Stopping bool
+	// Deciding leaves the master Job alone for this reconcile: a failure of the current
+	// attempt was seen and is recorded (status) before any child changes.
+	Deciding bool
+}
+
+// RestartObservation is what the engine saw of the current attempt's failure.
+type RestartObservation struct {
+	// Cause says why the current attempt failed, naming the pod or Job; "" while it has not.
+	Cause string
+	// WorkerLost says the cause is a lost worker (the master Job has not failed).
+	WorkerLost bool
+	// Clean says no pod, master Job or worker pod template of an earlier attempt is left.
+	Clean bool
+}
+
+// holdsMaster says the master Job is not a desired child while a restart stops the old
+// attempt or records its failure.
+func (r RestartState) holdsMaster() bool { return r.Stopping || r.Deciding }
+
+// RunMode is how a job's replicas run besides their templates: debug mode replaces what they
+// run, pause deletes them while keeping the job, and a job that was paused runs its resume
+// overrides from then on. The adapter fills Debug, Pause, Resume and MasterType from its kind's
+// spec; the engine fills what it observes.
+type RunMode struct {
+	// MasterType is the master's replica type in status.tasks ("launcher" or "master");
+	// empty is "master".
+	MasterType troupev1.ReplicaType
+	// Debug, when set, replaces what the replicas run, whatever else is asked.
+	Debug *ReplicaOverrides
+	// Pause asks to delete the master Job and scale the worker sets to zero; the job and its
+	// other children stay. It has no effect on a job that has finished (Plan.Pause says whether
+	// it is in force).
+	Pause bool
+	// Resume is applied to the replicas from the moment the job is paused on, so that they
+	// come back with it; nil resumes them as their templates say.
+	Resume *ReplicaOverrides
+}
+
+// ReplicaOverrides are the overrides of each replica type.
+type ReplicaOverrides struct {
+	Master ReplicaOverride
+	Worker ReplicaOverride
+}
+
+// ReplicaOverride changes what one replica type's pods run.
+type ReplicaOverride struct {
+	// SkipInitContainers removes every init container, the backend's (a launcher's wait)
+	// included.
+	SkipInitContainers bool
+	// Command replaces the main container's command; nil keeps it.
+	Command []string
+	// Args replace the main container's args; nil keeps them, an empty list drops them.
+	Args []string
+}
+
+// Paused reports whether the job's replicas are to be deleted now (Plan.Pause).
+func (s *Spec) Paused() bool { return s.Plan.Pause }
+
+// masterWanted reports whether the master Job is a desired child now.
+func (s *Spec) masterWanted() bool {
+	return !s.Plan.Pause && !s.Plan.HoldMaster && !s.Plan.Restart.holdsMaster()
+}
+
+// masterType is the master's replica type in status.tasks.
+func (s *Spec) masterType() troupev1.ReplicaType {
+	if s.RunMode.MasterType == "" {
+		return troupev1.ReplicaMaster
+	}
+	return s.RunMode.MasterType
+}
+
+// ChildRef names one child object of a job by kind and name.
+type ChildRef struct {
+	Kind string
+	Name string
+}
+
+func (c ChildRef) String() string { return c.Kind + " " + c.Name }

@@ -1,91 +1,19 @@
 package engine
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
-
-// Observed is what the engine saw of a job's children on one reconcile.
-type Observed struct {
-	// MasterJob is the job's batch Job, nil when it does not exist (or is not the job's).
-	MasterJob *batchv1.Job
-	// Verdict is the master's verdict (masterVerdict): Succeeded or Failed once it is in, ""
-	// while the master runs. It is computed once, when the observation is complete; a restart
-	// that sets the master Job aside for the pass (restart.go) clears it with MasterJob.
-	Verdict troupev1.JobPhase
-	// StatefulSets holds the job's worker StatefulSets by worker set name.
-	StatefulSets map[string]*appsv1.StatefulSet
-	// Pods are the job's pods (selected by the job UID label).
-	Pods []corev1.Pod
-	// Conflicts are children whose name is taken by an object the job does not own.
-	Conflicts []ChildRef
-	// Missing are children that do not exist (yet).
-	Missing []ChildRef
-	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
-	Gang client.Object
-	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
-	SecretProblems []string
-	// PodCreateFailures are the API server's refusals of the job's pods (podcreate.go), and
-	// PodCreateRecheck, when a child has fewer pods than it asks for, is when to look again.
-	PodCreateFailures []string
-	PodCreateRecheck  time.Duration
-	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
-	// pods to be gone (drift.go).
-	HeldTemplates []string
-	// Secrets is what was verified of the generated Secrets (secret_integrity.go).
-	Secrets SecretIntegrity
-
-	// current holds every owned child found, by kind and name.
-	current map[ChildRef]client.Object
-	// gang are the keys of the gang provider's children among the desired ones.
-	gang map[ChildRef]bool
-}
-
-// ChildRef names one child object of a job by kind and name.
-type ChildRef struct {
-	Kind string
-	Name string
-}
-
-func (c ChildRef) String() string { return c.Kind + " " + c.Name }
-
-func joinRefs(refs []ChildRef) string {
-	names := make([]string, 0, len(refs))
-	for _, c := range refs {
-		names = append(names, c.String())
-	}
-	return strings.Join(names, ", ")
-}
-
-// Finished reports whether the job has ended (Verdict): the master's verdict is in (the master
-// Job reached Complete or Failed, or its success is certain), or an earlier status said so. A
-// finished job is never started again, even if its master Job is deleted afterwards. obs may be
-// nil: the previous status alone then says.
-func Finished(prev *troupev1.JobStatus, obs *Observed) bool {
-	return Verdict(prev, obs) != ""
-}
-
-// WorkersReleased reports whether the worker sets should be scaled to zero: the job is
-// suspended, paused or stopping an attempt to restart, or it has ended (outcome) and its
-// clean-pod policy, not None, is due.
-func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
-	if outcome != "" {
-		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
-	}
-	return s.Suspended() || s.Paused() || s.Plan.Restart.Stopping
-}
 
 // ComputeStatus returns the job's status as a pure function of its spec, what was observed of
 // its children, the previous status (for times that must not move) and the current time.
@@ -96,8 +24,9 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		StartTime:          prev.StartTime,
 		CompletionTime:     prev.CompletionTime,
 	}
-	finished := Finished(prev, obs)
-	released := WorkersReleased(s, Verdict(prev, obs))
+	verdict := Verdict(prev, obs)
+	finished := verdict != ""
+	released := WorkersReleased(s, verdict)
 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
@@ -127,7 +56,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		set(c) // before terminalCondition, which would say only "the master failed"
 	}
 	restartConditions(s, obs, prev, st.Phase, set)
-	if c, ok := terminalCondition(obs.MasterJob, obs.Pods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
+	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 	seedStatus(s, obs, &st, finished, released, set)
@@ -144,10 +73,31 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
 	}
 	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
-		st.CompletionTime = completionTime(obs.MasterJob, obs.Pods, now)
+		st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
 	}
 	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
 	return st
+}
+
+// invalidSpecStatus is the status of a job whose spec cannot be run: prev, Pending if it had no
+// phase yet, with Initialized False saying why (reason InvalidSpec, or the SpecError's own).
+func invalidSpecStatus(prev *troupev1.JobStatus, cause error, generation int64, now metav1.Time) (troupev1.JobStatus, string) {
+	st := *prev.DeepCopy()
+	if st.Phase == "" {
+		st.Phase = troupev1.JobPending
+	}
+	st.ObservedGeneration = generation
+	reason := troupev1.ReasonInvalidSpec
+	var se *SpecError
+	if errors.As(cause, &se) {
+		reason = se.Reason
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: reason, Message: cause.Error(),
+		ObservedGeneration: generation, LastTransitionTime: now,
+	})
+	FitConditionMessages(st.Conditions)
+	return st, reason
 }
 
 // phase summarises the job. Terminal phases are sticky.
@@ -171,19 +121,6 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	}
 }
 
-func terminalJobCondition(job *batchv1.Job) *batchv1.JobCondition {
-	if job == nil {
-		return nil
-	}
-	for i := range job.Status.Conditions {
-		c := &job.Status.Conditions[i]
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
-}
-
 // masterRunning: the master Job reports a ready pod, or one of its pods is in phase Running, or
 // one has succeeded and the Job has not given its verdict yet. The Job controller marks the Job
 // Complete a moment (a second or more, under load) after its pod succeeded; the job is still
@@ -196,11 +133,7 @@ func masterRunning(obs *Observed) bool {
 	if r := obs.MasterJob.Status.Ready; r != nil && *r > 0 {
 		return true
 	}
-	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
-			continue
-		}
+	for _, p := range obs.MasterPods {
 		if p.Status.Phase == corev1.PodRunning || (p.Status.Phase == corev1.PodSucceeded && p.DeletionTimestamp.IsZero()) {
 			return true
 		}
@@ -224,15 +157,13 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 	switch obs.Verdict {
 	case troupev1.JobSucceeded:
 		// Counted as the Job will count it once it says Complete, so that its verdict, coming
-		// after the engine's (master_verdict.go), moves no count and costs no status write.
+		// after the engine's (masterVerdict), moves no count and costs no status write.
 		master.Replicas, master.Active, master.Ready = 0, 0, 0
 		master.Succeeded = max(master.Succeeded, 1)
 	case troupev1.JobFailed:
 		master.Replicas = 0
 	}
-	master.Restarts = restarts(obs.Pods, func(p *corev1.Pod) bool {
-		return p.Labels[troupev1.LabelRole] == troupev1.RoleMaster
-	})
+	master.Restarts = restarts(obs.MasterPods)
 	out := []troupev1.ReplicaStatus{master}
 
 	for i := range s.WorkerSets {
@@ -244,14 +175,7 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		if sts := obs.StatefulSets[ws.Name]; sts != nil {
 			rs.Ready = sts.Status.ReadyReplicas
 		}
-		inSet := func(p *corev1.Pod) bool {
-			return p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.Labels[troupev1.LabelWorkerSet] == ws.Name
-		}
-		for j := range obs.Pods {
-			p := &obs.Pods[j]
-			if !inSet(p) {
-				continue
-			}
+		for _, p := range obs.WorkerPods[ws.Name] {
 			switch p.Status.Phase {
 			case corev1.PodPending, corev1.PodRunning:
 				rs.Active++
@@ -261,19 +185,17 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 				rs.Failed++
 			}
 		}
-		rs.Restarts = restarts(obs.Pods, inSet)
+		rs.Restarts = restarts(obs.WorkerPods[ws.Name])
 		out = append(out, rs)
 	}
 	return out
 }
 
-func restarts(pods []corev1.Pod, match func(*corev1.Pod) bool) int32 {
+// restarts is the sum of the restart counts of the containers of pods.
+func restarts(pods []*corev1.Pod) int32 {
 	var n int32
-	for i := range pods {
-		if !match(&pods[i]) {
-			continue
-		}
-		for _, cs := range pods[i].Status.ContainerStatuses {
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
 			n += cs.RestartCount
 		}
 	}
@@ -322,212 +244,135 @@ func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
 	return fmt.Sprintf("%d/%d", ready, s.TotalWorkers())
 }
 
-// initializedCondition: the job's objects exist and belong to it. A conflict names the objects
-// in the way; they are never adopted, changed or deleted.
-func initializedCondition(obs *Observed) metav1.Condition {
-	const t = troupev1.ConditionInitialized
-	switch {
-	case len(obs.Conflicts) > 0:
-		return newCondition(t, false, troupev1.ReasonChildConflict,
-			"objects with the names of this job's children exist and are not owned by it; delete or rename them: "+joinRefs(obs.Conflicts))
-	case len(obs.SecretProblems) > 0:
-		return newCondition(t, false, troupev1.ReasonSecretMissing, strings.Join(obs.SecretProblems, "; "))
-	case len(obs.Missing) > 0:
-		return newCondition(t, false, troupev1.ReasonCreatingChildren, "creating "+joinRefs(obs.Missing))
-	}
-	return newCondition(t, true, troupev1.ReasonChildrenCreated, "every child object exists")
-}
-
-func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, finished, released bool) metav1.Condition {
-	const t = troupev1.ConditionWorkersReady
-	switch {
-	case len(s.WorkerSets) == 0:
-		return newCondition(t, true, troupev1.ReasonNoWorkers, "the job has no worker sets")
-	case released && finished:
-		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
-	case released && s.Paused():
-		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused; worker sets are scaled to zero")
-	case released && s.Plan.Restart.Stopping:
-		return newCondition(t, false, troupev1.ReasonStoppingAttempt, "the job is restarting; worker sets are scaled to zero until every pod of the failed attempt is gone")
-	case released:
-		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended; worker sets are scaled to zero")
-	}
-	var waiting []string
-	for i, ws := range s.WorkerSets {
-		if r := rs[i+1]; r.Ready < ws.Replicas {
-			waiting = append(waiting, fmt.Sprintf("%s: %d/%d ready", ws.Name, r.Ready, ws.Replicas))
-		}
-	}
-	if len(waiting) > 0 {
-		msg := "waiting for workers: " + strings.Join(waiting, ", ")
-		if missing := missingHosts(s, obs); len(missing) > 0 {
-			msg += "; hosts not ready: " + abbreviate(missing, maxNamesInMessage)
-		}
-		return newCondition(t, false, troupev1.ReasonWorkersNotReady, msg)
-	}
-	return newCondition(t, true, troupev1.ReasonWorkersReady, "every worker pod is ready")
-}
-
-// ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
-// order (the value of Plan.ReadyWorkers).
-func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
-	ready := map[string]bool{}
-	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if p.Labels[troupev1.LabelRole] == troupev1.RoleWorker && p.DeletionTimestamp.IsZero() && podReady(p) {
-			ready[p.Name] = true
-		}
-	}
-	out := map[string][]string{}
-	for i := range s.WorkerSets {
-		ws := &s.WorkerSets[i]
-		for _, h := range ws.WorkerHostnames() {
-			if ready[h] {
-				out[ws.Name] = append(out[ws.Name], h)
-			}
-		}
-	}
-	return out
-}
-
-// maxNamesInMessage bounds the host names a condition message lists, so a large job's status
-// stays readable and small.
-const maxNamesInMessage = 10
-
-// missingHosts lists the host names of worker pods that are not ready (or do not exist yet),
-// in hostfile order: the hosts a launcher is still waiting for.
-func missingHosts(s *Spec, obs *Observed) []string {
-	ready := map[string]bool{}
-	for _, hosts := range ReadyWorkers(s, obs) {
-		for _, h := range hosts {
-			ready[h] = true
-		}
-	}
-	var missing []string
-	for i := range s.WorkerSets {
-		for _, h := range s.WorkerSets[i].WorkerHostnames() {
-			if !ready[h] {
-				missing = append(missing, s.HostName(h))
-			}
-		}
-	}
-	return missing
-}
-
-func abbreviate(names []string, limit int) string {
-	if len(names) <= limit {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
-}
-
-func runningCondition(p troupev1.JobPhase) metav1.Condition {
-	const t = troupev1.ConditionRunning
-	switch p {
-	case troupev1.JobRunning:
-		return newCondition(t, true, troupev1.ReasonMasterRunning, "the master is running")
-	case troupev1.JobSucceeded:
-		return newCondition(t, false, troupev1.ReasonMasterSucceeded, "the master completed")
-	case troupev1.JobFailed:
-		return newCondition(t, false, troupev1.ReasonMasterFailed, "the master failed")
-	case troupev1.JobSuspended:
-		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended")
-	case troupev1.JobPaused:
-		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused")
-	default:
-		return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
-	}
-}
-
-func replicaFailureCondition(rs []troupev1.ReplicaStatus) metav1.Condition {
-	var failed []string
-	for _, r := range rs {
-		if r.Failed > 0 {
-			failed = append(failed, fmt.Sprintf("%s: %d failed pods", r.Name, r.Failed))
-		}
-	}
-	if len(failed) > 0 {
-		return newCondition(troupev1.ConditionReplicaFailure, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", "))
-	}
-	return newCondition(troupev1.ConditionReplicaFailure, false, troupev1.ReasonNoPodFailures, "no pod of the job failed")
-}
-
-func suspendedCondition(s *Spec, finished bool) metav1.Condition {
-	if s.Suspended() && !finished {
-		return newCondition(troupev1.ConditionSuspended, true, troupev1.ReasonSuspended, "runPolicy.suspend is set")
-	}
-	return newCondition(troupev1.ConditionSuspended, false, troupev1.ReasonNotSuspended, "the job is not suspended")
-}
-
-// terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
-// reason and message of a failure are the master Job's (BackoffLimitExceeded,
-// DeadlineExceeded, ...), so the user sees why without looking at the Job.
-func terminalCondition(master *batchv1.Job, pods []corev1.Pod, p troupev1.JobPhase) (metav1.Condition, bool) {
-	jc := terminalJobCondition(master)
-	switch p {
-	case troupev1.JobSucceeded:
-		return newCondition(troupev1.ConditionSucceeded, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"), true
-	case troupev1.JobFailed:
-		reason, msg := troupev1.ReasonMasterFailed, "the master failed"
-		if jc != nil && jc.Reason != "" {
-			reason = jc.Reason
-			msg = fmt.Sprintf("the master failed: %s", jc.Message)
-		}
-		if why := masterInitFailure(pods); why != "" {
-			msg += "; " + why
-		} else if why := masterExitMessage(pods); why != "" {
-			msg += "; " + why
-		}
-		return newCondition(troupev1.ConditionFailed, true, reason, msg), true
-	}
-	return metav1.Condition{}, false
-}
-
-// masterInitFailure is the termination message of a master pod's init container that failed,
-// for example a launcher whose wait for its workers timed out and names the hosts missing.
-func masterInitFailure(pods []corev1.Pod) string {
-	for i := range pods {
-		p := &pods[i]
-		if p.Labels[troupev1.LabelRole] != troupev1.RoleMaster {
-			continue
-		}
-		for _, cs := range p.Status.InitContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Message != "" {
-				return fmt.Sprintf("init container %s: %s", cs.Name, strings.TrimSpace(t.Message))
-			}
-		}
-	}
-	return ""
-}
-
 // completionTime is when the master ended: the Job's completion time or terminal condition's,
-// or, when the engine saw its success first (master_verdict.go), when its pod ended.
-func completionTime(master *batchv1.Job, pods []corev1.Pod, now metav1.Time) *metav1.Time {
+// or, when the engine saw its success first (masterVerdict), when its pod ended.
+func completionTime(master *batchv1.Job, masterPods []*corev1.Pod, now metav1.Time) *metav1.Time {
 	if master != nil && master.Status.CompletionTime != nil {
 		return master.Status.CompletionTime.DeepCopy()
 	}
 	if c := terminalJobCondition(master); c != nil && !c.LastTransitionTime.IsZero() {
 		return c.LastTransitionTime.DeepCopy()
 	}
-	if at := masterFinishedAt(master, pods); at != nil {
+	if at := masterFinishedAt(master, masterPods); at != nil {
 		return at
 	}
 	return &now
 }
 
-func newCondition(t string, ok bool, reason, msg string) metav1.Condition {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// seedStatus sets the Paused, Completed and Complete conditions, succeeded, tasks and
+// aggregate of st, whose phase is already computed.
+func seedStatus(s *Spec, obs *Observed, st *troupev1.JobStatus, finished, released bool, set func(metav1.Condition)) {
+	set(pausedCondition(s, obs, st.Conditions))
+	set(completedCondition(st.Phase, st.Conditions))
+	st.Succeeded = 0
+	if st.Phase == troupev1.JobSucceeded {
+		st.Succeeded = 1
+		if !meta.IsStatusConditionTrue(st.Conditions, troupev1.ConditionComplete) {
+			set(newCondition(troupev1.ConditionComplete, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"))
 		}
 	}
-	return false
+	st.Tasks = tasks(s, obs.Pods)
+	agg := aggregate(s, obs, finished, released)
+	st.Aggregate = &agg
+}
+
+// tasks lists the job's pods by replica type (the master's first, then the workers'), each
+// type's pods by name, with the type's container restarts.
+func tasks(s *Spec, pods []corev1.Pod) []troupev1.TaskStatus {
+	master := troupev1.TaskStatus{Type: s.masterType()}
+	worker := troupev1.TaskStatus{Type: troupev1.ReplicaWorker}
+	for i := range pods {
+		p := &pods[i]
+		task := &worker
+		switch p.Labels[troupev1.LabelRole] {
+		case troupev1.RoleMaster:
+			task = &master
+		case troupev1.RoleWorker:
+		default:
+			continue
+		}
+		task.Status = append(task.Status, troupev1.PodReference{Name: p.Name, UID: p.UID, Phase: p.Status.Phase})
+		for _, cs := range p.Status.ContainerStatuses {
+			task.RestartCount += cs.RestartCount
+		}
+	}
+	out := []troupev1.TaskStatus{master}
+	if len(s.WorkerSets) > 0 {
+		out = append(out, worker)
+	}
+	for i := range out {
+		limit := troupev1.MaxPodsPerJob
+		if out[i].Type != troupev1.ReplicaWorker {
+			limit = troupev1.MaxMasterTaskPods
+		}
+		out[i].Status, out[i].Unlisted = boundTaskPods(out[i].Status, limit)
+	}
+	return out
+}
+
+// boundTaskPods keeps at most limit of a type's pods, those not ended first (a
+// master Job's failed attempts, a worker's replaced pods), sorted by name, and counts the rest:
+// status.tasks must not grow the job past etcd's object limit, whatever number of ended pods
+// lingers.
+func boundTaskPods(refs []troupev1.PodReference, limit int) ([]troupev1.PodReference, int32) {
+	podEnded := func(r troupev1.PodReference) bool {
+		return r.Phase == corev1.PodSucceeded || r.Phase == corev1.PodFailed
+	}
+	var unlisted int32
+	if len(refs) > limit {
+		slices.SortFunc(refs, func(a, b troupev1.PodReference) int {
+			if ea, eb := podEnded(a), podEnded(b); ea != eb {
+				if ea {
+					return 1
+				}
+				return -1
+			}
+			return cmp.Compare(a.Name, b.Name)
+		})
+		unlisted = int32(len(refs) - limit)
+		refs = refs[:limit]
+	}
+	slices.SortFunc(refs, func(a, b troupev1.PodReference) int { return cmp.Compare(a.Name, b.Name) })
+	return refs, unlisted
+}
+
+// aggregate counts the job's replicas by state: every observed pod once (a pod being deleted
+// as deleted, whatever its phase said), and as creating the replicas wanted now that have no
+// live pod yet.
+func aggregate(s *Spec, obs *Observed, finished, released bool) troupev1.Aggregate {
+	var a troupev1.Aggregate
+	var liveMaster, liveWorkers int32
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		switch {
+		case !p.DeletionTimestamp.IsZero() && !ended:
+			a.Deleted++
+			continue
+		case p.Status.Phase == corev1.PodPending:
+			a.Pending++
+		case p.Status.Phase == corev1.PodRunning:
+			a.Running++
+		case p.Status.Phase == corev1.PodSucceeded:
+			a.Succeeded++
+		case p.Status.Phase == corev1.PodFailed:
+			a.Failed++
+		default:
+			a.Unknown++
+		}
+		if !ended {
+			if p.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+				liveMaster++
+			} else {
+				liveWorkers++
+			}
+		}
+	}
+	if !finished && !s.Suspended() && !s.Paused() && liveMaster == 0 {
+		a.Creating++
+	}
+	if !released {
+		a.Creating += max(0, s.TotalWorkers()-liveWorkers)
+	}
+	return a
 }

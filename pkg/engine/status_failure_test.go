@@ -33,15 +33,15 @@ func TestMasterExitMessage(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "w-0", Labels: map[string]string{troupev1.LabelRole: "worker"}},
 			Status: corev1.PodStatus{Phase: corev1.PodFailed}},
 	}
-	got := masterExitMessage(pods)
+	got := masterExitMessage(masterPods(pods...))
 	if !strings.HasPrefix(got, "container launcher of pod m-2 exited 1: ...") ||
 		!strings.HasSuffix(got, "exited with non-zero status") || len(got) > maxExitMessage+100 {
 		t.Errorf("masterExitMessage = %q", got)
 	}
-	if got := masterExitMessage([]corev1.Pod{failedMaster("m", t0, 2, "")}); got != "container launcher of pod m exited 2" {
+	if got := masterExitMessage(masterPods(failedMaster("m", t0, 2, ""))); got != "container launcher of pod m exited 2" {
 		t.Errorf("without a message: %q", got)
 	}
-	if got := masterExitMessage(pods[2:]); got != "" {
+	if got := masterExitMessage(masterPods(pods[2:]...)); got != "" {
 		t.Errorf("no failed master: %q", got)
 	}
 }
@@ -54,7 +54,7 @@ func TestMasterExitMessageAfterTrim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := masterExitMessage([]corev1.Pod{*trimmed.(*corev1.Pod)})
+	got := masterExitMessage(masterPods(*trimmed.(*corev1.Pod)))
 	if want := "container launcher of pod m exited 3: mpiexec noticed that process rank 1 exited"; got != want {
 		t.Errorf("after TrimPod: %q, want %q", got, want)
 	}

@@ -124,7 +124,7 @@ func TestLauncherWaitingCondition(t *testing.T) {
 			if !tc.noJob {
 				o.master(tc.job)
 			}
-			o.Pods = tc.pods
+			o.setPods(tc.pods)
 			got := launcherWaitingCondition(waitingSpec(), o.obj())
 			want := newCondition(troupev1.ConditionLauncherWaiting, tc.status == "True", tc.reason, tc.msg)
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -139,11 +139,11 @@ func TestLauncherWaitingMessagesBounded(t *testing.T) {
 	s := waitingSpec()
 	s.WorkerSets[0].Replicas = 12 // 13 hosts missing
 	o := observe().master(waitingJob)
-	o.Pods = []corev1.Pod{waitPod("l-a", t0, waitRunning, 0)}
+	o.setPods([]corev1.Pod{waitPod("l-a", t0, waitRunning, 0)})
 	if got := launcherWaitingCondition(s, o.obj()).Message; !strings.HasSuffix(got, "train-workerset-cpu-9.train.ml.svc and 3 more") {
 		t.Errorf("message %q, want the first 10 hosts and 3 more", got)
 	}
-	o.Pods = []corev1.Pod{waitPod("l-a", t0, waitEnded(3, strings.Repeat("h", 5000)), 0)}
+	o.setPods([]corev1.Pod{waitPod("l-a", t0, waitEnded(3, strings.Repeat("h", 5000)), 0)})
 	if got := launcherWaitingCondition(s, o.obj()).Message; len(got) > maxExitMessage+100 || !strings.HasSuffix(got, "h...") {
 		t.Errorf("message of %d bytes, want the termination message cut to %d", len(got), maxExitMessage)
 	}
@@ -159,7 +159,7 @@ func TestLauncherWaitingInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := observe().master(waitingJob).workers("cpu", 0).workers("gpu", 0)
-	o.Pods = []corev1.Pod{*trimmed.(*corev1.Pod)}
+	o.setPods([]corev1.Pod{*trimmed.(*corev1.Pod)})
 	st := ComputeStatus(s, o.obj(), &troupev1.JobStatus{}, genOfJob, now)
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("LauncherWaiting of a trimmed waiting launcher pod: %+v, want True", c)
@@ -171,7 +171,7 @@ func TestLauncherWaitingInStatus(t *testing.T) {
 		waitingJob(j)
 		finishedJob(batchv1.JobFailed, "PodFailurePolicy", "Container troupe-wait failed with exit code 3")(j)
 	})
-	o.Pods = []corev1.Pod{timedOut}
+	o.setPods([]corev1.Pod{timedOut})
 	st = ComputeStatus(s, o.obj(), &st, genOfJob, now)
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting); c == nil || c.Reason != troupev1.ReasonWaitTimedOut {
 		t.Fatalf("LauncherWaiting after the timeout: %+v, want WaitTimedOut", c)

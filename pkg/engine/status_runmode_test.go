@@ -168,7 +168,7 @@ func TestTasksAndAggregate(t *testing.T) {
 	s := testSpec()
 	s.RunMode.MasterType = troupev1.ReplicaLauncher
 	o := observe().master(nil).workers("cpu", 1).workers("gpu", 0).obj()
-	o.Pods = pods
+	o.setPods(pods)
 	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 
 	ref := func(name string, phase corev1.PodPhase) troupev1.PodReference {

@@ -55,13 +55,15 @@ func (o *observed) pod(role, set string, phase corev1.PodPhase, restarts int32) 
 	return o
 }
 
+// namedPod is a running worker pod of testSpec, named <job>-workerset-<set>-<ordinal>.
 func namedPod(name string, ready bool) corev1.Pod {
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
+	set := strings.TrimPrefix(name[:strings.LastIndex(name, "-")], "train-workerset-")
 	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{troupev1.LabelRole: troupev1.RoleWorker}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{troupev1.LabelRole: troupev1.RoleWorker, troupev1.LabelWorkerSet: set}},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
 }
@@ -74,7 +76,8 @@ func (o *observed) withPods(pods ...corev1.Pod) *observed {
 
 // obj is the observation, complete: the master's verdict computed as observe does.
 func (o *observed) obj() *Observed {
-	o.Verdict = masterVerdict(o.MasterJob, o.Pods)
+	o.setPods(o.Pods)
+	o.Verdict = masterVerdict(o.MasterJob, o.MasterPods)
 	return &o.Observed
 }
 
@@ -331,9 +334,9 @@ func TestComputeStatus(t *testing.T) {
 func TestComputeStatusMessages(t *testing.T) {
 	s := testSpec()
 	o := observe().master(nil).workers("cpu", 1).workers("gpu", 1).obj()
-	o.Pods = []corev1.Pod{
+	o.setPods([]corev1.Pod{
 		namedPod("train-workerset-cpu-0", true), namedPod("train-workerset-cpu-1", false), namedPod("train-workerset-gpu-0", true),
-	}
+	})
 	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "WorkersReady"); c == nil ||
 		c.Message != "waiting for workers: cpu: 1/2 ready; hosts not ready: train-workerset-cpu-1.train.ml.svc" {
@@ -345,7 +348,7 @@ func TestComputeStatusMessages(t *testing.T) {
 	launcher.Labels[troupev1.LabelRole] = troupev1.RoleMaster
 	launcher.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "troupe-wait", State: corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Message: "hosts still unreachable after 5m0s: a.train.ml.svc\n"}}}}
-	o.Pods = []corev1.Pod{launcher}
+	o.setPods([]corev1.Pod{launcher})
 	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil || c.Reason != "PodFailurePolicy" ||
 		!strings.HasSuffix(c.Message, "; init container troupe-wait: hosts still unreachable after 5m0s: a.train.ml.svc") {
@@ -414,4 +417,18 @@ func TestWorkersReleased(t *testing.T) {
 				ptr.Deref(tc.policy, ""), ptr.Deref(tc.on, ""), tc.suspend, tc.outcome, got, tc.wantScale)
 		}
 	}
+}
+
+// observedPods is an observation of pods alone.
+func observedPods(pods ...corev1.Pod) *Observed {
+	var o Observed
+	o.setPods(pods)
+	return &o
+}
+
+// masterPods are the master's pods among pods, as the observation splits them.
+func masterPods(pods ...corev1.Pod) []*corev1.Pod {
+	var o Observed
+	o.setPods(pods)
+	return o.MasterPods
 }

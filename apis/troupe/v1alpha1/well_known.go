@@ -98,7 +98,7 @@ const (
 
 // Event reasons. The lifecycle events (Created to TTLExpired, with Paused and Resuming of the
 // run modes) each mark one transition of the job, emitted once when the status that records
-// it is written (pkg/engine/events.go), so `kubectl describe` reads as the job's story.
+// it is written (pkg/engine/report.go), so `kubectl describe` reads as the job's story.
 const (
 	EventChildConflict   = "ChildNameConflict"
 	EventInvalidSpec     = "InvalidSpec"

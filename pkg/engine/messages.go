@@ -2,14 +2,56 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
+
+func joinRefs(refs []ChildRef) string {
+	names := make([]string, 0, len(refs))
+	for _, c := range refs {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// maxNamesInMessage bounds the host names a condition message lists, so a large job's status
+// stays readable and small.
+const maxNamesInMessage = 10
+
+func abbreviate(names []string, limit int) string {
+	if len(names) <= limit {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
+}
+
+func newCondition(t string, ok bool, reason, msg string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg}
+}
+
+// quoted is ": msg" with msg cut to maxExitMessage bytes from its start (troupe-agent wait
+// puts its summary first), or nothing when msg is empty.
+func quoted(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		return ""
+	}
+	if len(msg) > maxExitMessage {
+		msg = msg[:maxExitMessage] + "..."
+	}
+	return ": " + msg
+}
 
 // NoteLimit is the longest event note, in bytes, that the API server accepts: it refuses a
 // longer one, and the event is lost (a Failed event quoting a launcher's traceback was).
@@ -54,4 +96,12 @@ type noteLimiter struct{ next events.EventRecorder }
 
 func (l noteLimiter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	l.next.Eventf(regarding, related, eventtype, reason, action, "%s", FitNote(fmt.Sprintf(note, args...)))
+}
+
+// maxExitMessage bounds the launcher's message quoted in the Failed condition: the end of the
+// message (mpirun's summary is last) is kept.
+const maxExitMessage = 1024
+
+func isTrue(st *troupev1.JobStatus, t string) bool {
+	return meta.IsStatusConditionTrue(st.Conditions, t)
 }

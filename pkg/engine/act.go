@@ -1,0 +1,447 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Acted is what the act step (syncChildren) did to the job's children, which the report reads
+// together with the observation (Observed.after): the observation itself is not changed.
+type Acted struct {
+	// Created are the children the pass created, in creation order, as the API server returned
+	// them, so that the status the creating pass writes says they exist (Initialized, the start
+	// time) instead of costing a second status write when the watch brings them in.
+	Created []client.Object
+	// Claimed are the job's own children a create found under their name (the cache had not
+	// brought them in yet).
+	Claimed []claimedChild
+	// Conflicts are children whose name a create found taken by an object the job does not own.
+	Conflicts []ChildRef
+	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
+	// pods to be gone (holdTemplate).
+	HeldTemplates []string
+	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
+	Expired bool
+}
+
+// claimedChild is a child of the job's found under the name of the desired child want (cur may
+// be read metadata-only, so its Go type does not name it).
+type claimedChild struct {
+	want, cur client.Object
+}
+
+// createdRefs names the created children, in creation order.
+func (a *Acted) createdRefs() []ChildRef {
+	refs := make([]ChildRef, 0, len(a.Created))
+	for _, o := range a.Created {
+		refs = append(refs, keyOf(o))
+	}
+	return refs
+}
+
+// act brings the job's children to what the plan in s says: a finished job past its TTL is
+// deleted; else missing children are created and owned ones put back in shape (syncChildren),
+// children the spec no longer asks for are deleted, and the clean-pod policy All deletes the
+// ended master's pods. It returns what it did, also when it fails part way.
+func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (Acted, error) {
+	if s.Plan.Ended() {
+		if expired, err := r.expireTTL(ctx, job, s, prev); err != nil || expired {
+			return Acted{Expired: expired}, err
+		}
+	}
+	acted, err := r.syncChildren(ctx, job, s, obs)
+	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed
+	if err != nil {
+		return acted, err
+	}
+	// Turning the budget off is how a user lets a drain evict the workers of a running job;
+	// runPolicy.networkPolicy.enabled set to false on a running job removes its policy.
+	if !s.DisruptionBudgetEnabled() {
+		if err := r.deleteUnwanted(ctx, job, s, &policyv1.PodDisruptionBudget{}); err != nil {
+			return acted, err
+		}
+	}
+	if !s.NetworkPolicyEnabled() {
+		if err := r.deleteUnwanted(ctx, job, s, &networkingv1.NetworkPolicy{}); err != nil {
+			return acted, err
+		}
+	}
+	if s.CleanUpDue(s.Plan.Verdict) && s.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+		if err := r.deletePods(ctx, liveMasterPods(obs)); err != nil {
+			return acted, err
+		}
+	}
+	return acted, nil
+}
+
+// expireTTL deletes a finished job whose ttlSecondsAfterFinished has passed; its children go
+// with it through garbage collection. The TTLExpired event is told once the delete succeeded: a
+// failed delete is retried, and telling it before would tell it again on every retry.
+func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (bool, error) {
+	ttl := s.RunPolicy.TTLSecondsAfterFinished
+	if ttl == nil || prev.CompletionTime == nil {
+		return false, nil
+	}
+	expiry := prev.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	if r.clock.Now().Before(expiry) {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("deleting finished job past its TTL", "ttlSecondsAfterFinished", *ttl)
+	if err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		// Not found: deleted by someone else meanwhile, which is not the TTL's doing.
+		return true, client.IgnoreNotFound(err)
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventTTLExpired, "Delete",
+		"deleting the job %ds after it finished (runPolicy.ttlSecondsAfterFinished)", *ttl)
+	return true, nil
+}
+
+// syncChildren creates missing children and puts owned ones back to their desired shape, and
+// returns what it did (also when it fails part way, so that what was created is told). It
+// creates nothing when the plan holds creation back (HoldCreates) or once a create finds a
+// name taken by someone else. Objects it does not own are never touched.
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed) (Acted, error) {
+	var acted Acted
+	for _, want := range Children(s, WorkersReleased(s, s.Plan.Verdict)) {
+		cur, exists := obs.current[keyOf(want)]
+		if !exists {
+			if s.Plan.HoldCreates || len(acted.Conflicts) > 0 {
+				continue
+			}
+			made, taken, conflict, err := r.createMissing(ctx, job, s, want)
+			switch {
+			case err != nil:
+				return acted, err
+			case made:
+				acted.Created = append(acted.Created, want)
+				continue
+			case conflict:
+				acted.Conflicts = append(acted.Conflicts, keyOf(want))
+				continue
+			case taken == nil:
+				continue
+			}
+			acted.Claimed = append(acted.Claimed, claimedChild{want: want, cur: taken})
+			cur = taken // the job's own child, which the cache had not brought in
+		}
+		if _, isMaster := want.(*batchv1.Job); isMaster && s.Plan.Ended() {
+			continue // a finished Job's spec is left as it ended
+		}
+		if master, isMaster := want.(*batchv1.Job); isMaster {
+			obs.Secrets.holdSuspended(cur.(*batchv1.Job), master)
+		}
+		if sts, ok := want.(*appsv1.StatefulSet); ok {
+			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
+			if holdTemplate(cur.(*appsv1.StatefulSet), sts, obs) {
+				acted.HeldTemplates = append(acted.HeldTemplates, sts.Name)
+			}
+		}
+		var before client.Object // the patch base of a child read metadata-only
+		if _, metadataOnly := cur.(*metav1.PartialObjectMetadata); metadataOnly {
+			before = cur.DeepCopyObject().(client.Object)
+		}
+		changed := restore(cur, want)
+		if obs.gang[keyOf(want)] {
+			changed = s.Gang.Restore(cur, want) || changed
+		}
+		if !changed {
+			continue
+		}
+		if err := r.write(ctx, before, cur); err != nil {
+			return acted, fmt.Errorf("update %s %s: %w", keyOf(want).Kind, want.GetName(), err)
+		}
+	}
+	return acted, nil
+}
+
+// createMissing creates the missing child want, unless (for the master Job) the cache's copy of
+// the job is not the latest. It reports whether it created want, the job's own child when
+// want's name turned out to be taken by it, and whether the name is someone else's.
+func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, want client.Object) (bool, client.Object, bool, error) {
+	if _, isMaster := want.(*batchv1.Job); isMaster {
+		ok, err := r.masterCreationAllowed(ctx, job)
+		if err != nil {
+			return false, nil, false, err
+		}
+		if !ok {
+			ctrl.LoggerFrom(ctx).V(2).Info("not creating the master Job: the cached job is not the latest")
+			return false, nil, false, nil
+		}
+	}
+	if g, ok := s.Backend.(Generator); ok {
+		if err := g.Generate(s, want); err != nil {
+			return false, nil, false, err
+		}
+	}
+	if secret, isSecret := want.(*corev1.Secret); isSecret {
+		if err := r.recordBeforeCreate(ctx, job, secret); err != nil {
+			return false, nil, false, err
+		}
+	}
+	return r.createChild(ctx, job, s, want)
+}
+
+// createChild creates want. When its name is taken (a child readThrough did not read: the
+// job's own, which the cache had not brought in yet, or a foreign object), the object is read
+// from the API server and claimed; the child it returns then is the job's to keep in shape,
+// and conflict says the name is someone else's, after which the pass creates nothing.
+func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want client.Object) (created bool, cur client.Object, conflict bool, err error) {
+	err = r.client.Create(ctx, want)
+	if err == nil {
+		return true, nil, false, nil
+	}
+	k := keyOf(want)
+	if !apierrors.IsAlreadyExists(err) {
+		return false, nil, false, fmt.Errorf("create %s %s: %w", k.Kind, k.Name, err)
+	}
+	taken := emptyLike(want)
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), taken); err != nil {
+		// Deleted since, or unreadable: the next pass finds out.
+		return false, nil, false, fmt.Errorf("create %s %s: the name is taken, and reading it failed: %w", k.Kind, k.Name, err)
+	}
+	ours, err := r.claim(ctx, job, s, want, taken)
+	if err != nil {
+		return false, nil, false, err
+	}
+	if !ours {
+		return false, nil, true, nil
+	}
+	return false, taken, false, nil
+}
+
+// masterCreationAllowed re-reads the job from the API server before the master Job is created,
+// and allows it only when the cache's copy is the latest. The master Job runs the training: a
+// cache that lags behind (a job whose status already says it finished, whose master Job was
+// then deleted) must never start it again. When the copies differ, the watch event of the
+// newer version is on its way and reconciles again.
+func (r *Reconciler) masterCreationAllowed(ctx context.Context, job Object) (bool, error) {
+	fresh := r.adapter.NewObject()
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), fresh); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("re-read the job before creating its master: %w", err)
+	}
+	if fresh.GetUID() != job.GetUID() || fresh.GetResourceVersion() != job.GetResourceVersion() {
+		return false, nil
+	}
+	return !Finished(fresh.JobStatus(), nil), nil
+}
+
+// after is a copy of the observation as the pass left the children (acted): what it created or
+// claimed counts as existing, the conflicts its creates found are named, the Secrets it
+// generated are recorded, and the held templates are known. The report computes the status
+// from it.
+func (obs *Observed) after(acted Acted) *Observed {
+	c := *obs
+	c.current = maps.Clone(obs.current)
+	c.StatefulSets = maps.Clone(obs.StatefulSets)
+	c.Missing = slices.Clone(obs.Missing)
+	c.Conflicts = append(slices.Clone(obs.Conflicts), acted.Conflicts...)
+	c.HeldTemplates = acted.HeldTemplates
+	c.Secrets.Records = slices.Clone(obs.Secrets.Records)
+	for _, o := range acted.Created {
+		c.found(o, o)
+	}
+	for _, cl := range acted.Claimed {
+		c.found(cl.want, cl.cur)
+	}
+	for _, o := range acted.Created {
+		c.Secrets.created(o)
+	}
+	return &c
+}
+
+// Running jobs are never disturbed by the operator. Worker StatefulSets use the OnDelete
+// update strategy, so a new template never rolls a pod by itself; and the engine writes a new
+// template (from a spec change, or from a new operator release that injects something else)
+// only while the job has no live pod, so a worker that restarts mid-run comes back as its
+// peers are and not in a shape they were never started with. Until then the job says so in its
+// TemplateDrift condition.
+
+// holdTemplate keeps the current pod template (and its hash, so the change stays pending) in
+// want when the engine would rewrite it while pods of the job live. It reports whether it held
+// a change back. Workers being released (suspend, pause, the job's end) get the new template
+// at once: none of their pods stays, and a quick resume must bring them back with it (a
+// suspended job's placement, a paused job's resume overrides).
+func holdTemplate(cur, want *appsv1.StatefulSet, obs *Observed) bool {
+	curHash, ok := cur.Annotations[troupev1.AnnotationTemplateHash]
+	if (ok && curHash == want.Annotations[troupev1.AnnotationTemplateHash]) ||
+		ptr.Deref(want.Spec.Replicas, 1) == 0 || !jobHasLivePods(obs) {
+		return false
+	}
+	want.Spec.Template = *cur.Spec.Template.DeepCopy()
+	if ok {
+		want.Annotations[troupev1.AnnotationTemplateHash] = curHash
+	} else {
+		delete(want.Annotations, troupev1.AnnotationTemplateHash)
+	}
+	return true
+}
+
+// ScaleHintReplicas is the placeholder of a WorkerSet's ScaleHint replaced by the replica
+// count the user asked for.
+const ScaleHintReplicas = "{replicas}"
+
+// scaledOutside tells whether a worker StatefulSet's replicas were changed by someone else
+// (`kubectl scale statefulset`): the spec hash it carries is the one of what the engine wants
+// now, so the engine's last write already had the wanted count, yet the count differs. When
+// the engine itself changes the count (the job was scaled, suspended or ended) the hash
+// differs too, so its own changes are never mistaken for another's.
+func scaledOutside(cur, want *appsv1.StatefulSet) bool {
+	return cur.Annotations[troupev1.AnnotationSpecHash] == want.Annotations[troupev1.AnnotationSpecHash] &&
+		ptr.Deref(cur.Spec.Replicas, 1) != ptr.Deref(want.Spec.Replicas, 1)
+}
+
+// warnScaledOutside records a Warning on the job when a worker StatefulSet was scaled
+// directly. The job's spec is the one source of the worker count (the hostfile, the exec Role
+// and the gang follow it), so the engine puts the count back and says how to scale the job.
+func (r *Reconciler) warnScaledOutside(job Object, s *Spec, cur, want *appsv1.StatefulSet) {
+	if !scaledOutside(cur, want) {
+		return
+	}
+	asked := ptr.Deref(cur.Spec.Replicas, 1)
+	msg := fmt.Sprintf("StatefulSet %s was scaled to %d outside the job; troupe restored the job's %d replicas",
+		cur.Name, asked, ptr.Deref(want.Spec.Replicas, 1))
+	for i := range s.WorkerSets {
+		if ws := &s.WorkerSets[i]; ws.StatefulSetName == cur.Name && ws.ScaleHint != "" {
+			msg += ". To change the worker count, scale the job: " +
+				strings.ReplaceAll(ws.ScaleHint, ScaleHintReplicas, strconv.Itoa(int(asked)))
+		}
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventScaledOutsideJob, "Scale", "%s", msg)
+}
+
+// write stores the restored child cur. A child read metadata-only (a Secret; before is its
+// state as read) is patched: its labels and annotations are all the engine restores, and it
+// holds no data to update with.
+func (r *Reconciler) write(ctx context.Context, before, cur client.Object) error {
+	if before != nil {
+		return r.client.Patch(ctx, cur, client.MergeFrom(before))
+	}
+	return r.client.Update(ctx, cur)
+}
+
+// restore puts the fields of an owned child that the engine manages back to their desired
+// values and reports whether it changed anything. Fields the API server cannot change on a
+// live object (a Job's template but for its scheduling directives while suspended, a
+// StatefulSet's selector) are left alone; the pod template of a StatefulSet is rewritten only
+// when its hash differs from the wanted one (and holdTemplate did not hold it back while pods
+// run), so defaults filled in by the API server never cause a write.
+func restore(cur, want client.Object) bool {
+	wantHash := want.GetAnnotations()[troupev1.AnnotationSpecHash]
+	specChanged := cur.GetAnnotations()[troupev1.AnnotationSpecHash] != wantHash
+	changed := false
+
+	labels := cur.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range want.GetLabels() {
+		if labels[k] != v {
+			labels[k] = v
+			changed = true
+		}
+	}
+	cur.SetLabels(labels)
+
+	if restoreSpec := restoreSpecOf(want); restoreSpec != nil {
+		changed = restoreSpec(cur, want) || changed
+	}
+
+	if specChanged {
+		ann := cur.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[troupev1.AnnotationSpecHash] = wantHash
+		cur.SetAnnotations(ann)
+		changed = true
+	}
+	return changed
+}
+
+// deleteUnwanted deletes a child the job may do without (its PodDisruptionBudget, its
+// NetworkPolicy: both named like the job) once the job no longer asks for it. obj is an empty
+// object of the child's type; an object of that name the job does not control is left alone.
+func (r *Reconciler) deleteUnwanted(ctx context.Context, job Object, s *Spec, obj client.Object) error {
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, obj)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(obj, job) || !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s %s: %w", reflect.TypeOf(obj).Elem().Name(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// deletePods deletes pods of the job (a master's, for pause or the clean-pod policy All).
+func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
+	for _, p := range pods {
+		if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete master pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// liveMasterPods are the master's pods that are not being deleted (clean-pod policy All deletes
+// them).
+func liveMasterPods(obs *Observed) []*corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(obs.MasterPods), func(p *corev1.Pod) bool { return !p.DeletionTimestamp.IsZero() })
+}
+
+// createdNoteLimit bounds the Created event's message: the events API refuses a note over
+// 1 kB, and a job's children are named after it (up to 63 characters each, and the kinds).
+const createdNoteLimit = 900
+
+// recordCreated tells, in one event, which children a pass created (none: no event). A new
+// job's children are all created in its first pass: one event instead of one per child, each
+// of which was a request under the operator's client rate limit that slowed the creation of
+// every other job's children (docs/performance.md). The message names them in creation order.
+func (r *Reconciler) recordCreated(job Object, created []ChildRef) {
+	if len(created) == 0 {
+		return
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventCreated, "Create", "%s", createdNote(created))
+}
+
+// createdNote is "created Service a, ConfigMap b, ...", cut short ("and N more") where the
+// next name would take it past createdNoteLimit.
+func createdNote(created []ChildRef) string {
+	note := "created " + created[0].String()
+	for i := 1; i < len(created); i++ {
+		next := note + ", " + created[i].String()
+		room := createdNoteLimit
+		if rest := len(created) - i - 1; rest > 0 {
+			room -= len(fmt.Sprintf(" and %d more", rest))
+		}
+		if len(next) > room {
+			return fmt.Sprintf("%s and %d more", note, len(created)-i)
+		}
+		note = next
+	}
+	return note
+}

@@ -1,0 +1,554 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Observed is what the engine saw of a job's children on one reconcile.
+type Observed struct {
+	// MasterJob is the job's batch Job, nil when it does not exist (or is not the job's).
+	MasterJob *batchv1.Job
+	// Verdict is the master's verdict (masterVerdict): Succeeded or Failed once it is in, ""
+	// while the master runs. It is computed once, when the observation is complete; a restart
+	// that sets the master Job aside for the pass (restart.go) clears it with MasterJob.
+	Verdict troupev1.JobPhase
+	// StatefulSets holds the job's worker StatefulSets by worker set name.
+	StatefulSets map[string]*appsv1.StatefulSet
+	// Pods are the job's pods (selected by the job UID label); MasterPods and WorkerPods (by
+	// worker set name) are the same pods split by role once (setPods), terminating ones
+	// included, so that no step tells them apart again.
+	Pods       []corev1.Pod
+	MasterPods []*corev1.Pod
+	WorkerPods map[string][]*corev1.Pod
+	// Conflicts are children whose name is taken by an object the job does not own.
+	Conflicts []ChildRef
+	// Missing are children that do not exist (yet).
+	Missing []ChildRef
+	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
+	Gang client.Object
+	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
+	SecretProblems []string
+	// PodCreateFailures are the API server's refusals of the job's pods (podCreateFailures), and
+	// PodCreateRecheck, when a child has fewer pods than it asks for, is when to look again.
+	PodCreateFailures []string
+	PodCreateRecheck  time.Duration
+	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
+	// pods to be gone (holdTemplate).
+	HeldTemplates []string
+	// Secrets is what was verified of the generated Secrets (secrets.go).
+	Secrets SecretIntegrity
+
+	// current holds every owned child found, by kind and name.
+	current map[ChildRef]client.Object
+	// gang are the keys of the gang provider's children among the desired ones.
+	gang map[ChildRef]bool
+}
+
+// observe reads the job's children and pods. Children come from the cache, which holds only
+// objects carrying the job's labels; a child missing there is read from the API server when
+// the answer matters before anything is created (readThrough), to tell a name taken by a
+// foreign object (a conflict) from our own object the cache does not hold. A child of the job
+// that lost its owner reference is adopted back (adopt).
+func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[ChildRef]client.Object{}}
+	ids, gang := childIdentities(s)
+	obs.gang = gang
+	for _, want := range ids {
+		cur, err := r.getChild(ctx, want, readThrough(job, want))
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			obs.Missing = append(obs.Missing, keyOf(want))
+			continue
+		}
+		ours, err := r.claim(ctx, job, s, want, cur)
+		if err != nil {
+			return nil, err
+		}
+		if !ours {
+			obs.Conflicts = append(obs.Conflicts, keyOf(want))
+			continue
+		}
+		obs.found(want, cur)
+	}
+
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.Namespace),
+		client.MatchingFields{podJobUIDField: string(job.GetUID())}); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	obs.setPods(pods.Items)
+	if p := job.JobStatus().Phase; p != troupev1.JobSucceeded && p != troupev1.JobFailed {
+		problems, err := r.checkSecrets(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		obs.SecretProblems = problems
+		if obs.PodCreateFailures, obs.PodCreateRecheck, err = r.podCreateFailures(ctx, s, obs); err != nil {
+			return nil, err
+		}
+		if err := r.verifyGeneratedSecrets(ctx, job, ids, obs); err != nil {
+			return nil, err
+		}
+	} else {
+		r.podCreates.forget(types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
+	}
+	obs.Verdict = masterVerdict(obs.MasterJob, obs.MasterPods)
+	return obs, nil
+}
+
+// keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
+func keyOf(o client.Object) ChildRef {
+	return ChildRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
+}
+
+// childIdentities are the job's desired children, in the order of Children, as objects that
+// carry no more than their type, name and namespace (the backend's and the gang's as their
+// providers return them, unlabelled and unhashed), and the keys of the gang's among them.
+// observe looks the children up by these; the children themselves are built once per pass,
+// after the observation they depend on (ready workers, released workers, a held master), by
+// syncChildren. TestChildIdentitiesAreChildren keeps the two lists alike.
+func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
+	named := func(o client.Object, name string) client.Object {
+		o.SetName(name)
+		o.SetNamespace(s.Namespace)
+		return o
+	}
+	ids := []client.Object{named(&corev1.Service{}, s.ServiceName())}
+	if s.Backend != nil {
+		for _, o := range s.Backend.Objects(s) {
+			ids = append(ids, named(o, o.GetName()))
+		}
+	}
+	gang := map[ChildRef]bool{}
+	if s.Gang != nil {
+		for _, o := range s.Gang.Objects(s) {
+			ids = append(ids, named(o, o.GetName()))
+			gang[keyOf(o)] = true
+		}
+	}
+	if s.DisruptionBudgetEnabled() {
+		ids = append(ids, named(&policyv1.PodDisruptionBudget{}, s.Name))
+	}
+	if s.NetworkPolicyEnabled() {
+		ids = append(ids, named(&networkingv1.NetworkPolicy{}, s.Name))
+	}
+	for i := range s.WorkerSets {
+		ids = append(ids, named(&appsv1.StatefulSet{}, s.WorkerSets[i].StatefulSetName))
+	}
+	// The master Job is looked up unless the job is paused (prepareRunMode deleted it): whether
+	// it stays wanted (a restart, a master held back) is decided from what is observed.
+	if !s.Paused() {
+		ids = append(ids, named(&batchv1.Job{}, s.Master.JobName))
+	}
+	return ids, gang
+}
+
+// readThrough reports whether a child missing from the cache is read from the API server
+// before the pass goes on. It is, for a child that holds pods (a worker StatefulSet, the
+// master Job): a foreign object with its name must be found before anything of the job is
+// created, so that no pod starts while a conflict exists. It is, for every child, once the
+// job's status says its children all existed (or names a conflict): a child missing from the
+// cache then was deleted, lost its labels or is still in the way, and the pass must know which.
+// The same holds for a generated Secret the status has a record of: one gone would fail the
+// job (secrets.go), so its absence is confirmed. A new job's other children are not
+// read: they are created, and a name already taken is found by the create (createChild),
+// which saves a new job one GET per such child.
+func readThrough(job Object, want client.Object) bool {
+	switch want.(type) {
+	case *appsv1.StatefulSet, *batchv1.Job:
+		return true
+	case *corev1.Secret:
+		if secretRecord(job.JobStatus(), want.GetName()) != nil {
+			return true
+		}
+	}
+	c := meta.FindStatusCondition(job.JobStatus().Conditions, troupev1.ConditionInitialized)
+	return c != nil && c.Reason != troupev1.ReasonCreatingChildren
+}
+
+// getChild returns the object named like want from the cache, or nil when the cache has none
+// and live is false; with live, a miss is read from the API server.
+func (r *Reconciler) getChild(ctx context.Context, want client.Object, live bool) (client.Object, error) {
+	cur := emptyLike(want)
+	key := client.ObjectKeyFromObject(want)
+	err := r.client.Get(ctx, key, cur)
+	if apierrors.IsNotFound(err) && live {
+		err = r.apiReader.Get(ctx, key, cur)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).Kind, key.Name, err)
+	}
+	return cur, nil
+}
+
+// emptyLike is an empty object to read want's kind into; a Secret is read metadata-only (the
+// engine never reads a generated Secret's data back).
+func emptyLike(want client.Object) client.Object {
+	if _, isSecret := want.(*corev1.Secret); isSecret {
+		return OwnedSecret()
+	}
+	return reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
+}
+
+// claim files cur, the object found under the name of the desired child want: the job's own
+// child (adopted back first when it lost its owner reference), or else a conflict. It reports
+// whether the object is the job's.
+func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur client.Object) (bool, error) {
+	if !metav1.IsControlledBy(cur, job) && adoptable(job, cur) {
+		ok := true
+		if _, isSecret := want.(*corev1.Secret); isSecret {
+			var err error
+			if ok, err = r.adoptableSecret(ctx, job, want); err != nil {
+				return false, err
+			}
+		}
+		if ok {
+			if err := r.adopt(ctx, job, s, want, cur); err != nil {
+				return false, err
+			}
+		}
+	}
+	return metav1.IsControlledBy(cur, job), nil
+}
+
+// A child whose owner reference was removed (by hand, by a tool that rewrote the object, by an
+// `kubectl apply` of an exported copy) is still the job's: it carries the job's UID label, and
+// no other controller claims it. Reporting it as a name
+// conflict would leave the job stuck behind its own child (an orphaned master Job is never
+// seen finishing; an orphaned StatefulSet is no longer kept in shape), and garbage collection
+// would leave it behind when the job is deleted. So it is adopted back, as the Job and
+// ReplicaSet controllers adopt orphans that match their selector. An object of anyone else
+// (no label, another job's UID, another controller) is still never touched. The label alone
+// proves nothing (whoever may create the object may write it): harmless for a child whose
+// content the operator puts back, but not for a generated Secret, whose data it never
+// rewrites; one is adopted only when its data is what the job's status records
+// (adoptableSecret).
+
+// adoptable reports whether cur is an orphan of job: no controller, and the job's UID label.
+func adoptable(job Object, cur client.Object) bool {
+	return metav1.GetControllerOf(cur) == nil && cur.GetLabels()[troupev1.LabelJobUID] == string(job.GetUID())
+}
+
+// adopt gives cur, the object found for the desired child want, the job's controller reference
+// back. The patch carries cur's
+// resourceVersion, so an object changed meanwhile is not adopted from a stale read: the
+// conflict error makes the pass run again on fresh data.
+func (r *Reconciler) adopt(ctx context.Context, job Object, s *Spec, want, cur client.Object) error {
+	before := cur.DeepCopyObject().(client.Object)
+	cur.SetOwnerReferences(append(cur.GetOwnerReferences(), s.Owner))
+	k := keyOf(want) // cur may be metadata only (a Secret)
+	if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adopt %s %s: %w", k.Kind, k.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("adopted a child that had lost its owner reference", "kind", k.Kind, "name", k.Name)
+	r.recorder.Eventf(job, cur, corev1.EventTypeNormal, troupev1.EventAdopted, "Adopt",
+		"adopted %s %s: it carries this job's UID label but had lost its owner reference", k.Kind, k.Name)
+	return nil
+}
+
+// found counts cur as the job's existing child want (cur may be metadata only: a Secret).
+// observe calls it as it builds the observation; after adds what the pass did to a copy.
+func (obs *Observed) found(want, cur client.Object) {
+	key := keyOf(want)
+	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == key })
+	obs.current[key] = cur
+	if obs.gang[key] {
+		obs.Gang = cur
+	}
+	switch c := cur.(type) {
+	case *batchv1.Job:
+		obs.MasterJob = c
+	case *appsv1.StatefulSet:
+		obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
+	}
+}
+
+// setPods files the job's pods: all of them, and split by role and worker set.
+func (obs *Observed) setPods(pods []corev1.Pod) {
+	obs.Pods, obs.MasterPods, obs.WorkerPods = pods, nil, map[string][]*corev1.Pod{}
+	for i := range pods {
+		switch p := &pods[i]; p.Labels[troupev1.LabelRole] {
+		case troupev1.RoleMaster:
+			obs.MasterPods = append(obs.MasterPods, p)
+		case troupev1.RoleWorker:
+			set := p.Labels[troupev1.LabelWorkerSet]
+			obs.WorkerPods[set] = append(obs.WorkerPods[set], p)
+		}
+	}
+}
+
+// withoutMaster is a copy of the observation without the master Job (and so without its
+// verdict), for a pass that sets the master Job aside (a restart, restart.go).
+func (obs *Observed) withoutMaster() *Observed {
+	c := *obs
+	c.current = maps.Clone(obs.current)
+	delete(c.current, keyOf(obs.MasterJob))
+	c.MasterJob, c.Verdict = nil, ""
+	return &c
+}
+
+// The master's verdict is the master Job's: Complete or Failed. kube-controller-manager's Job
+// controller gives it after it has counted the pod and removed the pod's tracking finalizer,
+// which under load comes many seconds after the launcher exited (docs/performance.md measured
+// p50 21 s with 200 launchers ending together). When the Job's success is certain before the
+// Job controller writes it, the engine does not wait for it: the launcher's exit is the job's
+// end, and a user waiting on the job (kubectl wait, a pipeline) should learn it then.
+//
+// Success is certain, for troupe's master Job (completions 1, parallelism 1, a failed pod
+// replaced only once it has terminated), when
+//   - the Job says SuccessCriteriaMet: the Job controller's own decision, which it turns into
+//     Complete once the Job's pods have terminated; or
+//   - one of the Job's pods has succeeded and none of its pods is still active. The Job
+//     controller could then still fail the Job for one reason only, a deadline
+//     (activeDeadlineSeconds) that passes before it syncs, since it checks the deadline before
+//     it counts completions: so not for a Job with a deadline. Failures count against
+//     backoffLimit and the pod failure policy before a replacement pod is made; a pod that
+//     exists and succeeded means neither stopped the Job, and no pod of it can fail any more.
+//
+// A failure is never anticipated: the Job's FailureTarget comes while its pods may still
+// terminate, and a restart (restart.go) or a user's retry must not start a launcher while the
+// failed one lives, which is why the Job controller holds Failed back until then.
+
+// masterVerdict is the master's verdict: Succeeded or Failed once it is in (above), "" while the
+// master runs. A pass computes it once, when its observation is complete (Observed.Verdict).
+func masterVerdict(job *batchv1.Job, masterPods []*corev1.Pod) troupev1.JobPhase {
+	if c := terminalJobCondition(job); c != nil {
+		if c.Type == batchv1.JobComplete {
+			return troupev1.JobSucceeded
+		}
+		return troupev1.JobFailed
+	}
+	if successCertain(job, masterPods) {
+		return troupev1.JobSucceeded
+	}
+	return ""
+}
+
+// successCertain: the master Job will be Complete, though it does not say so yet (above).
+func successCertain(job *batchv1.Job, masterPods []*corev1.Pod) bool {
+	if job == nil || !job.DeletionTimestamp.IsZero() || managedByOther(job) {
+		return false
+	}
+	if jobConditionTrue(job, batchv1.JobSuccessCriteriaMet) {
+		return true
+	}
+	if jobConditionTrue(job, batchv1.JobFailureTarget) || job.Spec.ActiveDeadlineSeconds != nil ||
+		derefOne(job.Spec.Completions) != 1 || derefOne(job.Spec.Parallelism) != 1 {
+		return false
+	}
+	succeeded := false
+	for _, p := range masterPods {
+		if !metav1.IsControlledBy(p, job) {
+			continue
+		}
+		switch p.Status.Phase {
+		case corev1.PodSucceeded:
+			succeeded = true
+		case corev1.PodFailed:
+		default:
+			return false // still active: the Job is not done with its pods
+		}
+	}
+	return succeeded
+}
+
+// masterFinishedAt is when the master Job's succeeded pod ended: the latest finish of its
+// containers, or nil when no pod of the Job says.
+func masterFinishedAt(job *batchv1.Job, masterPods []*corev1.Pod) *metav1.Time {
+	var at *metav1.Time
+	for _, p := range masterPods {
+		if job == nil || !metav1.IsControlledBy(p, job) || p.Status.Phase != corev1.PodSucceeded {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && !t.FinishedAt.IsZero() && (at == nil || at.Before(&t.FinishedAt)) {
+				at = t.FinishedAt.DeepCopy()
+			}
+		}
+	}
+	return at
+}
+
+// managedByOther: the Job's spec.managedBy gives it to a controller other than the Job
+// controller, whose rules the engine does not know.
+func managedByOther(job *batchv1.Job) bool {
+	return job.Spec.ManagedBy != nil && *job.Spec.ManagedBy != batchv1.JobControllerName
+}
+
+func jobConditionTrue(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// derefOne is a Job's completions or parallelism, both 1 when unset.
+func derefOne(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+func terminalJobCondition(job *batchv1.Job) *batchv1.JobCondition {
+	if job == nil {
+		return nil
+	}
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// jobHasLivePods reports whether any pod of the job is pending or running, or a worker
+// StatefulSet counts pods the cache has not shown yet.
+func jobHasLivePods(obs *Observed) bool {
+	for i := range obs.Pods {
+		if p := &obs.Pods[i]; p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			return true
+		}
+	}
+	for _, sts := range obs.StatefulSets {
+		if sts.Status.Replicas > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// A pod the API server refuses (a ResourceQuota, Pod Security admission, a LimitRange) is
+// reported by the Job or StatefulSet controller only as a FailedCreate event on the child; no
+// condition of the child says it. The engine reads those events while a child has fewer pods
+// than it wants, and puts the API server's message on the job (ReplicaFailure, reason
+// FailedCreate, as a ReplicaSet reports it), so `kubectl get`/`describe` of the job says why
+// it does not start.
+
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
+
+// reasonFailedCreate is the event reason of the Job and StatefulSet controllers for a pod the
+// API server refused.
+const reasonFailedCreate = "FailedCreate"
+
+// childrenLackingPods are the job's StatefulSets and master Job that have fewer pods than they
+// ask for: a worker StatefulSet whose status counts fewer pods than its replicas, a master Job
+// that is neither suspended nor finished and has no pod.
+func childrenLackingPods(obs *Observed) []client.Object {
+	var out []client.Object
+	for _, name := range slices.Sorted(maps.Keys(obs.StatefulSets)) {
+		sts := obs.StatefulSets[name]
+		if sts.Status.Replicas < ptr.Deref(sts.Spec.Replicas, 1) {
+			out = append(out, sts)
+		}
+	}
+	if j := obs.MasterJob; j != nil && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && !hasLivePod(obs.MasterPods) {
+		out = append(out, j)
+	}
+	return out
+}
+
+// hasLivePod says some of pods is not being deleted.
+func hasLivePod(pods []*corev1.Pod) bool {
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.DeletionTimestamp.IsZero() })
+}
+
+// podCreateFailures returns, for each child that lacks pods, the newest FailedCreate message
+// its controller recorded, as "<Kind> <name>: <message>", looked up as podCreatePace allows (no
+// watch tells when a controller records one: events are not watched, as a tenant could grow the
+// operator's memory with them); recheck is when to look again, 0 when no child lacks pods.
+func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observed) (failures []string, recheck time.Duration, err error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	children := childrenLackingPods(obs)
+	if len(children) == 0 {
+		r.podCreates.forget(key)
+		return nil, 0, nil
+	}
+	now := r.clock.Now()
+	look, found, wait := r.podCreates.due(key, s.Owner.UID, now)
+	if !look {
+		return found, wait, nil
+	}
+	for _, child := range children {
+		var events corev1.EventList
+		if err := r.apiReader.List(ctx, &events, client.InNamespace(s.Namespace), client.MatchingFields{
+			"involvedObject.uid": string(child.GetUID()),
+			"reason":             reasonFailedCreate,
+		}); err != nil {
+			return nil, 0, fmt.Errorf("list FailedCreate events of %s: %w", child.GetName(), err)
+		}
+		if e := newestEvent(events.Items); e != nil {
+			failures = append(failures, fmt.Sprintf("%s %s: %s", keyOf(child).Kind, child.GetName(), strings.TrimSpace(e.Message)))
+		}
+	}
+	return failures, r.podCreates.looked(key, now, failures), nil
+}
+
+// newestEvent is the event seen last (events are deduplicated: lastTimestamp moves, or the
+// series' time for events.k8s.io writers).
+func newestEvent(events []corev1.Event) *corev1.Event {
+	var newest *corev1.Event
+	var newestAt time.Time
+	for i := range events {
+		e := &events[i]
+		at := e.LastTimestamp.Time
+		if e.Series != nil && e.Series.LastObservedTime.After(at) {
+			at = e.Series.LastObservedTime.Time
+		}
+		if e.EventTime.After(at) {
+			at = e.EventTime.Time
+		}
+		if newest == nil || at.After(newestAt) {
+			newest, newestAt = e, at
+		}
+	}
+	return newest
+}
+
+// withPodCreateFailures is the ReplicaFailure condition: refused pods come first, since a job
+// whose pods cannot be created will not start at all; otherwise the failed pods' condition.
+func withPodCreateFailures(obs *Observed, failedPods metav1.Condition) metav1.Condition {
+	if len(obs.PodCreateFailures) == 0 {
+		return failedPods
+	}
+	return newCondition(troupev1.ConditionReplicaFailure, true, troupev1.ReasonFailedCreate,
+		"the API server refused pods: "+strings.Join(obs.PodCreateFailures, "; "))
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/troupe-dev/troupe/pkg/metrics"
+)
+
+// Reconcile runs one pass over a job: load it, describe its spec, observe its children and pods,
+// plan (pure decisions, made once: pause before the observation, the rest after it), act on the
+// children as the plan says, and report (the one status write, events, the next wake-up). The
+// steps that must delete before anything is created (a paused job's master Job, an earlier
+// attempt's master, pods still terminating) carry out their part of the plan where it is made.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Load.
+	job := r.adapter.NewObject()
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !job.GetDeletionTimestamp().IsZero() || managedElsewhere(job) {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
+	prev := job.JobStatus().DeepCopy()
+
+	// Describe.
+	described, err := Describe(r.adapter, r.gvk, job)
+	if err != nil {
+		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
+	}
+
+	// Plan what the observation depends on: pause (a paused job's master Job is deleted, not
+	// observed).
+	paused, err := r.prepareRunMode(ctx, job, described, prev)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	spec := described.withPlan(Plan{Pause: paused, WasPaused: WasPaused(prev)})
+
+	// Observe.
+	obs, err := r.observe(ctx, job, spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Plan the rest: the restart, the master's pods, the verdict, whether children may be created.
+	restart, obs, err := r.settleRestart(ctx, spec, obs, prev)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	holdMaster, err := r.settleRunMode(ctx, spec, obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := spec.Plan
+	plan.Restart, plan.RestartSeen = restart.state, restart.seen
+	plan.HoldMaster = holdMaster
+	plan.ReadyWorkers = ReadyWorkers(spec, obs)
+	plan.Verdict = Verdict(prev, obs)
+	plan.HoldCreates = holdCreates(plan.Ended(), obs)
+	spec = described.withPlan(plan)
+
+	// Act.
+	acted, err := r.act(ctx, job, spec, obs, prev)
+	switch {
+	case errors.Is(err, errJobChanged):
+		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case acted.Expired:
+		return ctrl.Result{}, nil
+	}
+
+	// Report.
+	return r.report(ctx, job, spec, obs.after(acted), prev)
+}
+
+// forget drops what the reconciler keeps of a job between passes (a deferred status write,
+// the pace of pod-create lookups), once the job is gone or no longer troupe's.
+func (r *Reconciler) forget(key client.ObjectKey) {
+	r.deferred.forget(key)
+	r.podCreates.forget(key)
+}
+
+// NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of
+// children beyond the built-in ones that jobs may have (PodGroups); only types the cluster
+// serves may be given.
+func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconciler, error) {
+	gvk, err := apiutil.GVKForObject(a.NewObject(), mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("kind of adapter %T: %w", a, err)
+	}
+	return &Reconciler{
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		recorder:   LimitNotes(mgr.GetEventRecorder("troupe-" + gvk.Kind)),
+		adapter:    a,
+		gvk:        gvk,
+		clock:      clock.RealClock{},
+		owned:      owned,
+		deferred:   newDeferredWrites(countsWriteDelay),
+		podCreates: newPodCreatePace(),
+	}, nil
+}
+
+// SetupWithManager registers the reconciler: it watches the kind, the children it owns and
+// the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
+// then selects pods by job UID). A pod's update queues a pass only when it changed what the
+// engine reads of pods (podChanged).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	nameLabel := r.adapter.NameLabel()
+	podToJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, pod client.Object) []reconcile.Request {
+		name, ok := pod.GetLabels()[nameLabel]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pod.GetNamespace(), Name: name}}}
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(r.gvk.Kind).
+		For(r.adapter.NewObject()).
+		Watches(&corev1.Pod{}, podToJob, builder.WithPredicates(podChanged))
+	for _, t := range childTypes {
+		if t.metadataOnly {
+			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (OwnedSecret)
+		} else {
+			b = b.Owns(t.object)
+		}
+	}
+	for _, o := range r.owned {
+		b = b.Owns(o)
+	}
+	metrics.SetRunningCounter(r.gvk.Kind, r.runningCounter(mgr))
+	return b.Complete(r.instrumented())
+}
+
+// instrumented wraps the reconciler: it counts the reconciles that fail, and makes the
+// metrics of the job's kind and namespace exist from its first reconcile on (metrics.Touch).
+func (r *Reconciler) instrumented() reconcile.Reconciler {
+	kind := r.gvk.Kind
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		metrics.Touch(kind, req.Namespace)
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			metrics.ReconcileError(kind, req.Namespace)
+		}
+		return res, err
+	})
+}

@@ -1,0 +1,352 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/metrics"
+)
+
+// report ends a pass: the job's status, computed from the spec and plan, the observation as
+// the pass left the children and the previous status, written once if it changed (with the
+// events and metrics of what changed), and when to wake up next.
+func (r *Reconciler) report(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (ctrl.Result, error) {
+	wait, err := r.writeStatus(ctx, job, s, obs, prev)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return sooner(r.requeue(s, obs, job.JobStatus()), wait), nil
+}
+
+// writeStatus computes the status from the observation and writes it once, only if it changed.
+// A change of counts alone waits (countsWriteDelay) for the next change of phase or condition
+// to carry it; it returns how long it waits, after which the job is reconciled again.
+func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (time.Duration, error) {
+	key := client.ObjectKeyFromObject(job)
+	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
+	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
+	if equality.Semantic.DeepEqual(prev, &next) {
+		r.deferred.forget(key)
+		return 0, nil
+	}
+	counts := countsOnly(prev, &next)
+	if counts {
+		if wait := r.deferred.wait(key, job.GetUID(), r.clock.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
+	r.deferred.forget(key)
+	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
+		log.Info("writing status", "phase", next.Phase, "countsOnly", counts, "changed", statusChanges(prev, &next))
+	}
+	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+		return 0, err
+	}
+	r.recordTransitions(job, s, obs, prev, &next)
+	r.recordRestart(job, prev, &next)
+	r.recordSecretEvents(job, prev, &next)
+	return 0, nil
+}
+
+// putStatus is the one write of a job's status: next (bounded by the function that computed
+// it: ComputeStatus, invalidSpecStatus), when it differs from prev. written says whether it was written; a conflict is not an
+// error (the job changed since the copy the pass read, and the watch event of that newer
+// version is already queued: the next pass computes the status again from fresh data).
+func (r *Reconciler) putStatus(ctx context.Context, job Object, prev, next *troupev1.JobStatus) (written bool, err error) {
+	if equality.Semantic.DeepEqual(prev, next) {
+		return false, nil
+	}
+	*job.JobStatus() = *next
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		if apierrors.IsConflict(err) {
+			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
+			return false, nil
+		}
+		return false, fmt.Errorf("update status: %w", err)
+	}
+	return true, nil
+}
+
+// reportInvalidSpec records why the spec cannot be run, on the status and as an event.
+func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
+	prev := job.JobStatus().DeepCopy()
+	next, reason := invalidSpecStatus(prev, cause, job.GetGeneration(), metav1.NewTime(r.clock.Now().Truncate(time.Second)))
+	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+		return err
+	}
+	// Told once, when the status that records it is written (recordTransitions).
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Validate", "%v", cause)
+	r.countCreated(job, prev, &next)
+	return nil
+}
+
+// requeue asks to be woken for the next time-driven step: a TTL expiry, or a recheck of taken
+// child names or missing Secrets. Everything else is driven by watches.
+func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
+	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
+		return ctrl.Result{RequeueAfter: conflictRecheck}
+	}
+	if obs.PodCreateRecheck > 0 {
+		return ctrl.Result{RequeueAfter: obs.PodCreateRecheck}
+	}
+	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
+		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+		if d := expiry.Sub(r.clock.Now()); d > 0 {
+			return ctrl.Result{RequeueAfter: d}
+		}
+		return ctrl.Result{RequeueAfter: time.Second}
+	}
+	return ctrl.Result{}
+}
+
+// sooner is res, woken after wait at the latest (a deferred status write) when wait is set.
+func sooner(res ctrl.Result, wait time.Duration) ctrl.Result {
+	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res
+}
+
+// launcherWaitEvents tells the start of a wait: the moment the launcher pod is on its node
+// and waits for the workers, between GangScheduled and WorkersReady in the job's story.
+func launcherWaitEvents(prev, next *troupev1.JobStatus) []lifecycleEvent {
+	if !becameTrue(prev, next, troupev1.ConditionLauncherWaiting) {
+		return nil
+	}
+	return []lifecycleEvent{{
+		Type: corev1.EventTypeNormal, Reason: troupev1.EventWaitingForWorkers, Action: "Wait",
+		Message: conditionMessage(next, troupev1.ConditionLauncherWaiting),
+	}}
+}
+
+// countsOnly reports whether next differs from prev only in what counts the job's pods and
+// replicas (replicaStatuses, pods, workers, workerReplicas, tasks, aggregate) and in the
+// messages of conditions whose status and reason stay (the WorkersReady message counts ready
+// workers). Anything else, including a field added to the status later, is not counts only.
+func countsOnly(prev, next *troupev1.JobStatus) bool {
+	return equality.Semantic.DeepEqual(withoutCounts(prev, next.Conditions), withoutCounts(next, prev.Conditions))
+}
+
+// withoutCounts is a copy of st without its count fields, and without the message of each
+// condition that has the same type, status and reason in other.
+func withoutCounts(st *troupev1.JobStatus, other []metav1.Condition) *troupev1.JobStatus {
+	out := st.DeepCopy()
+	out.ReplicaStatuses, out.Pods, out.Workers, out.WorkerReplicas = nil, troupev1.PodPhaseCounts{}, "", 0
+	out.Tasks, out.Aggregate = nil, nil
+	for i := range out.Conditions {
+		c := &out.Conditions[i]
+		if slices.ContainsFunc(other, func(o metav1.Condition) bool {
+			return o.Type == c.Type && o.Status == c.Status && o.Reason == c.Reason
+		}) {
+			c.Message = ""
+		}
+	}
+	return out
+}
+
+// statusChanges names what differs between two statuses, for the log of a status write: each
+// top-level field that changed, and for conditions the type of each one whose status or
+// reason changed (a message alone is not named). It tells which transitions cost a write.
+func statusChanges(prev, next *troupev1.JobStatus) []string {
+	var out []string
+	for _, c := range next.Conditions {
+		was := meta.FindStatusCondition(prev.Conditions, c.Type)
+		if was == nil || was.Status != c.Status || was.Reason != c.Reason {
+			out = append(out, "condition "+c.Type+"="+string(c.Status)+"/"+c.Reason)
+		}
+	}
+	a, errA := runtime.DefaultUnstructuredConverter.ToUnstructured(prev)
+	b, errB := runtime.DefaultUnstructuredConverter.ToUnstructured(next)
+	if errA != nil || errB != nil {
+		return out
+	}
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if k != "conditions" && !equality.Semantic.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if _, ok := b[k]; !ok {
+			out = append(out, k+" (cleared)")
+		}
+	}
+	return out
+}
+
+// The job's story in events. Each lifecycle event marks one transition between the status the
+// job had (prev, as read at the start of the reconcile) and the status the reconcile computed
+// (next), and is emitted only after next was written. A status write is conditional on the
+// resourceVersion that prev was read with, so a transition is written, and told, exactly
+// once: a pass that races a newer version writes nothing and emits nothing (the next pass
+// starts from the newer status), and a pass that starts from a stale cached copy after a
+// successful write fails its own write for the same reason. Events never come from "the
+// state is X" on every pass, which would repeat them on every reconcile.
+//
+// Events that mark an action rather than a state (Created, TTLExpired, ScaledOutsideJob,
+// SecretTampered) are emitted where the action is taken, once it succeeded.
+
+// lifecycleEvent is one event for a transition of the job.
+type lifecycleEvent struct {
+	Type    string
+	Reason  string
+	Action  string
+	Message string
+	// WorkerSet names the worker set a Scaled event is about; its StatefulSet is the event's
+	// related object, so that two sets scaled at once are two events, not one series.
+	WorkerSet string
+}
+
+// recordTransitions emits the events and counts the metrics of the transitions from prev to
+// next, a status that has just been written.
+func (r *Reconciler) recordTransitions(job Object, s *Spec, obs *Observed, prev, next *troupev1.JobStatus) {
+	for _, e := range lifecycleEvents(s, prev, next) {
+		var related runtime.Object
+		if sts := obs.StatefulSets[e.WorkerSet]; e.WorkerSet != "" && sts != nil {
+			related = sts
+		}
+		r.recorder.Eventf(job, related, e.Type, e.Reason, e.Action, "%s", e.Message)
+	}
+	r.countTransitions(job, s, obs, prev, next)
+}
+
+// lifecycleEvents returns the events of the transitions from prev to next, in the order a
+// reader of the job's story expects them.
+func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
+	var out []lifecycleEvent
+	add := func(typ, reason, action, format string, args ...any) {
+		out = append(out, lifecycleEvent{Type: typ, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
+	}
+	normal := corev1.EventTypeNormal
+
+	switch {
+	case becameTrue(prev, next, troupev1.ConditionSuspended):
+		add(normal, troupev1.EventSuspended, "Suspend", "%s: the master Job %s is suspended and the worker sets are scaled to zero",
+			conditionMessage(next, troupev1.ConditionSuspended), s.Master.JobName)
+	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !Finished(next, nil):
+		add(normal, troupev1.EventResumed, "Resume", "runPolicy.suspend was cleared: the job's pods start again")
+	}
+	switch {
+	case prev.Phase != troupev1.JobPaused && next.Phase == troupev1.JobPaused:
+		add(normal, troupev1.EventPaused, "Pause",
+			"runMode.pause.enabled is set: the master Job %s is deleted and the worker sets are scaled to zero", s.Master.JobName)
+	case prev.Phase == troupev1.JobPaused && next.Phase != troupev1.JobPaused:
+		add(normal, troupev1.EventResuming, "Resume", "runMode.pause.enabled was cleared: bringing the replicas back")
+	}
+	for _, sc := range scaledSets(prev, next) {
+		add(normal, troupev1.EventScaled, "Scale", troupev1.EventScaledMessage, sc.set, sc.from, sc.to)
+		out[len(out)-1].WorkerSet = sc.set
+	}
+	if becameTrue(prev, next, troupev1.ConditionGangScheduled) {
+		add(normal, troupev1.EventGangScheduled, "Schedule", "%s", conditionMessage(next, troupev1.ConditionGangScheduled))
+	}
+	out = append(out, launcherWaitEvents(prev, next)...)
+	if becameTrue(prev, next, troupev1.ConditionWorkersReady) &&
+		meta.FindStatusCondition(next.Conditions, troupev1.ConditionWorkersReady).Reason == troupev1.ReasonWorkersReady {
+		add(normal, troupev1.EventWorkersReady, "Start", "all %d worker pods are ready", s.TotalWorkers())
+	}
+	if prev.Phase != troupev1.JobRunning && next.Phase == troupev1.JobRunning {
+		add(normal, troupev1.EventRunning, "Start", "the master Job %s is running", s.Master.JobName)
+	}
+	if next.Phase != prev.Phase {
+		switch next.Phase {
+		case troupev1.JobSucceeded:
+			add(normal, troupev1.EventSucceeded, "Finish", "the master completed successfully")
+		case troupev1.JobFailed:
+			msg := "the master failed"
+			if c := meta.FindStatusCondition(next.Conditions, troupev1.ConditionFailed); c != nil {
+				msg = c.Message
+			}
+			add(corev1.EventTypeWarning, troupev1.EventFailed, "Finish", "%s", msg)
+		}
+	}
+	// A name conflict or a missing Secret is told again when what is in the way changes.
+	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
+	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
+	if now != nil && (now.Reason == troupev1.ReasonChildConflict || now.Reason == troupev1.ReasonSecretMissing) &&
+		(was == nil || was.Message != now.Message) {
+		add(corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
+	}
+	return out
+}
+
+// scaled is one worker set whose desired replicas changed.
+type scaled struct {
+	set      string
+	from, to int32
+}
+
+// scaledSets lists the worker sets whose desired replicas changed while the job was neither
+// suspended, paused nor ended in either status: those states scale every set to zero, and
+// their own events tell it.
+func scaledSets(prev, next *troupev1.JobStatus) []scaled {
+	if !workersWanted(prev) || !workersWanted(next) {
+		return nil
+	}
+	var out []scaled
+	for _, n := range next.ReplicaStatuses {
+		if n.Name == troupev1.MasterReplicaName {
+			continue
+		}
+		for _, p := range prev.ReplicaStatuses {
+			if p.Name == n.Name && p.Replicas != n.Replicas {
+				out = append(out, scaled{set: n.Name, from: p.Replicas, to: n.Replicas})
+			}
+		}
+	}
+	return out
+}
+
+// workersWanted: in this status the worker sets run with the replicas the spec asks for.
+func workersWanted(st *troupev1.JobStatus) bool {
+	switch st.Phase {
+	case "", troupev1.JobSuspended, troupev1.JobPaused, troupev1.JobSucceeded, troupev1.JobFailed:
+		return false
+	}
+	return true
+}
+
+func becameTrue(prev, next *troupev1.JobStatus, t string) bool {
+	return !isTrue(prev, t) && isTrue(next, t)
+}
+
+func conditionMessage(st *troupev1.JobStatus, t string) string {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// recordRestart emits the Restarting event once a restart is recorded in the status.
+func (r *Reconciler) recordRestart(job Object, prev, next *troupev1.JobStatus) {
+	if next.Restarts <= prev.Restarts {
+		return
+	}
+	msg := fmt.Sprintf("attempt %d", next.Restarts)
+	if c := meta.FindStatusCondition(next.Conditions, troupev1.ConditionRestarting); c != nil {
+		msg = c.Message
+	}
+	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventRestarting, "Restart", "%s", msg)
+	metrics.JobRestarted(r.gvk.Kind, job.GetNamespace())
+}
+
+// recordSecretEvents emits a Warning when a generated Secret is found changed.
+func (r *Reconciler) recordSecretEvents(job Object, prev, next *troupev1.JobStatus) {
+	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionSecretTampered)
+	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionSecretTampered)
+	if now != nil && now.Status == metav1.ConditionTrue && (was == nil || was.Status != now.Status || was.Message != now.Message) {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventSecretTampered, "Verify", "%s", now.Message)
+	}
+}
