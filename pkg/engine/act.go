@@ -157,8 +157,9 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		}
 		var before client.Object // the patch base of a child read metadata-only
 		if _, metadataOnly := cur.(*metav1.PartialObjectMetadata); metadataOnly {
-			before = cur.DeepCopyObject().(client.Object)
+			before = cur
 		}
+		cur = cur.DeepCopyObject().(client.Object) // put back in shape apart from the observation
 		changed := restore(cur, want)
 		if obs.gang[keyOf(want)] {
 			changed = s.Gang.Restore(cur, want) || changed

@@ -131,9 +131,9 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) (restartPlan, *Observed, error) {
 	p := planRestart(s, obs, prev)
 	if j := p.launcherToStop; j != nil {
-		before := j.DeepCopy()
-		j.Spec.Suspend = ptr.To(true)
-		if err := r.client.Patch(ctx, j, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		stopped := j.DeepCopy() // the observation keeps the Job as observed
+		stopped.Spec.Suspend = ptr.To(true)
+		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
 			return p, obs, fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
 		}
 	}
