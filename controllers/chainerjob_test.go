@@ -75,7 +75,9 @@ func TestChainerJobDescribe(t *testing.T) {
 				j.Spec.Backend = troupev1.ChainerBackendNone
 				j.Spec.WorkerSets = nil
 			},
-			want: func(s *engine.Spec) { s.WorkerSets = nil; s.Backend = nil; s.Master.PodFailurePolicy = nil },
+			want: func(s *engine.Spec) {
+				s.WorkerSets, s.Backend, s.Master.PodFailurePolicy, s.RunPolicy.WorkerRestartLimit = nil, nil, nil, nil
+			},
 		},
 		"the SSH transport with its port and sshd": {
 			mutate: func(j *troupev1.ChainerJob) {
@@ -143,8 +145,9 @@ func TestChainerJobDescribe(t *testing.T) {
 				},
 				// The adapter describes the job with its defaults (SetDefaults), stored or not.
 				RunPolicy: troupev1.RunPolicy{CleanPodPolicy: ptr.To(troupev1.CleanPodPolicyRunning),
-					CleanPodPolicyOn: ptr.To(troupev1.CleanPodPolicyOnFinished),
-					NetworkPolicy:    &troupev1.NetworkPolicyConfig{Enabled: ptr.To(true)}},
+					CleanPodPolicyOn:   ptr.To(troupev1.CleanPodPolicyOnFinished),
+					NetworkPolicy:      &troupev1.NetworkPolicyConfig{Enabled: ptr.To(true)},
+					WorkerRestartLimit: ptr.To(troupev1.DefaultWorkerRestartLimit)},
 				Backend: mpi.Backend{Transport: mpi.KubeExec{}, AgentImage: "agent:1", WaitTimeoutSeconds: troupev1.DefaultWaitForWorkersTimeoutSeconds},
 			}
 			if tc.want != nil {

@@ -65,6 +65,7 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
 			fmt.Sprintf("disagrees with cleanPodPolicy %q: true means a policy other than None, false means None", *rp.CleanPodPolicy)))
 	}
 	errs = append(errs, atLeast(p.Child("ttlSecondsAfterFinished"), rp.TTLSecondsAfterFinished, 0)...)
+	errs = append(errs, atLeast(p.Child("workerRestartLimit"), rp.WorkerRestartLimit, 1)...)
 	errs = append(errs, validateCleanPodPolicyOn(p, rp)...)
 	errs = append(errs, validateFailurePolicy(p.Child("failurePolicy"), rp.FailurePolicy)...)
 	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)

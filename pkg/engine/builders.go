@@ -267,7 +267,23 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 	s.CodeSync.decoratePod(s, &tmpl)
 	s.applyRunMode(&tmpl, ws)
 	s.labelRestartAttempt(&tmpl)
+	endWithLogTail(&tmpl)
 	return tmpl
+}
+
+// endWithLogTail makes each container whose template leaves the termination message policy
+// unset end with its log's last lines as its termination message (FallbackToLogsOnError: only
+// when it fails and wrote no message of its own). Programs (mpirun, a training script that
+// raises) write why they failed to their output, not to /dev/termination-log; this way it
+// reaches the pod's status, and from there the job's conditions (causes.go, launcherSaid).
+func endWithLogTail(tmpl *corev1.PodTemplateSpec) {
+	for _, cs := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
+		for i := range cs {
+			if cs[i].TerminationMessagePolicy == "" {
+				cs[i].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+			}
+		}
+	}
 }
 
 func (s *Spec) childMeta(name string, labels map[string]string) metav1.ObjectMeta {

@@ -116,7 +116,7 @@ func TestBuildMasterJob(t *testing.T) {
 				Spec: corev1.PodSpec{
 					Hostname: "train-master", Subdomain: "train",
 					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "main", Image: "train:1"}},
+					Containers:    []corev1.Container{{Name: "main", Image: "train:1", TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
 				},
 			},
 		},
@@ -193,7 +193,7 @@ func TestBuildWorkerStatefulSet(t *testing.T) {
 					ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 					Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyAlways,
-						Containers:    []corev1.Container{{Name: "main", Image: "train:1"}},
+						Containers:    []corev1.Container{{Name: "main", Image: "train:1", TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
 					},
 				},
 			},

@@ -63,7 +63,9 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 }
 
 // TrimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
-// Ready and DisruptionTarget conditions without their times, and restart counts) and drops the
+// Ready and DisruptionTarget conditions without their times, restart counts, and what says why
+// a pod does not run: waiting reasons, last exits, an Unschedulable PodScheduled condition, each
+// message cut to its last maxCauseText bytes) and drops the
 // spec, the rest of the status and the labels of others (the StatefulSet and Job controllers',
 // the user's), which make up most of a pod's size (at 200 jobs of 9 pods, the heap in use at the
 // end of a bench run fell from 28.7 MB to 23.6 MB with the labels and conditions dropped;
@@ -107,20 +109,44 @@ func TrimPod(obj any) (any, error) {
 			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
 				StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}
 		}
+		keepWhyNotRunning(&kept, cs)
 		trimmed.Status.InitContainerStatuses = append(trimmed.Status.InitContainerStatuses, kept)
 	}
+	master := pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster
 	for _, cs := range pod.Status.ContainerStatuses {
 		kept := corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
-		// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage), and
-		// its end is the job's completion time when its success comes before the Job's
-		// (masterVerdict).
-		if t := cs.State.Terminated; t != nil && pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+		switch t := cs.State.Terminated; {
+		case t != nil && master:
+			// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage),
+			// and its end is the job's completion time when its success comes before the Job's
+			// (masterVerdict).
 			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
 				FinishedAt: t.FinishedAt}
+		case t != nil:
+			kept.State.Terminated = boundedExit(t)
 		}
+		keepWhyNotRunning(&kept, cs)
 		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, kept)
 	}
 	return trimmed, nil
+}
+
+// keepWhyNotRunning keeps, of a container's status, what says why it does not run (causes.go):
+// the kubelet's waiting reason with the end of its message, and how it ended before its last
+// restart, with the end of its termination message.
+func keepWhyNotRunning(kept *corev1.ContainerStatus, cs corev1.ContainerStatus) {
+	if w := cs.State.Waiting; w != nil {
+		kept.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: lastBytes(w.Message)}
+	}
+	if t := cs.LastTerminationState.Terminated; t != nil {
+		kept.LastTerminationState.Terminated = boundedExit(t)
+	}
+}
+
+// boundedExit is the exit code, reason and the end of the message of a termination; not its
+// times, which would make every restart of a container a change of its own.
+func boundedExit(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: lastBytes(t.Message)}
 }
 
 // troupeLabels are the labels of troupe's domain (troupe.dev/ and <kind>.troupe.dev/, such as
@@ -143,10 +169,12 @@ func troupeLabels(labels map[string]string) map[string]string {
 func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 	var kept []corev1.PodCondition
 	for _, c := range conds {
-		if c.Type == corev1.PodReady || c.Type == corev1.DisruptionTarget {
+		// PodScheduled only while the scheduler cannot place the pod: its message says why.
+		unschedulable := c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse
+		if c.Type == corev1.PodReady || c.Type == corev1.DisruptionTarget || unschedulable {
 			// Not their probe and transition times, which the engine does not read: the
 			// kubelet rewrites them without a change of the condition.
-			kept = append(kept, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+			kept = append(kept, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: lastBytes(c.Message)})
 		}
 	}
 	return kept

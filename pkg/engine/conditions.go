@@ -46,7 +46,7 @@ func initializedCondition(obs *Observed) metav1.Condition {
 	return newCondition(t, true, troupev1.ReasonChildrenCreated, "every child object exists")
 }
 
-func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, finished, released bool) metav1.Condition {
+func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, causes []setCause, finished, released bool) metav1.Condition {
 	const t = troupev1.ConditionWorkersReady
 	switch {
 	case len(s.WorkerSets) == 0:
@@ -67,13 +67,34 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 		}
 	}
 	if len(waiting) > 0 {
-		msg := "waiting for workers: " + strings.Join(waiting, ", ")
+		reason, msg := troupev1.ReasonWorkersNotReady, "waiting for workers: "+strings.Join(waiting, ", ")
+		if len(causes) > 0 {
+			// The first set's cause names the condition; the message says each set's.
+			reason, msg = causes[0].Reason, msg+"; "+joinCauses(causes)
+		}
 		if missing := missingHosts(s, obs); len(missing) > 0 {
 			msg += "; hosts not ready: " + abbreviate(missing, maxNamesInMessage)
 		}
-		return newCondition(t, false, troupev1.ReasonWorkersNotReady, msg)
+		return newCondition(t, false, reason, msg)
 	}
 	return newCondition(t, true, troupev1.ReasonWorkersReady, "every worker pod is ready")
+}
+
+// withGang turns the cause of unschedulable pods into GangNotAdmitted when the job's gang is
+// not admitted (gang is its GangScheduled condition, nil without a gang): the scheduler holds
+// them back as a group, and what the PodGroup says comes first.
+func withGang(causes []setCause, gang *metav1.Condition) []setCause {
+	if gang == nil || gang.Status == metav1.ConditionTrue {
+		return causes
+	}
+	out := slices.Clone(causes)
+	for i := range out {
+		if out[i].Reason == troupev1.ReasonUnschedulable {
+			out[i].Reason = troupev1.ReasonGangNotAdmitted
+			out[i].Detail = gang.Message + "; " + out[i].Detail
+		}
+	}
+	return out
 }
 
 // missingHosts lists the host names of worker pods that are not ready (or do not exist yet),
@@ -96,7 +117,7 @@ func missingHosts(s *Spec, obs *Observed) []string {
 	return missing
 }
 
-func runningCondition(p troupev1.JobPhase) metav1.Condition {
+func runningCondition(p troupev1.JobPhase, master []setCause) metav1.Condition {
 	const t = troupev1.ConditionRunning
 	switch p {
 	case troupev1.JobRunning:
@@ -109,22 +130,40 @@ func runningCondition(p troupev1.JobPhase) metav1.Condition {
 		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended")
 	case troupev1.JobPaused:
 		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused")
-	default:
-		return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
 	}
+	if len(master) > 0 {
+		return newCondition(t, false, master[0].Reason, "the master is not running: "+master[0].String())
+	}
+	return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
 }
 
-func replicaFailureCondition(rs []troupev1.ReplicaStatus) metav1.Condition {
-	var failed []string
+// replicaFailureCondition is True when pods of the job failed, or when the kubelet restarted
+// containers of its pods (a worker set's pods are restarted in place and never fail): rs are the
+// replica statuses, causes the worker sets' and the master's (for what the restarted pods said).
+func replicaFailureCondition(rs []troupev1.ReplicaStatus, causes []setCause) metav1.Condition {
+	const t = troupev1.ConditionReplicaFailure
+	var failed, restarted []string
 	for _, r := range rs {
 		if r.Failed > 0 {
 			failed = append(failed, fmt.Sprintf("%s: %d failed pods", r.Name, r.Failed))
 		}
+		if r.Restarts > 0 {
+			restarted = append(restarted, fmt.Sprintf("%s: %d restarts", r.Name, r.Restarts))
+		}
 	}
 	if len(failed) > 0 {
-		return newCondition(troupev1.ConditionReplicaFailure, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", "))
+		return newCondition(t, true, troupev1.ReasonPodsFailed, strings.Join(failed, ", "))
 	}
-	return newCondition(troupev1.ConditionReplicaFailure, false, troupev1.ReasonNoPodFailures, "no pod of the job failed")
+	if len(restarted) > 0 {
+		msg := strings.Join(restarted, ", ")
+		for _, c := range causes {
+			if c.Reason == troupev1.ReasonCrashLoopBackOff {
+				msg += "; " + c.String()
+			}
+		}
+		return newCondition(t, true, troupev1.ReasonPodsRestarting, msg)
+	}
+	return newCondition(t, false, troupev1.ReasonNoPodFailures, "no pod of the job failed or restarted")
 }
 
 func suspendedCondition(s *Spec, finished bool) metav1.Condition {
@@ -137,7 +176,7 @@ func suspendedCondition(s *Spec, finished bool) metav1.Condition {
 // terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
 // reason and message of a failure are the master Job's (BackoffLimitExceeded,
 // DeadlineExceeded, ...), so the user sees why without looking at the Job.
-func terminalCondition(master *batchv1.Job, masterPods []*corev1.Pod, p troupev1.JobPhase) (metav1.Condition, bool) {
+func terminalCondition(master *batchv1.Job, masterPods []*corev1.Pod, p troupev1.JobPhase, workers []setCause) (metav1.Condition, bool) {
 	jc := terminalJobCondition(master)
 	switch p {
 	case troupev1.JobSucceeded:
@@ -150,6 +189,10 @@ func terminalCondition(master *batchv1.Job, masterPods []*corev1.Pod, p troupev1
 		}
 		if why := launcherSaid(masterPods); why != "" {
 			msg += "; " + why
+		}
+		if len(workers) > 0 {
+			// Why the hosts a launcher waited for were missing, or what its workers went through.
+			msg += "; workers: " + joinCauses(workers)
 		}
 		return newCondition(troupev1.ConditionFailed, true, reason, msg), true
 	}
@@ -309,22 +352,6 @@ func launcherWaits(job *batchv1.Job, pod *corev1.Pod, container string) (waits, 
 		return true, true
 	}
 	return false, false
-}
-
-// currentMasterPod is the newest master pod that is not being deleted: the launcher's current
-// attempt (a Job that retries keeps the failed pods of earlier ones).
-func currentMasterPod(masterPods []*corev1.Pod) *corev1.Pod {
-	var newest *corev1.Pod
-	for _, p := range masterPods {
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp) ||
-			(newest.CreationTimestamp.Equal(&p.CreationTimestamp) && newest.Name < p.Name) {
-			newest = p
-		}
-	}
-	return newest
 }
 
 // launcherWaitStatus is the status of a master pod's wait init container, nil when the kubelet

@@ -13,6 +13,30 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
+// Why a job's pods do not run, from what the operator already caches of them (TrimPod keeps
+// the waiting reasons, the last terminations and the PodScheduled condition of a pod the
+// scheduler could not place): the kubelet's and the scheduler's words, gathered per worker set
+// and for the master, for the WorkersReady and Running conditions, status.reason, the failure
+// of a launcher whose wait timed out, and the crash-loop limit (runPolicy.workerRestartLimit).
+// docs/troubleshooting.md lists the reasons.
+
+// maxCauseText bounds what a cause quotes of a kubelet's or scheduler's message, and TrimPod
+// keeps no more of one: the end of a log is what says why a container exited.
+const maxCauseText = 256
+
+// lastBytes is the end of s, at most maxCauseText bytes, cut on a rune boundary ("..." marks
+// a cut).
+func lastBytes(s string) string {
+	if len(s) <= maxCauseText {
+		return s
+	}
+	start := len(s) - maxCauseText
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return "..." + s[start:]
+}
+
 func joinRefs(refs []ChildRef) string {
 	names := make([]string, 0, len(refs))
 	for _, c := range refs {

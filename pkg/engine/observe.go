@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,22 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
+
+// currentMasterPod is the newest master pod that is not being deleted: the launcher's current
+// attempt (a Job that retries keeps the failed pods of earlier ones).
+func currentMasterPod(masterPods []*corev1.Pod) *corev1.Pod {
+	var newest *corev1.Pod
+	for _, p := range masterPods {
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp) ||
+			(newest.CreationTimestamp.Equal(&p.CreationTimestamp) && newest.Name < p.Name) {
+			newest = p
+		}
+	}
+	return newest
+}
 
 // Observed is what the engine saw of a job's children on one reconcile.
 type Observed struct {
@@ -551,4 +568,13 @@ func withPodCreateFailures(obs *Observed, failedPods metav1.Condition) metav1.Co
 	}
 	return newCondition(troupev1.ConditionReplicaFailure, true, troupev1.ReasonFailedCreate,
 		"the API server refused pods: "+strings.Join(obs.PodCreateFailures, "; "))
+}
+
+// attemptOf reads a restart attempt label; a pod without one is of attempt 0.
+func attemptOf(labels map[string]string) int32 {
+	n, err := strconv.ParseInt(labels[troupev1.LabelRestartAttempt], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(n)
 }

@@ -63,7 +63,7 @@ func TestNewestEvent(t *testing.T) {
 
 // Refused pods make ReplicaFailure True with the API server's words, before failed pods.
 func TestReplicaFailureOfRefusedPods(t *testing.T) {
-	failed := replicaFailureCondition(nil)
+	failed := replicaFailureCondition(nil, nil)
 	if c := withPodCreateFailures(&Observed{}, failed); c.Reason != troupev1.ReasonNoPodFailures {
 		t.Errorf("nothing refused: %+v", c)
 	}

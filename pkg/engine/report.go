@@ -272,6 +272,11 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 			add(corev1.EventTypeWarning, troupev1.EventFailed, "Finish", "%s", msg)
 		}
 	}
+	// What holds the job (status.reason) is told once, when it is first written; a failure is
+	// told by the Failed event.
+	if next.Reason != "" && next.Reason != prev.Reason && !Finished(next, nil) {
+		add(corev1.EventTypeWarning, next.Reason, "Start", "%s", causeMessage(next))
+	}
 	// A name conflict or a missing Secret is told again when what is in the way changes.
 	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
 	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
@@ -320,6 +325,16 @@ func workersWanted(st *troupev1.JobStatus) bool {
 
 func becameTrue(prev, next *troupev1.JobStatus, t string) bool {
 	return !isTrue(prev, t) && isTrue(next, t)
+}
+
+// causeMessage is the message of the condition that names status.reason.
+func causeMessage(st *troupev1.JobStatus) string {
+	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning} {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Reason == st.Reason {
+			return c.Message
+		}
+	}
+	return st.Reason
 }
 
 func conditionMessage(st *troupev1.JobStatus, t string) string {

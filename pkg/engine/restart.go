@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,15 +54,6 @@ func (s *Spec) maxRestarts() int32 {
 	return 0
 }
 
-// attemptOf reads a restart attempt label; a pod without one is of attempt 0.
-func attemptOf(labels map[string]string) int32 {
-	n, err := strconv.ParseInt(labels[troupev1.LabelRestartAttempt], 10, 32)
-	if err != nil {
-		return 0
-	}
-	return int32(n)
-}
-
 // restartPlan is what one pass decides about a whole-job restart: a pure function of the
 // spec, the previous status and the observation (planRestart), carried out by settleRestart.
 type restartPlan struct {
@@ -88,17 +78,22 @@ func (p *restartPlan) forgetsMaster() bool { return p.staleMasterJob != nil || p
 // planRestart decides the restart state from the status and the observation: the attempt,
 // whether what is left of earlier attempts must go first (Stopping), and whether a failure of
 // the current attempt is to be recorded (Deciding). Jobs without a failure policy get the zero
-// plan, and are left exactly as before.
+// plan, but for a worker in a crash loop (crashLoopingWorker), which fails them.
 func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	var p restartPlan
-	if s.RunPolicy.FailurePolicy == nil {
-		return p
-	}
-	p.state.Attempt = prev.Restarts
 	if Finished(prev, nil) {
+		p.state.Attempt = prev.Restarts
 		p.launcherToStop = launcherToStop(obs, prev)
 		return p
 	}
+	if s.RunPolicy.FailurePolicy == nil {
+		// No restarts: a worker in a crash loop fails the job (runPolicy.workerRestartLimit).
+		if why := crashLoopingWorker(s, obs, 0); why != "" {
+			p.seen = RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
+		}
+		return p
+	}
+	p.state.Attempt = prev.Restarts
 	stale := false
 	if j := obs.MasterJob; j != nil && attemptOf(j.Spec.Template.Labels) != p.state.Attempt {
 		stale = true
@@ -119,7 +114,9 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	if p.state.Stopping || !s.restartsEnabled() {
 		return p
 	}
-	p.seen.Cause, p.seen.WorkerLost = attemptFailure(s, obs, prev)
+	clean := p.seen.Clean
+	p.seen = attemptFailure(s, obs, prev)
+	p.seen.Clean = clean
 	p.state.Deciding = p.seen.Cause != "" && p.state.Attempt < s.maxRestarts()
 	return p
 }
@@ -178,7 +175,7 @@ func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 func launcherToStop(obs *Observed, prev *troupev1.JobStatus) *batchv1.Job {
 	c := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionFailed)
 	j := obs.MasterJob
-	if c == nil || c.Reason != troupev1.ReasonWorkerFailed || j == nil || terminalJobCondition(j) != nil ||
+	if c == nil || (c.Reason != troupev1.ReasonWorkerFailed && c.Reason != troupev1.ReasonWorkerCrashLooping) || j == nil || terminalJobCondition(j) != nil ||
 		ptr.Deref(j.Spec.Suspend, false) || !j.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -187,7 +184,7 @@ func launcherToStop(obs *Observed, prev *troupev1.JobStatus) *batchv1.Job {
 
 // masterJobFailure says why a master Job failed, for a restart's cause: its reason, its
 // message and what the launcher said.
-func masterJobFailure(s *Spec, j *batchv1.Job, c *batchv1.JobCondition, masterPods []*corev1.Pod) string {
+func masterJobFailure(s *Spec, j *batchv1.Job, c *batchv1.JobCondition, masterPods []*corev1.Pod, workers []setCause) string {
 	msg := fmt.Sprintf("%s Job %s failed (%s", s.masterType(), j.Name, c.Reason)
 	if c.Message != "" {
 		msg += ": " + c.Message
@@ -195,6 +192,9 @@ func masterJobFailure(s *Spec, j *batchv1.Job, c *batchv1.JobCondition, masterPo
 	msg += ")"
 	if why := launcherSaid(masterPods); why != "" {
 		msg += "; " + why
+	}
+	if len(workers) > 0 {
+		msg += "; workers: " + joinCauses(workers)
 	}
 	return msg
 }
@@ -213,19 +213,22 @@ func restartReason(prev *troupev1.JobStatus) string {
 
 // attemptFailure says why the current attempt failed, if it did: its master Job failed (but
 // for its deadline, which bounds the run rather than reports a fault), or a worker was lost.
-func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) (cause string, workerLost bool) {
+func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObservation {
 	if j := obs.MasterJob; j != nil {
 		if c := terminalJobCondition(j); c != nil {
 			if c.Type == batchv1.JobFailed && c.Reason != batchv1.JobReasonDeadlineExceeded {
-				return masterJobFailure(s, j, c, obs.MasterPods), false
+				return RestartObservation{Cause: masterJobFailure(s, j, c, obs.MasterPods, workerCauses(s, obs, prev.Restarts))}
 			}
-			return "", false
+			return RestartObservation{}
 		}
 	}
 	if why := lostWorker(s, obs, prev); why != "" {
-		return why, true
+		return RestartObservation{Cause: why, WorkerLost: true}
 	}
-	return "", false
+	if why := crashLoopingWorker(s, obs, prev.Restarts); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
+	}
+	return RestartObservation{}
 }
 
 // lostWorker says which worker pod of the current attempt was lost while the launcher ran:
@@ -341,7 +344,7 @@ func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troup
 // restartConditions sets the Restarting condition and, for a failure with no restart left, a
 // Failed condition that says which attempt failed and why (before terminalCondition, which
 // would only quote the master Job). phase is the job's phase as computed.
-func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase troupev1.JobPhase, set func(metav1.Condition)) {
+func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase troupev1.JobPhase, workers []setCause, set func(metav1.Condition)) {
 	const t = troupev1.ConditionRestarting
 	last := meta.FindStatusCondition(prev.Conditions, t)
 	switch {
@@ -366,11 +369,18 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		return
 	}
 	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Plan.Restart.Attempt, s.maxRestarts())
+	reason := troupev1.ReasonWorkerFailed
+	if s.Plan.RestartSeen.CrashLoop {
+		reason = troupev1.ReasonWorkerCrashLooping
+		if s.RunPolicy.FailurePolicy == nil {
+			left = fmt.Sprintf(" (runPolicy.workerRestartLimit: %d)", ptr.Deref(s.RunPolicy.WorkerRestartLimit, 0))
+		}
+	}
 	if s.Plan.RestartSeen.WorkerLost {
-		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonWorkerFailed, s.Plan.RestartSeen.Cause+left))
+		set(newCondition(troupev1.ConditionFailed, true, reason, s.Plan.RestartSeen.Cause+left))
 		return
 	}
-	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, phase); ok {
+	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, phase, workers); ok {
 		c.Message += left
 		set(c)
 	}

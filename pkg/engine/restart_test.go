@@ -105,13 +105,13 @@ func TestAttemptFailureOfTheMaster(t *testing.T) {
 		batchv1.JobReasonDeadlineExceeded:     "",
 	} {
 		obs := observe().master(finishedJob(batchv1.JobFailed, reason, "limit reached")).obj()
-		if got, worker := attemptFailure(s, obs, &troupev1.JobStatus{}); got != want || worker {
-			t.Errorf("%s: attemptFailure = %q, %v; want %q", reason, got, worker, want)
+		if got := attemptFailure(s, obs, &troupev1.JobStatus{}); got.Cause != want || got.WorkerLost {
+			t.Errorf("%s: attemptFailure = %+v; want %q", reason, got, want)
 		}
 	}
 	obs := observe().master(finishedJob(batchv1.JobComplete, "", "")).obj()
-	if got, _ := attemptFailure(s, obs, &troupev1.JobStatus{Phase: troupev1.JobRunning}); got != "" {
-		t.Errorf("a succeeded master: %q", got)
+	if got := attemptFailure(s, obs, &troupev1.JobStatus{Phase: troupev1.JobRunning}); got.Cause != "" {
+		t.Errorf("a succeeded master: %+v", got)
 	}
 }
 
@@ -446,7 +446,7 @@ func TestRestartingEndsWithTheJob(t *testing.T) {
 	}}}
 	for phase, want := range map[troupev1.JobPhase]string{troupev1.JobSucceeded: "False/Succeeded", troupev1.JobFailed: "False/Failed"} {
 		st := prev.DeepCopy()
-		restartConditions(testSpec(), &Observed{}, prev, phase, func(c metav1.Condition) { meta.SetStatusCondition(&st.Conditions, c) })
+		restartConditions(testSpec(), &Observed{}, prev, phase, nil, func(c metav1.Condition) { meta.SetStatusCondition(&st.Conditions, c) })
 		if got := restarting(st); got != want {
 			t.Errorf("%s: Restarting %s, want %s", phase, got, want)
 		}

@@ -408,6 +408,9 @@ type RestartObservation struct {
 	Cause string
 	// WorkerLost says the cause is a lost worker (the master Job has not failed).
 	WorkerLost bool
+	// CrashLoop says the lost worker's containers were restarted runPolicy.workerRestartLimit
+	// times (crashLoopingWorker).
+	CrashLoop bool
 	// Clean says no pod, master Job or worker pod template of an earlier attempt is left.
 	Clean bool
 }

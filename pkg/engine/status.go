@@ -45,18 +45,29 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		set(initializedCondition(obs))
 		set(launcherWaitingCondition(s, obs)) // likewise: how the last wait ended stays
 	}
-	set(workersReadyCondition(s, obs, st.ReplicaStatuses, finished, released))
-	set(runningCondition(st.Phase))
-	set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses)))
-	set(suspendedCondition(s, finished))
+	// Why pods do not run (causes.go): a gang not admitted names their scheduler's refusal.
+	var gang *metav1.Condition
 	if s.Gang != nil {
-		set(s.Gang.Condition(obs.Gang, obs.Pods))
+		c := s.Gang.Condition(obs.Gang, obs.Pods)
+		gang = &c
+	}
+	workers := withGang(workerCauses(s, obs, prev.Restarts), gang)
+	var master []setCause
+	if c, ok := masterCause(s, obs); ok {
+		master = withGang([]setCause{c}, gang)
+	}
+	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, finished, released))
+	set(runningCondition(st.Phase, master))
+	set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses, slices.Concat(master, workers))))
+	set(suspendedCondition(s, finished))
+	if gang != nil {
+		set(*gang)
 	}
 	if c, ok := secretLostCondition(obs, prev); ok {
 		set(c) // before terminalCondition, which would say only "the master failed"
 	}
-	restartConditions(s, obs, prev, st.Phase, set)
-	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, st.Phase); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
+	restartConditions(s, obs, prev, st.Phase, workers, set)
+	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, st.Phase, workers); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 	seedStatus(s, obs, &st, finished, released, set)
@@ -76,7 +87,28 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
 	}
 	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
+	st.Reason = fitBytes(statusReason(&st), troupev1.MaxStatusReason)
 	return st
+}
+
+// statusReason is status.reason: the reason of the Failed condition of a failed job; else the
+// cause that holds its workers (WorkersReady) or its master (Running); else none.
+func statusReason(st *troupev1.JobStatus) string {
+	switch st.Phase {
+	case troupev1.JobSucceeded:
+		return ""
+	case troupev1.JobFailed:
+		if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning} {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && isCause(c) {
+			return c.Reason
+		}
+	}
+	return ""
 }
 
 // invalidSpecStatus is the status of a job whose spec cannot be run: prev, Pending if it had no

@@ -161,7 +161,8 @@ func TestComputeStatus(t *testing.T) {
 			wantPhase: troupev1.JobRunning,
 			wantConditions: map[string]string{
 				"Initialized": "True/ChildrenCreated", "WorkersReady": "True/AllWorkersReady",
-				"Running": "True/MasterRunning", "ReplicaFailure": "False/NoPodFailures",
+				// A worker restarted: ReplicaFailure says so, though every worker is ready now.
+				"Running": "True/MasterRunning", "ReplicaFailure": "True/PodsRestarting",
 				"Suspended": "False/JobNotSuspended",
 			},
 			wantWorkers: "3/3",

@@ -86,6 +86,15 @@ type RunPolicy struct {
 	// See docs/failure-handling.md.
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// workerRestartLimit is how many times the containers of one worker pod may be restarted
+	// by the kubelet (a crash loop) in one attempt before the worker counts as failed: the job
+	// then restarts under failurePolicy, or fails with reason WorkerCrashLooping, instead of
+	// waiting for a worker that never comes. Default 3; an elastic HorovodJob has no limit by
+	// default (it trains on with the workers that run). See docs/troubleshooting.md.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	WorkerRestartLimit *int32 `json:"workerRestartLimit,omitempty"`
 }
 
 // GangProvider names the scheduler integration that admits a job's pods all together.
@@ -258,6 +267,14 @@ type JobStatus struct {
 	// workers reads "ready/desired" over all worker sets, for kubectl's WORKERS column.
 	// +optional
 	Workers string `json:"workers,omitempty"`
+
+	// reason says at a glance what holds the job or ended it, for kubectl's REASON column: the
+	// cause of its workers or master not running (ImagePullBackOff, CrashLoopBackOff,
+	// Unschedulable, GangNotAdmitted, ...; the WorkersReady and Running conditions say more), or
+	// the reason of its failure. Empty while nothing is in the way.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Reason string `json:"reason,omitempty"`
 
 	// workerReplicas is the number of worker pods that exist, over all worker sets; with
 	// workerSelector it backs the scale subresource of kinds with one worker set.

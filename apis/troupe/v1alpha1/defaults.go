@@ -34,6 +34,10 @@ const (
 	// DefaultBackoffLimit is a master's (launcher's) retries when neither it nor the run policy
 	// sets them: the batch Job default.
 	DefaultBackoffLimit int32 = 6
+	// DefaultWorkerRestartLimit is runPolicy.workerRestartLimit of a job with workers (not an
+	// elastic HorovodJob's): the kubelet's back-off (10 s, 20 s, 40 s) makes three restarts
+	// about 70 s, well within the launcher's 300 s wait.
+	DefaultWorkerRestartLimit int32 = 3
 	// DefaultSSHPort is above 1024 so that sshd can listen as a non-root user.
 	DefaultSSHPort int32 = 2222
 	// DefaultSSHDPath is where Debian and most images install sshd.
@@ -75,6 +79,7 @@ func (j *ChainerJob) SetDefaults(o OperatorDefaults) {
 		return
 	}
 	setLaunchDefaults(&s.MPILaunch, MPITransportKubeExec)
+	setWorkerRestartLimit(&s.RunPolicy)
 	s.Master.MPIConfig = slotsDefault(s.Master.MPIConfig, &s.Master.Template)
 	for name, ws := range s.WorkerSets {
 		if ws.Replicas == nil {
@@ -104,12 +109,14 @@ func (j *MPIJob) SetDefaults(o OperatorDefaults) {
 	s := &j.Spec
 	if !s.IsWorkerTemplateForm() {
 		s.setDefaults(MPIWorkerContainer, o)
+		setWorkerRestartLimit(&s.RunPolicy)
 		return
 	}
 	if s.NumWorkers == nil {
 		s.NumWorkers = ptr.To[int32](1)
 	}
 	s.setPolicyDefaults(MPITransportKubeExec, o)
+	setWorkerRestartLimit(&s.RunPolicy)
 }
 
 // ProgramWithDefaults is Program with the worker's and launcher's defaults filled in the
@@ -122,12 +129,22 @@ func (s *MPIJobSpec) ProgramWithDefaults() (p MPIProgramSpec, mainContainer stri
 }
 
 // SetDefaults fills a HorovodJob's defaults: an elastic job without a worker count starts with
-// its minimum.
+// its minimum, and has no worker restart limit (it trains on with the workers that run).
 func (j *HorovodJob) SetDefaults(o OperatorDefaults) {
 	if e := j.Spec.Elastic; e != nil && j.Spec.Worker.Replicas == nil {
 		j.Spec.Worker.Replicas = ptr.To(e.MinReplicas)
 	}
 	j.Spec.setDefaults(HorovodMainContainer, o)
+	if j.Spec.Elastic == nil {
+		setWorkerRestartLimit(&j.Spec.RunPolicy)
+	}
+}
+
+// setWorkerRestartLimit fills runPolicy.workerRestartLimit of a job whose workers must all run.
+func setWorkerRestartLimit(rp *RunPolicy) {
+	if rp.WorkerRestartLimit == nil {
+		rp.WorkerRestartLimit = ptr.To(DefaultWorkerRestartLimit)
+	}
 }
 
 // setDefaults fills what MPIJob and HorovodJob share, for a program of the spec.worker form

@@ -54,6 +54,7 @@ type HorovodJobSpec struct {
 // +kubebuilder:resource:shortName=hvdj,categories=troupe
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="Ready worker pods / desired"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="What holds the job or ended it"
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1

@@ -247,6 +247,7 @@ type MPIProgramSpec struct {
 // +kubebuilder:resource:shortName=mpij,categories=troupe
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="Ready worker pods / desired"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="What holds the job or ended it"
 // +kubebuilder:printcolumn:name="MPI",type=string,JSONPath=`.spec.mpiImplementation`,priority=1
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1

@@ -94,6 +94,28 @@ const (
 	// ReasonWorkerFailed: a worker pod was lost while the launcher ran and no restart is left
 	// (ConditionFailed True).
 	ReasonWorkerFailed = "WorkerFailed"
+	// ReasonWorkerCrashLooping: a worker pod's containers were restarted
+	// runPolicy.workerRestartLimit times in one attempt (ConditionFailed True, or the cause of
+	// a restart).
+	ReasonWorkerCrashLooping = "WorkerCrashLooping"
+	// ReasonPodsRestarting: no pod failed, but the kubelet restarted containers of the job's
+	// pods (ConditionReplicaFailure True).
+	ReasonPodsRestarting = "PodsRestarting"
+	// Causes of pods not running, for the WorkersReady and Running conditions and
+	// status.reason. The kubelet's other waiting reasons (CreateContainerConfigError,
+	// InvalidImageName, ...) are passed on as it names them.
+	//
+	// ReasonImagePullBackOff: an image cannot be pulled (the kubelet's ErrImagePull and
+	// ImagePullBackOff, which alternate, are one cause).
+	ReasonImagePullBackOff = "ImagePullBackOff"
+	// ReasonCrashLoopBackOff: a container exits and the kubelet restarts it.
+	ReasonCrashLoopBackOff = "CrashLoopBackOff"
+	// ReasonUnschedulable: the scheduler finds no node for pods (their PodScheduled condition).
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonGangNotAdmitted: the job's PodGroup is not admitted, so its pods wait unscheduled.
+	ReasonGangNotAdmitted = "GangNotAdmitted"
+	// MaxStatusReason is the longest status.reason (its CRD's MaxLength).
+	MaxStatusReason = 128
 )
 
 // Event reasons. The lifecycle events (Created to TTLExpired, with Paused and Resuming of the

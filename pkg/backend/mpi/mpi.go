@@ -213,9 +213,6 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 	if b.Transport != nil {
 		b.Transport.DecoratePod(s, ws, tmpl)
 	}
-	if ws == nil {
-		decorateLauncherMessage(tmpl)
-	}
 	if ws == nil && b.AgentImage != "" {
 		b.decorateLauncher(s, tmpl)
 	}

@@ -103,9 +103,8 @@ func TestDecoratePod(t *testing.T) {
 			}},
 		}},
 		Containers: []corev1.Container{
-			// The launcher's log tail becomes its termination message when it fails.
-			{Name: "chainer", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError},
-			{Name: "sidecar", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError},
+			{Name: "chainer", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env},
+			{Name: "sidecar", Image: "img", VolumeMounts: []corev1.VolumeMount{mount}, Env: env},
 		},
 	}}
 	if diff := cmp.Diff(want, tmpl); diff != "" {

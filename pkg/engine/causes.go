@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// podCause is why one pod does not run (or ran and restarted).
+type podCause struct {
+	// Reason is a kubelet waiting reason (ImagePullBackOff for ErrImagePull too,
+	// CreateContainerConfigError, ...), CrashLoopBackOff or Unschedulable.
+	Reason string
+	// Detail says it of the pod's container: the kubelet's message, or the exit with its
+	// termination message.
+	Detail string
+}
+
+// normalWaiting are waiting reasons of a pod on its way to running.
+var normalWaiting = []string{"", "ContainerCreating", "PodInitializing"}
+
+// causeOf is why pod p does not run, or ok false when nothing is in its way. A container the
+// kubelet cannot start (its image, its configuration) comes first, then one that exited and is
+// restarted, then a pod the scheduler cannot place.
+func causeOf(p *corev1.Pod) (c podCause, ok bool) {
+	if !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return podCause{}, false
+	}
+	containers := slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
+	for _, cs := range containers {
+		w := cs.State.Waiting
+		if w == nil || slices.Contains(normalWaiting, w.Reason) || w.Reason == troupev1.ReasonCrashLoopBackOff {
+			continue
+		}
+		reason := asConditionReason(w.Reason)
+		if reason == "ErrImagePull" {
+			reason = troupev1.ReasonImagePullBackOff // the two alternate while the kubelet retries
+		}
+		return podCause{Reason: reason, Detail: fmt.Sprintf("container %s: %s", cs.Name, lastBytes(w.Message))}, true
+	}
+	for _, cs := range containers {
+		if exit := lastExit(cs); exit != nil && (cs.RestartCount > 0 || exit.ExitCode != 0) {
+			return podCause{Reason: troupev1.ReasonCrashLoopBackOff, Detail: exitDetail(cs, exit)}, true
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return podCause{Reason: troupev1.ReasonUnschedulable, Detail: lastBytes(c.Message)}, true
+		}
+	}
+	return podCause{}, false
+}
+
+// asConditionReason is a kubelet's waiting reason as a condition's reason may be written
+// (letters, digits and underscores, starting with a letter): the kubelet's own are, a
+// runtime's may not be.
+func asConditionReason(r string) string {
+	kept := strings.Map(func(c rune) rune {
+		if c < utf8.RuneSelf && (c == '_' || unicode.IsLetter(c) || unicode.IsDigit(c)) {
+			return c
+		}
+		return -1
+	}, r)
+	kept = strings.TrimLeftFunc(kept, func(c rune) bool { return !unicode.IsLetter(c) })
+	if kept == "" {
+		return "ContainerWaiting"
+	}
+	return fitBytes(kept, troupev1.MaxStatusReason)
+}
+
+// lastExit is how a container last ended: its current termination, else the one before its
+// restart; nil when it never ended.
+func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if t := cs.State.Terminated; t != nil {
+		return t
+	}
+	return cs.LastTerminationState.Terminated
+}
+
+// exitDetail says how a container ended and how often it was restarted, with the end of its
+// termination message (its log's, with FallbackToLogsOnError).
+func exitDetail(cs corev1.ContainerStatus, exit *corev1.ContainerStateTerminated) string {
+	d := fmt.Sprintf("container %s exited %d", cs.Name, exit.ExitCode)
+	if exit.Reason != "" {
+		d += " (" + exit.Reason + ")"
+	}
+	if cs.RestartCount > 0 {
+		d += fmt.Sprintf(", restarted %d times", cs.RestartCount)
+	}
+	if msg := strings.TrimSpace(exit.Message); msg != "" {
+		d += ": " + lastBytes(msg)
+	}
+	return d
+}
+
+// setCause is why pods of one replica set (a worker set, or the master) do not run: the cause
+// most of its pods share (the first by precedence on a tie), the pods it holds and what the
+// first of them says.
+type setCause struct {
+	Set    string
+	Reason string
+	Pods   []string
+	Detail string
+}
+
+// String is the cause as a condition message reads it, for example
+// `worker: ImagePullBackOff on 2 pods (train-worker-0, train-worker-1): container worker: ...`.
+func (c setCause) String() string {
+	pods := "pod"
+	if len(c.Pods) > 1 {
+		pods = fmt.Sprintf("%d pods", len(c.Pods))
+	}
+	return fmt.Sprintf("%s: %s on %s (%s): %s", c.Set, c.Reason, pods, abbreviate(c.Pods, maxPodsInCause), c.Detail)
+}
+
+// maxPodsInCause bounds the pods a cause names.
+const maxPodsInCause = 3
+
+// causeOfSet is the cause of the pods of one set (set names it in messages), ok false when
+// none of them has one.
+func causeOfSet(set string, pods []*corev1.Pod) (setCause, bool) {
+	type found struct {
+		pods   []string
+		detail string
+		first  int // precedence: the order in which causes were met
+	}
+	byReason := map[string]*found{}
+	var reasons []string
+	for _, p := range pods {
+		c, ok := causeOf(p)
+		if !ok {
+			continue
+		}
+		f := byReason[c.Reason]
+		if f == nil {
+			f = &found{detail: p.Name + ": " + c.Detail, first: len(reasons)}
+			byReason[c.Reason] = f
+			reasons = append(reasons, c.Reason)
+		}
+		f.pods = append(f.pods, p.Name)
+	}
+	if len(reasons) == 0 {
+		return setCause{}, false
+	}
+	// The reason most pods share; on a tie the one met first (pods come sorted by name), so it
+	// goes the same way on every pass.
+	best := slices.MaxFunc(reasons, func(a, b string) int {
+		if n := len(byReason[a].pods) - len(byReason[b].pods); n != 0 {
+			return n
+		}
+		return byReason[b].first - byReason[a].first
+	})
+	f := byReason[best]
+	return setCause{Set: set, Reason: best, Pods: f.pods, Detail: f.detail}, true
+}
+
+// workerCauses are the causes of the worker sets, in the spec's order, over the pods of the
+// current attempt.
+func workerCauses(s *Spec, obs *Observed, attempt int32) []setCause {
+	var out []setCause
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		pods := slices.DeleteFunc(slices.Clone(obs.WorkerPods[ws.Name]), func(p *corev1.Pod) bool { return attemptOf(p.Labels) != attempt })
+		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		if c, ok := causeOfSet(ws.Name, pods); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// masterCause is the cause of the master's current pod.
+func masterCause(s *Spec, obs *Observed) (setCause, bool) {
+	p := currentMasterPod(obs.MasterPods)
+	if p == nil {
+		return setCause{}, false
+	}
+	return causeOfSet(string(s.masterType()), []*corev1.Pod{p})
+}
+
+// ordinaryReasons are the reasons of the WorkersReady and Running conditions that say where a
+// job is in its life; any other reason of theirs, when False, is a cause (isCause).
+var ordinaryReasons = []string{
+	troupev1.ReasonWorkersReady, troupev1.ReasonWorkersNotReady, troupev1.ReasonNoWorkers, troupev1.ReasonWorkersReleased,
+	troupev1.ReasonPaused, troupev1.ReasonStoppingAttempt, troupev1.ReasonSuspended,
+	troupev1.ReasonMasterRunning, troupev1.ReasonMasterNotRunning, troupev1.ReasonMasterSucceeded, troupev1.ReasonMasterFailed,
+}
+
+// isCause says the WorkersReady or Running condition c names a cause of pods not running.
+func isCause(c *metav1.Condition) bool {
+	return c.Status == metav1.ConditionFalse && !slices.Contains(ordinaryReasons, c.Reason)
+}
+
+// joinCauses is the causes as one message.
+func joinCauses(causes []setCause) string {
+	parts := make([]string, 0, len(causes))
+	for _, c := range causes {
+		parts = append(parts, c.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// crashLoopingWorker names a worker pod of the current attempt whose containers the kubelet
+// restarted runPolicy.workerRestartLimit times, and how it last exited; "" when none did, the
+// job has no limit, or its workers are released.
+func crashLoopingWorker(s *Spec, obs *Observed, attempt int32) string {
+	limit := s.RunPolicy.WorkerRestartLimit
+	if limit == nil || s.Suspended() || s.Paused() {
+		return ""
+	}
+	var looping []string
+	for i := range s.WorkerSets {
+		for _, p := range obs.WorkerPods[s.WorkerSets[i].Name] {
+			if attemptOf(p.Labels) != attempt || !p.DeletionTimestamp.IsZero() {
+				continue
+			}
+			for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+				if cs.RestartCount < *limit {
+					continue
+				}
+				why := fmt.Sprintf("worker pod %s crash-looped: container %s was restarted %d times", p.Name, cs.Name, cs.RestartCount)
+				if exit := lastExit(cs); exit != nil {
+					why = fmt.Sprintf("worker pod %s crash-looped: %s", p.Name, exitDetail(cs, exit))
+				}
+				looping = append(looping, why)
+				break
+			}
+		}
+	}
+	if len(looping) == 0 {
+		return ""
+	}
+	slices.Sort(looping)
+	if len(looping) > 1 {
+		return fmt.Sprintf("%s (and %d more)", looping[0], len(looping)-1)
+	}
+	return looping[0]
+}
