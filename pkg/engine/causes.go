@@ -43,7 +43,7 @@ func causeOf(p *corev1.Pod) (c podCause, ok bool) {
 		if reason == "ErrImagePull" {
 			reason = troupev1.ReasonImagePullBackOff // the two alternate while the kubelet retries
 		}
-		return podCause{Reason: reason, Detail: fmt.Sprintf("container %s: %s", cs.Name, lastBytes(w.Message))}, true
+		return podCause{Reason: reason, Detail: fmt.Sprintf("container %s: %s", cs.Name, fitBytes(w.Message, maxCauseText))}, true
 	}
 	for _, cs := range containers {
 		if exit := lastExit(cs); exit != nil && (cs.RestartCount > 0 || exit.ExitCode != 0) {
@@ -52,7 +52,7 @@ func causeOf(p *corev1.Pod) (c podCause, ok bool) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return podCause{Reason: troupev1.ReasonUnschedulable, Detail: lastBytes(c.Message)}, true
+			return podCause{Reason: troupev1.ReasonUnschedulable, Detail: fitBytes(c.Message, maxCauseText)}, true
 		}
 	}
 	return podCause{}, false

@@ -338,7 +338,7 @@ func TestCauseEventsOnce(t *testing.T) {
 // The cache keeps what says why a pod does not run, cut short, and the pod watch wakes the job
 // when it changes.
 func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
-	long := strings.Repeat("x", 5000) + "the end"
+	long := "the start " + strings.Repeat("x", 5000) + " the end"
 	pod := stuckPod("train-workerset-cpu-0", crashing(long, 2))
 	pod.Status.ContainerStatuses[0].State.Waiting.Message = long
 	pod.Status.Conditions = []corev1.PodCondition{
@@ -351,13 +351,15 @@ func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
 	}
 	tp := trimmed.(*corev1.Pod)
 	cs := tp.Status.ContainerStatuses[0]
-	if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" || len(w.Message) > maxCauseText+3 || !strings.HasSuffix(w.Message, "the end") {
+	// The start of the kubelet's and the scheduler's words, the end of a log.
+	if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" || len(w.Message) > maxCauseText || !strings.HasPrefix(w.Message, "the start") {
 		t.Errorf("waiting = %+v", cs.State.Waiting)
 	}
 	if l := cs.LastTerminationState.Terminated; l == nil || l.ExitCode != 3 || len(l.Message) > maxCauseText+3 || !strings.HasSuffix(l.Message, "the end") {
 		t.Errorf("last termination = %+v", l)
 	}
-	if len(tp.Status.Conditions) != 1 || tp.Status.Conditions[0].Type != corev1.PodScheduled || !strings.HasSuffix(tp.Status.Conditions[0].Message, "the end") {
+	if len(tp.Status.Conditions) != 1 || tp.Status.Conditions[0].Type != corev1.PodScheduled ||
+		len(tp.Status.Conditions[0].Message) > maxCauseText || !strings.HasPrefix(tp.Status.Conditions[0].Message, "the start") {
 		t.Errorf("conditions = %+v, want PodScheduled alone", tp.Status.Conditions)
 	}
 	if c, ok := causeOf(tp); !ok || c.Reason != troupev1.ReasonCrashLoopBackOff {

@@ -21,8 +21,10 @@ import (
 // docs/troubleshooting.md lists the reasons.
 
 // maxCauseText bounds what a cause quotes of a kubelet's or scheduler's message, and TrimPod
-// keeps no more of one: the end of a log is what says why a container exited.
-const maxCauseText = 256
+// keeps no more of one: the start of a kubelet's or scheduler's message (which names the image,
+// or the nodes' verdict), the end of a container's termination message (a log's end says why it
+// exited).
+const maxCauseText = 512
 
 // lastBytes is the end of s, at most maxCauseText bytes, cut on a rune boundary ("..." marks
 // a cut).
