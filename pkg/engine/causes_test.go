@@ -181,6 +181,24 @@ func TestStatusNamesTheCause(t *testing.T) {
 		}
 	})
 
+	t.Run("a crash-looping worker, Ready for a moment between its restarts: the cause stays until the job starts", func(t *testing.T) {
+		restarted := namedPod("train-workerset-cpu-0", true)
+		restarted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 2,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}
+		o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).withPods(restarted,
+			namedPod("train-workerset-cpu-1", true), namedPod("train-workerset-gpu-0", true)).obj()
+		prev := &troupev1.JobStatus{Phase: troupev1.JobPending, Reason: troupev1.ReasonCrashLoopBackOff}
+		st := ComputeStatus(testSpec(), o, prev, 1, t0)
+		if w := conds(st)[troupev1.ConditionWorkersReady]; w.Status != metav1.ConditionTrue || st.Phase != troupev1.JobPending ||
+			st.Reason != troupev1.ReasonCrashLoopBackOff {
+			t.Errorf("WorkersReady %s, phase %s, status.reason %q; want True, Pending, CrashLoopBackOff kept", w.Status, st.Phase, st.Reason)
+		}
+		running := &troupev1.JobStatus{Phase: troupev1.JobRunning, Reason: troupev1.ReasonCrashLoopBackOff}
+		if st := ComputeStatus(testSpec(), o, running, 1, t0); st.Reason != "" {
+			t.Errorf("a running job keeps status.reason %q", st.Reason)
+		}
+	})
+
 	t.Run("a master the scheduler cannot place", func(t *testing.T) {
 		master := stuckPod("train-master-x", unschedulable("0/7 nodes are available: 7 Insufficient nvidia.com/gpu."))
 		master.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleMaster}
@@ -302,7 +320,7 @@ func TestCauseEventsOnce(t *testing.T) {
 			{Type: troupev1.ConditionWorkersReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg},
 			{Type: troupev1.ConditionRunning, Status: metav1.ConditionFalse, Reason: reason, Message: "the master: " + msg},
 		}}
-		st.Reason = statusReason(st)
+		st.Reason = statusReason(st, &troupev1.JobStatus{})
 		return st
 	}
 	causeEvents := func(prev, next *troupev1.JobStatus) (out []string) {

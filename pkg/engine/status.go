@@ -87,13 +87,15 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
 	}
 	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
-	st.Reason = fitBytes(statusReason(&st), troupev1.MaxStatusReason)
+	st.Reason = fitBytes(statusReason(&st, prev), troupev1.MaxStatusReason)
 	return st
 }
 
 // statusReason is status.reason: the reason of the Failed condition of a failed job; else the
-// cause that holds its workers (WorkersReady) or its master (Running); else none.
-func statusReason(st *troupev1.JobStatus) string {
+// cause that holds its workers (WorkersReady) or its master (Running); else, while the job has
+// not started, the cause it had (a container in a crash loop is Ready for moments between its
+// restarts, which holds the job as much); else none.
+func statusReason(st, prev *troupev1.JobStatus) string {
 	switch st.Phase {
 	case troupev1.JobSucceeded:
 		return ""
@@ -107,6 +109,9 @@ func statusReason(st *troupev1.JobStatus) string {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && isCause(c) {
 			return c.Reason
 		}
+	}
+	if st.Phase == troupev1.JobPending && prev.Phase == troupev1.JobPending {
+		return prev.Reason
 	}
 	return ""
 }

@@ -28,12 +28,12 @@ spec:
       replicas: 1
       template:
         spec:
-%[2]s          containers:
+%[6]s          containers:
           - name: chainer
             image: %[4]s
             imagePullPolicy: IfNotPresent
             command: [sh, -c, %[5]q]
-`, name, pinned(8), mpiImage, image, command)
+`, name, pinned(8), mpiImage, image, command, pinned(10))
 }
 
 // waitJSONPath waits until a troupe job's jsonpath expression has the value want, as a user's
