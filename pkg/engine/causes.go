@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -185,19 +184,6 @@ func masterCause(s *Spec, obs *Observed) (setCause, bool) {
 	return causeOfSet(string(s.masterType()), []*corev1.Pod{p})
 }
 
-// ordinaryReasons are the reasons of the WorkersReady and Running conditions that say where a
-// job is in its life; any other reason of theirs, when False, is a cause (isCause).
-var ordinaryReasons = []string{
-	troupev1.ReasonWorkersReady, troupev1.ReasonWorkersNotReady, troupev1.ReasonNoWorkers, troupev1.ReasonWorkersReleased,
-	troupev1.ReasonPaused, troupev1.ReasonStoppingAttempt, troupev1.ReasonSuspended,
-	troupev1.ReasonMasterRunning, troupev1.ReasonMasterNotRunning, troupev1.ReasonMasterSucceeded, troupev1.ReasonMasterFailed,
-}
-
-// isCause says the WorkersReady or Running condition c names a cause of pods not running.
-func isCause(c *metav1.Condition) bool {
-	return c.Status == metav1.ConditionFalse && !slices.Contains(ordinaryReasons, c.Reason)
-}
-
 // joinCauses is the causes as one message.
 func joinCauses(causes []setCause) string {
 	parts := make([]string, 0, len(causes))
@@ -234,12 +220,5 @@ func crashLoopingWorker(s *Spec, obs *Observed, attempt int32) string {
 			}
 		}
 	}
-	if len(looping) == 0 {
-		return ""
-	}
-	slices.Sort(looping)
-	if len(looping) > 1 {
-		return fmt.Sprintf("%s (and %d more)", looping[0], len(looping)-1)
-	}
-	return looping[0]
+	return firstOf(looping)
 }

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -286,14 +284,7 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 			}
 		}
 	}
-	if len(lost) == 0 {
-		return ""
-	}
-	slices.SortFunc(lost, cmp.Compare)
-	if len(lost) > 1 {
-		return fmt.Sprintf("%s (and %d more)", lost[0], len(lost)-1)
-	}
-	return lost[0]
+	return firstOf(lost)
 }
 
 // podLost says how a pod that exists was lost, or "" while it lives.

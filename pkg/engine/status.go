@@ -87,15 +87,15 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
 	}
 	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
-	st.Reason = fitBytes(statusReason(&st, prev), troupev1.MaxStatusReason)
+	st.Reason = fitBytes(statusReason(&st, prev, workers, master), troupev1.MaxStatusReason)
 	return st
 }
 
 // statusReason is status.reason: the reason of the Failed condition of a failed job; else the
-// cause that holds its workers (WorkersReady) or its master (Running); else, while the job has
-// not started, the cause it had (a container in a crash loop is Ready for moments between its
-// restarts, which holds the job as much); else none.
-func statusReason(st, prev *troupev1.JobStatus) string {
+// cause that holds its workers (WorkersReady names the first of workers) or its master (Running
+// names master's); else, while the job has not started, the cause it had (a container in a crash
+// loop is Ready for moments between its restarts, which holds the job as much); else none.
+func statusReason(st, prev *troupev1.JobStatus, workers, master []setCause) string {
 	switch st.Phase {
 	case troupev1.JobSucceeded:
 		return ""
@@ -105,8 +105,13 @@ func statusReason(st, prev *troupev1.JobStatus) string {
 		}
 		return ""
 	}
-	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning} {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && isCause(c) {
+	held := []struct {
+		condition string
+		causes    []setCause
+	}{{troupev1.ConditionWorkersReady, workers}, {troupev1.ConditionRunning, master}}
+	for _, h := range held {
+		if c := meta.FindStatusCondition(st.Conditions, h.condition); c != nil && c.Status == metav1.ConditionFalse &&
+			len(h.causes) > 0 && c.Reason == h.causes[0].Reason {
 			return c.Reason
 		}
 	}
