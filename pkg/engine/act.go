@@ -398,10 +398,11 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, job Object, s *Spec, ob
 	return nil
 }
 
-// deletePods deletes pods of the job (a master's, for pause or the clean-pod policy All).
+// deletePods deletes pods of the job's master (for a restart, a pause or the clean-pod policy
+// All), each by its UID.
 func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
 	for _, p := range pods {
-		if err := r.client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete master pod %s: %w", p.Name, err)
 		}
 	}

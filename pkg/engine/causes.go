@@ -162,11 +162,11 @@ func causeOfSet(set string, pods []*corev1.Pod) (setCause, bool) {
 
 // workerCauses are the causes of the worker sets, in the spec's order, over the pods of the
 // current attempt.
-func workerCauses(s *Spec, obs *Observed, attempt int32) []setCause {
+func workerCauses(s *Spec, obs *Observed) []setCause {
 	var out []setCause
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
-		pods := slices.DeleteFunc(slices.Clone(obs.WorkerPods[ws.Name]), func(p *corev1.Pod) bool { return attemptOf(p.Labels) != attempt })
+		pods := slices.Clone(obs.AttemptWorkerPods[ws.Name])
 		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		if c, ok := causeOfSet(ws.Name, pods); ok {
 			out = append(out, c)
@@ -196,15 +196,15 @@ func joinCauses(causes []setCause) string {
 // crashLoopingWorker names a worker pod of the current attempt whose containers the kubelet
 // restarted runPolicy.workerRestartLimit times, and how it last exited; "" when none did, the
 // job has no limit, or its workers are released.
-func crashLoopingWorker(s *Spec, obs *Observed, attempt int32) string {
+func crashLoopingWorker(s *Spec, obs *Observed) string {
 	limit := s.RunPolicy.WorkerRestartLimit
 	if limit == nil || s.Suspended() || s.Paused() {
 		return ""
 	}
 	var looping []string
 	for i := range s.WorkerSets {
-		for _, p := range obs.WorkerPods[s.WorkerSets[i].Name] {
-			if attemptOf(p.Labels) != attempt || !p.DeletionTimestamp.IsZero() {
+		for _, p := range obs.AttemptWorkerPods[s.WorkerSets[i].Name] {
+			if !p.DeletionTimestamp.IsZero() {
 				continue
 			}
 			for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {

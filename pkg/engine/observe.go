@@ -58,6 +58,12 @@ type Observed struct {
 	Pods       []corev1.Pod
 	MasterPods []*corev1.Pod
 	WorkerPods map[string][]*corev1.Pod
+	// Attempt is the restart attempt the job's pods of now carry (currentAttempt);
+	// AttemptWorkerPods are WorkerPods of that attempt by set, and StalePods the job's pods of
+	// any other attempt, which a restart deletes before it starts the next (restart.go).
+	Attempt           int32
+	AttemptWorkerPods map[string][]*corev1.Pod
+	StalePods         []*corev1.Pod
 	// Conflicts are children whose name is taken by an object the job does not own.
 	Conflicts []ChildRef
 	// Missing are children that do not exist (yet).
@@ -116,6 +122,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		client.MatchingFields{podJobUIDField: string(job.GetUID())}); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	obs.Attempt = currentAttempt(s, job.JobStatus())
 	obs.setPods(pods.Items)
 	if p := job.JobStatus().Phase; p != troupev1.JobSucceeded && p != troupev1.JobFailed {
 		problems, err := r.checkSecrets(ctx, s)
@@ -306,18 +313,37 @@ func (obs *Observed) found(want, cur client.Object) {
 	}
 }
 
-// setPods files the job's pods: all of them, and split by role and worker set.
+// setPods files the job's pods: all of them, split by role and worker set, and the worker pods
+// of obs.Attempt apart from the pods of other attempts.
 func (obs *Observed) setPods(pods []corev1.Pod) {
-	obs.Pods, obs.MasterPods, obs.WorkerPods = pods, nil, map[string][]*corev1.Pod{}
+	obs.Pods, obs.MasterPods, obs.StalePods = pods, nil, nil
+	obs.WorkerPods, obs.AttemptWorkerPods = map[string][]*corev1.Pod{}, map[string][]*corev1.Pod{}
 	for i := range pods {
-		switch p := &pods[i]; p.Labels[troupev1.LabelRole] {
+		p := &pods[i]
+		current := attemptOf(p.Labels) == obs.Attempt
+		if !current {
+			obs.StalePods = append(obs.StalePods, p)
+		}
+		switch p.Labels[troupev1.LabelRole] {
 		case troupev1.RoleMaster:
 			obs.MasterPods = append(obs.MasterPods, p)
 		case troupev1.RoleWorker:
 			set := p.Labels[troupev1.LabelWorkerSet]
 			obs.WorkerPods[set] = append(obs.WorkerPods[set], p)
+			if current {
+				obs.AttemptWorkerPods[set] = append(obs.AttemptWorkerPods[set], p)
+			}
 		}
 	}
+}
+
+// currentAttempt is the restart attempt the job's pods of now carry: status.restarts for a job
+// with a failure policy; 0 without one, whose pods carry no attempt label (labelRestartAttempt).
+func currentAttempt(s *Spec, st *troupev1.JobStatus) int32 {
+	if s.RunPolicy.FailurePolicy == nil {
+		return 0
+	}
+	return st.Restarts
 }
 
 // withoutMaster is a copy of the observation without the master Job (and so without its

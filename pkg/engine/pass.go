@@ -19,10 +19,10 @@ import (
 )
 
 // Reconcile runs one pass over a job: load it, describe its spec, observe its children and pods,
-// plan (pure decisions, made once: pause before the observation, the rest after it), act on the
-// children as the plan says, and report (the one status write, events, the next wake-up). The
-// steps that must delete before anything is created (a paused job's master Job, an earlier
-// attempt's master, pods still terminating) carry out their part of the plan where it is made.
+// plan (pure decisions, made once: pause before the observation, the rest after it in decide),
+// act as the plan says (the deletes it calls for, then the children), and report (the one
+// status write, events, the next wake-up). A paused job's master Job is deleted where pause is
+// decided, before the observation, so that it is not observed as one of the job's children.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Load.
 	job := r.adapter.NewObject()
@@ -57,24 +57,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	// Plan the rest: the restart, the master's pods, the verdict, whether children may be created.
-	restart, obs, err := r.settleRestart(ctx, spec, obs, prev)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	holdMaster, err := r.settleRunMode(ctx, spec, obs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	plan := spec.Plan
-	plan.Restart, plan.RestartSeen = restart.state, restart.seen
-	plan.HoldMaster = holdMaster
-	plan.ReadyWorkers = ReadyWorkers(spec, obs)
-	plan.Verdict = Verdict(prev, obs)
-	plan.HoldCreates = holdCreates(plan.Ended(), obs)
-	spec = described.withPlan(plan)
+	// Plan the rest, once: the restart, the master's pods, the verdict, whether children may
+	// be created.
+	d := decide(spec, obs, prev)
+	spec, obs = described.withPlan(d.plan), d.obs
 
-	// Act.
+	// Act: first the deletes the decision calls for, then the children.
+	if err := r.carryOut(ctx, d); err != nil {
+		return ctrl.Result{}, err
+	}
 	acted, err := r.act(ctx, job, spec, obs, prev)
 	switch {
 	case errors.Is(err, errJobChanged):

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -53,7 +50,8 @@ func (s *Spec) maxRestarts() int32 {
 }
 
 // restartPlan is what one pass decides about a whole-job restart: a pure function of the
-// spec, the previous status and the observation (planRestart), carried out by settleRestart.
+// spec, the previous status and the observation (planRestart), part of the pass's decision
+// (decide) and carried out with it (carryOut).
 type restartPlan struct {
 	state RestartState
 	seen  RestartObservation
@@ -86,7 +84,7 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	}
 	if s.RunPolicy.FailurePolicy == nil {
 		// No restarts: a worker in a crash loop fails the job (runPolicy.workerRestartLimit).
-		if why := crashLoopingWorker(s, obs, 0); why != "" {
+		if why := crashLoopingWorker(s, obs); why != "" {
 			p.seen = RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
 		}
 		return p
@@ -97,11 +95,7 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 		stale = true
 		p.staleMasterJob = j
 	}
-	for i := range obs.Pods {
-		pod := &obs.Pods[i]
-		if attemptOf(pod.Labels) == p.state.Attempt {
-			continue
-		}
+	for _, pod := range obs.StalePods {
 		stale = true
 		if pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster && pod.DeletionTimestamp.IsZero() {
 			p.staleMasterPods = append(p.staleMasterPods, pod)
@@ -117,38 +111,6 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	p.seen.Clean = clean
 	p.state.Deciding = p.seen.Cause != "" && p.state.Attempt < s.maxRestarts()
 	return p
-}
-
-// settleRestart carries out planRestart's plan: it removes what is left of earlier attempts and
-// stops the launcher of a job failed for good. It runs after the children are observed and
-// before anything is created, and returns the plan and the observation the rest of the pass
-// goes on with: without the master Job when the plan sets it aside (withoutMaster).
-func (r *Reconciler) settleRestart(ctx context.Context, s *Spec, obs *Observed, prev *troupev1.JobStatus) (restartPlan, *Observed, error) {
-	p := planRestart(s, obs, prev)
-	if j := p.launcherToStop; j != nil {
-		stopped := j.DeepCopy() // the observation keeps the Job as observed
-		stopped.Spec.Suspend = ptr.To(true)
-		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
-			return p, obs, fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
-		}
-	}
-	if j := p.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
-		ctrl.LoggerFrom(ctx).V(2).Info("restart: deleting the master Job of an earlier attempt", "job", j.Name,
-			"attempt", attemptOf(j.Spec.Template.Labels))
-		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return p, obs, fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
-		}
-	}
-	for _, pod := range p.staleMasterPods {
-		if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-			return p, obs, fmt.Errorf("delete master pod %s of an earlier attempt: %w", pod.Name, err)
-		}
-	}
-	if p.forgetsMaster() && obs.MasterJob != nil {
-		obs = obs.withoutMaster()
-	}
-	return p, obs, nil
 }
 
 // statefulSetsAtAttempt says every worker StatefulSet has the current attempt's template and
@@ -198,7 +160,7 @@ func masterJobFailure(s *Spec, j *batchv1.Job, c *batchv1.JobCondition, masterPo
 }
 
 // What a restart decides and reports, as pure functions of the spec, the observation and the
-// previous status (settleRestart acts on them).
+// previous status (decide gathers them, carryOut acts on them).
 
 // restartReason is the reason of the previous Restarting condition, "" when the job never
 // restarted.
@@ -215,7 +177,7 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 	if j := obs.MasterJob; j != nil {
 		if c := terminalJobCondition(j); c != nil {
 			if c.Type == batchv1.JobFailed && c.Reason != batchv1.JobReasonDeadlineExceeded {
-				return RestartObservation{Cause: masterJobFailure(s, j, c, obs.MasterPods, workerCauses(s, obs, prev.Restarts))}
+				return RestartObservation{Cause: masterJobFailure(s, j, c, obs.MasterPods, workerCauses(s, obs))}
 			}
 			return RestartObservation{}
 		}
@@ -223,7 +185,7 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 	if why := lostWorker(s, obs, prev); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true}
 	}
-	if why := crashLoopingWorker(s, obs, prev.Restarts); why != "" {
+	if why := crashLoopingWorker(s, obs); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
 	}
 	return RestartObservation{}
@@ -246,11 +208,9 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 		}
 	}
 	byUID, byName := map[types.UID]*corev1.Pod{}, map[string]*corev1.Pod{}
-	for _, pods := range obs.WorkerPods {
+	for _, pods := range obs.AttemptWorkerPods {
 		for _, p := range pods {
-			if attemptOf(p.Labels) == prev.Restarts {
-				byUID[p.UID], byName[p.Name] = p, p
-			}
+			byUID[p.UID], byName[p.Name] = p, p
 		}
 	}
 	var lost []string

@@ -79,6 +79,8 @@ func TestPlanRestart(t *testing.T) {
 			if tt.spec != nil {
 				tt.spec(s)
 			}
+			tt.obs.Attempt = currentAttempt(s, &tt.prev) // as observe splits the pods
+			tt.obs.setPods(tt.obs.Pods)
 			p := planRestart(s, tt.obs, &tt.prev)
 			if p.state.Stopping != tt.stopping || p.state.Deciding != tt.deciding || p.seen.Clean != tt.clean ||
 				p.forgetsMaster() != tt.forgets || (p.seen.Cause != "") != tt.cause ||

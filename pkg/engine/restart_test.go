@@ -88,7 +88,9 @@ func TestLostWorker(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(s)
 			}
-			if got := lostWorker(s, observedPods(tt.pods...), &tt.prev); got != tt.want {
+			obs := &Observed{Attempt: currentAttempt(s, &tt.prev)} // as observe splits the pods
+			obs.setPods(tt.pods)
+			if got := lostWorker(s, obs, &tt.prev); got != tt.want {
 				t.Errorf("lostWorker = %q, want %q", got, tt.want)
 			}
 		})

@@ -126,9 +126,3 @@ func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
 	}
 	return masterPodsPlan{holdMaster: len(obs.MasterPods) > 0} // terminating ones too
 }
-
-// settleRunMode carries out planMasterPods and says whether the master is held back.
-func (r *Reconciler) settleRunMode(ctx context.Context, s *Spec, obs *Observed) (holdMaster bool, err error) {
-	p := planMasterPods(s, obs)
-	return p.holdMaster, r.deletePods(ctx, p.delete)
-}

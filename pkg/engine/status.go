@@ -51,7 +51,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		c := s.Gang.Condition(obs.Gang, obs.Pods)
 		gang = &c
 	}
-	workers := withGang(workerCauses(s, obs, prev.Restarts), gang)
+	workers := withGang(workerCauses(s, obs), gang)
 	var master []setCause
 	if c, ok := masterCause(s, obs); ok {
 		master = withGang([]setCause{c}, gang)

@@ -420,12 +420,6 @@ func TestWorkersReleased(t *testing.T) {
 	}
 }
 
-// observedPods is an observation of pods alone.
-func observedPods(pods ...corev1.Pod) *Observed {
-	var o Observed
-	o.setPods(pods)
-	return &o
-}
 
 // masterPods are the master's pods among pods, as the observation splits them.
 func masterPods(pods ...corev1.Pod) []*corev1.Pod {

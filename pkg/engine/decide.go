@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// decision is what a pass decides once it has observed the job (decide): the plan, the
+// observation the rest of the pass reads, and the writes that carry the plan out before any
+// child is created or updated (carryOut).
+type decision struct {
+	plan Plan
+	// obs is the observation as the plan reads it: without the master Job when a restart sets
+	// it aside (an earlier attempt's, or one whose failure is the attempt's, not the job's).
+	obs *Observed
+	// suspendLauncher is the master Job of a job failed for good by a lost worker: suspended so
+	// that its launcher does not run on against a broken group.
+	suspendLauncher *batchv1.Job
+	// deleteMasterJob is the master Job of an earlier attempt; deletePods are the master pods
+	// of earlier attempts and a paused job's, deleted rather than left to the garbage collector.
+	deleteMasterJob *batchv1.Job
+	deletePods      []*corev1.Pod
+}
+
+// decide makes, once, every decision of a pass that the observation bears on: the restart
+// (planRestart), the master's pods (planMasterPods), the verdict, the ready workers and whether
+// missing children may be created. It is a pure function of the spec (which carries the pause
+// decided before the observation), the observation and the previous status.
+func decide(s *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
+	restart := planRestart(s, obs, prev)
+	d := decision{plan: s.Plan, obs: obs, suspendLauncher: restart.launcherToStop, deletePods: restart.staleMasterPods}
+	if j := restart.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
+		d.deleteMasterJob = j
+	}
+	if restart.forgetsMaster() && obs.MasterJob != nil {
+		d.obs = obs.withoutMaster()
+	}
+	pods := planMasterPods(s, d.obs)
+	for _, p := range pods.delete {
+		if !slices.Contains(d.deletePods, p) { // a paused job's master pod of an earlier attempt
+			d.deletePods = append(d.deletePods, p)
+		}
+	}
+	d.plan.Restart, d.plan.RestartSeen = restart.state, restart.seen
+	d.plan.HoldMaster = pods.holdMaster
+	d.plan.ReadyWorkers = ReadyWorkers(s, d.obs)
+	d.plan.Verdict = Verdict(prev, d.obs)
+	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
+	return d
+}
+
+// carryOut makes the writes a pass's decision calls for before any child is created or updated
+// (decide): a failed job's launcher suspended, an earlier attempt's master Job and the master
+// pods of earlier attempts or of a paused job deleted. Deletes carry the object's UID, so that
+// a namesake created since is not deleted.
+func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
+	if j := d.suspendLauncher; j != nil {
+		stopped := j.DeepCopy() // the observation keeps the Job as observed
+		stopped.Spec.Suspend = ptr.To(true)
+		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+		}
+	}
+	if j := d.deleteMasterJob; j != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("restart: deleting the master Job of an earlier attempt", "job", j.Name,
+			"attempt", attemptOf(j.Spec.Template.Labels))
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
+		}
+	}
+	return r.deletePods(ctx, d.deletePods)
+}
