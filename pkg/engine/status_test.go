@@ -420,7 +420,6 @@ func TestWorkersReleased(t *testing.T) {
 	}
 }
 
-
 // masterPods are the master's pods among pods, as the observation splits them.
 func masterPods(pods ...corev1.Pod) []*corev1.Pod {
 	var o Observed
