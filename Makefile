@@ -47,6 +47,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilder markers; render deploy/troupe.yaml and the chart's generated parts.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=deploy/crds
+	go run ./hack/crdtrim deploy/crds/*.yaml
 	hack/kustomize-crds.sh
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./kinds/... output:rbac:dir=deploy/rbac/jobs
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator-system paths=./cmd/... output:rbac:dir=deploy/rbac/operator

@@ -1,0 +1,115 @@
+// Command crdtrim drops the field descriptions inside the pod templates a CRD embeds, in place:
+//
+//	go run ./hack/crdtrim deploy/crds/*.yaml
+//
+// Each embedded corev1.PodTemplateSpec brings the whole pod schema with Kubernetes' own
+// descriptions, about 240 kB of the 300 kB it weighs as compact JSON. The MPIJob CRD embeds
+// several (one per form's launcher and worker), and a CRD is one object in etcd, whose request
+// limit is 1.5 MiB. The descriptions of pod fields are Kubernetes' (`kubectl explain
+// pod.spec.containers` prints them), so the CRD keeps its own fields' descriptions, the
+// template's own included, and drops only those below a template. make manifests runs it after
+// controller-gen; TestCRDSizes holds the result under its bound.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func main() {
+	for _, path := range os.Args[1:] {
+		if err := trimFile(path); err != nil {
+			fmt.Fprintf(os.Stderr, "crdtrim: %s: %v\n", path, err)
+			os.Exit(1)
+		}
+	}
+}
+
+func trimFile(path string) error {
+	in, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(in, &doc); err != nil {
+		return err
+	}
+	trimTemplates(&doc)
+	var out bytes.Buffer
+	out.WriteString("---\n")
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// trimTemplates walks the YAML tree; below each schema of a pod template it drops every
+// description.
+func trimTemplates(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode && isPodTemplateSchema(n) {
+		if props := value(n, "properties"); props != nil {
+			dropDescriptions(props)
+		}
+		return
+	}
+	for _, c := range n.Content {
+		trimTemplates(c)
+	}
+}
+
+// isPodTemplateSchema says whether a schema is a pod template's: an object whose properties are
+// metadata and a spec that has containers.
+func isPodTemplateSchema(n *yaml.Node) bool {
+	props := value(n, "properties")
+	if props == nil || value(props, "metadata") == nil {
+		return false
+	}
+	spec := value(props, "spec")
+	if spec == nil {
+		return false
+	}
+	specProps := value(spec, "properties")
+	return specProps != nil && value(specProps, "containers") != nil
+}
+
+// dropDescriptions removes every description key of the schemas below n. A mapping key named
+// "description" under "properties" is a field called description, not a schema's text, and stays.
+func dropDescriptions(n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		for _, c := range n.Content {
+			dropDescriptions(c)
+		}
+		return
+	}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "description" && v.Kind == yaml.ScalarNode {
+			continue
+		}
+		dropDescriptions(v)
+		kept = append(kept, k, v)
+	}
+	n.Content = kept
+}
+
+// value is the value of key in the mapping n, or nil.
+func value(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
