@@ -34,6 +34,9 @@ type Acted struct {
 	// Claimed are the job's own children a create found under their name (the cache had not
 	// brought them in yet).
 	Claimed []claimedChild
+	// Adopted are the orphans the observation found (Observed.Orphans) with their owner
+	// reference given back, as the API server returned them.
+	Adopted []claimedChild
 	// Conflicts are children whose name a create found taken by an object the job does not own.
 	Conflicts []ChildRef
 	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
@@ -41,12 +44,6 @@ type Acted struct {
 	HeldTemplates []string
 	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
 	Expired bool
-}
-
-// claimedChild is a child of the job's found under the name of the desired child want (cur may
-// be read metadata-only, so its Go type does not name it).
-type claimedChild struct {
-	want, cur client.Object
 }
 
 // createdRefs names the created children, in creation order.
@@ -63,12 +60,18 @@ func (a *Acted) createdRefs() []ChildRef {
 // children the spec no longer asks for are deleted, and the clean-pod policy All deletes the
 // ended master's pods. It returns what it did, also when it fails part way.
 func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (Acted, error) {
+	// Orphans first: a job that expires now takes them with it (garbage collection).
+	adopted, err := r.adoptOrphans(ctx, job, s, obs.Orphans)
+	if err != nil {
+		return Acted{Adopted: adopted}, err
+	}
 	if s.Plan.Ended() {
 		if expired, err := r.expireTTL(ctx, job, s, prev); err != nil || expired {
-			return Acted{Expired: expired}, err
+			return Acted{Adopted: adopted, Expired: expired}, err
 		}
 	}
-	acted, err := r.syncChildren(ctx, job, s, obs)
+	acted, err := r.syncChildren(ctx, job, s, obs, adopted)
+	acted.Adopted = adopted
 	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed
 	if err != nil {
 		return acted, err
@@ -119,10 +122,15 @@ func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *t
 // returns what it did (also when it fails part way, so that what was created is told). It
 // creates nothing when the plan holds creation back (HoldCreates) or once a create finds a
 // name taken by someone else. Objects it does not own are never touched.
-func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed) (Acted, error) {
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, adopted []claimedChild) (Acted, error) {
 	var acted Acted
 	for _, want := range Children(s, WorkersReleased(s, s.Plan.Verdict)) {
 		cur, exists := obs.current[keyOf(want)]
+		for _, a := range adopted {
+			if keyOf(a.want) == keyOf(want) {
+				cur = a.cur // its resourceVersion is the adoption's
+			}
+		}
 		if !exists {
 			if s.Plan.HoldCreates || len(acted.Conflicts) > 0 {
 				continue
@@ -174,6 +182,28 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 	return acted, nil
 }
 
+// adoptOrphans gives each orphan of the job's the observation found its controller reference
+// back, on a copy (the observation keeps the object as observed), and returns the copies as the
+// API server returned them. The patch carries the orphan's resourceVersion, so an object changed
+// meanwhile is not adopted from a stale read: the conflict error makes the pass run again on
+// fresh data.
+func (r *Reconciler) adoptOrphans(ctx context.Context, job Object, s *Spec, orphans []claimedChild) ([]claimedChild, error) {
+	var adopted []claimedChild
+	for _, o := range orphans {
+		cur := o.cur.DeepCopyObject().(client.Object)
+		cur.SetOwnerReferences(append(cur.GetOwnerReferences(), s.Owner))
+		k := keyOf(o.want) // cur may be metadata only (a Secret)
+		if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(o.cur, client.MergeFromWithOptimisticLock{})); err != nil {
+			return adopted, fmt.Errorf("adopt %s %s: %w", k.Kind, k.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("adopted a child that had lost its owner reference", "kind", k.Kind, "name", k.Name)
+		r.recorder.Eventf(job, cur, corev1.EventTypeNormal, troupev1.EventAdopted, "Adopt",
+			"adopted %s %s: it carries this job's UID label but had lost its owner reference", k.Kind, k.Name)
+		adopted = append(adopted, claimedChild{want: o.want, cur: cur})
+	}
+	return adopted, nil
+}
+
 // createMissing creates the missing child want, unless (for the master Job) the cache's copy of
 // the job is not the latest. It reports whether it created want, the job's own child when
 // want's name turned out to be taken by it, and whether the name is someone else's.
@@ -219,12 +249,18 @@ func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want 
 		// Deleted since, or unreadable: the next pass finds out.
 		return false, nil, false, fmt.Errorf("create %s %s: the name is taken, and reading it failed: %w", k.Kind, k.Name, err)
 	}
-	ours, err := r.claim(ctx, job, s, want, taken)
-	if err != nil {
+	ours, orphan, err := r.claim(ctx, job, want, taken)
+	switch {
+	case err != nil:
 		return false, nil, false, err
-	}
-	if !ours {
+	case !ours:
 		return false, nil, true, nil
+	case orphan:
+		adopted, err := r.adoptOrphans(ctx, job, s, []claimedChild{{want: want, cur: taken}})
+		if err != nil {
+			return false, nil, false, err
+		}
+		taken = adopted[0].cur
 	}
 	return false, taken, false, nil
 }
@@ -263,7 +299,7 @@ func (obs *Observed) after(acted Acted) *Observed {
 	for _, o := range acted.Created {
 		c.found(o, o)
 	}
-	for _, cl := range acted.Claimed {
+	for _, cl := range slices.Concat(acted.Claimed, acted.Adopted) {
 		c.found(cl.want, cl.cur)
 	}
 	for _, o := range acted.Created {

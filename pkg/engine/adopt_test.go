@@ -24,6 +24,26 @@ func TestOrphanedChildIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The observation finds the orphan the job's, and writes nothing: act adopts it.
+	var job troupev1.ChainerJob
+	if err := h.c.Get(h.ctx, h.key, &job); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Describe(h.r.adapter, h.r.gvk, &job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := h.r.observe(h.ctx, &job, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs.Orphans) != 1 || obs.Orphans[0].cur.GetName() != sts.Name || len(obs.Conflicts) > 0 {
+		t.Errorf("observed orphans %v, conflicts %v; want the StatefulSet an orphan of the job's", obs.Orphans, obs.Conflicts)
+	}
+	if owners := h.workers().OwnerReferences; len(owners) != 0 {
+		t.Errorf("the observation wrote the owner reference %v; act adopts", owners)
+	}
+
 	st := h.reconcile()
 	got := h.workers()
 	if got.UID != uid {

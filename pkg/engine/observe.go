@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -66,6 +65,9 @@ type Observed struct {
 	StalePods         []*corev1.Pod
 	// Conflicts are children whose name is taken by an object the job does not own.
 	Conflicts []ChildRef
+	// Orphans are children of the job's found without their owner reference (adoptable): they
+	// count as the job's, and act adopts them back before anything else.
+	Orphans []claimedChild
 	// Missing are children that do not exist (yet).
 	Missing []ChildRef
 	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
@@ -92,7 +94,8 @@ type Observed struct {
 // objects carrying the job's labels; a child missing there is read from the API server when
 // the answer matters before anything is created (readThrough), to tell a name taken by a
 // foreign object (a conflict) from our own object the cache does not hold. A child of the job
-// that lost its owner reference is adopted back (adopt).
+// that lost its owner reference is filed to be adopted back (claim; act adopts it). observe
+// writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[ChildRef]client.Object{}}
 	ids, gang := childIdentities(s)
@@ -106,9 +109,12 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			obs.Missing = append(obs.Missing, keyOf(want))
 			continue
 		}
-		ours, err := r.claim(ctx, job, s, want, cur)
+		ours, orphan, err := r.claim(ctx, job, want, cur)
 		if err != nil {
 			return nil, err
+		}
+		if orphan {
+			obs.Orphans = append(obs.Orphans, claimedChild{want: want, cur: cur})
 		}
 		if !ours {
 			obs.Conflicts = append(obs.Conflicts, keyOf(want))
@@ -240,25 +246,35 @@ func emptyLike(want client.Object) client.Object {
 	return reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
 }
 
-// claim files cur, the object found under the name of the desired child want: the job's own
-// child (adopted back first when it lost its owner reference), or else a conflict. It reports
-// whether the object is the job's.
-func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur client.Object) (bool, error) {
-	if !metav1.IsControlledBy(cur, job) && adoptable(job, cur) {
-		ok := true
-		if _, isSecret := want.(*corev1.Secret); isSecret {
-			var err error
-			if ok, err = r.adoptableSecret(ctx, job, want); err != nil {
-				return false, err
-			}
-		}
-		if ok {
-			if err := r.adopt(ctx, job, s, want, cur); err != nil {
-				return false, err
-			}
+// claimedChild is a child of the job's found under the name of the desired child want (cur may
+// be read metadata-only, so its Go type does not name it).
+type claimedChild struct {
+	want, cur client.Object
+}
+
+// claim tells whose cur, the object found under the name of the desired child want, is: the
+// job's own child (ours), an orphan of the job's to adopt back (ours and orphan: act adopts
+// it), or someone else's (a conflict).
+func (r *Reconciler) claim(ctx context.Context, job Object, want, cur client.Object) (ours, orphan bool, err error) {
+	if metav1.IsControlledBy(cur, job) {
+		return true, false, nil
+	}
+	if !adoptable(job, cur) {
+		return false, false, nil
+	}
+	if _, isSecret := want.(*corev1.Secret); isSecret {
+		if ok, err := r.adoptableSecret(ctx, job, want); err != nil || !ok {
+			return false, false, err
 		}
 	}
-	return metav1.IsControlledBy(cur, job), nil
+	return true, true, nil
+}
+
+// isOrphan says the observation found the job's child want without its owner reference (act
+// adopts it back).
+func (obs *Observed) isOrphan(want client.Object) bool {
+	key := keyOf(want)
+	return slices.ContainsFunc(obs.Orphans, func(o claimedChild) bool { return keyOf(o.want) == key })
 }
 
 // A child whose owner reference was removed (by hand, by a tool that rewrote the object, by an
@@ -277,23 +293,6 @@ func (r *Reconciler) claim(ctx context.Context, job Object, s *Spec, want, cur c
 // adoptable reports whether cur is an orphan of job: no controller, and the job's UID label.
 func adoptable(job Object, cur client.Object) bool {
 	return metav1.GetControllerOf(cur) == nil && cur.GetLabels()[troupev1.LabelJobUID] == string(job.GetUID())
-}
-
-// adopt gives cur, the object found for the desired child want, the job's controller reference
-// back. The patch carries cur's
-// resourceVersion, so an object changed meanwhile is not adopted from a stale read: the
-// conflict error makes the pass run again on fresh data.
-func (r *Reconciler) adopt(ctx context.Context, job Object, s *Spec, want, cur client.Object) error {
-	before := cur.DeepCopyObject().(client.Object)
-	cur.SetOwnerReferences(append(cur.GetOwnerReferences(), s.Owner))
-	k := keyOf(want) // cur may be metadata only (a Secret)
-	if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("adopt %s %s: %w", k.Kind, k.Name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("adopted a child that had lost its owner reference", "kind", k.Kind, "name", k.Name)
-	r.recorder.Eventf(job, cur, corev1.EventTypeNormal, troupev1.EventAdopted, "Adopt",
-		"adopted %s %s: it carries this job's UID label but had lost its owner reference", k.Kind, k.Name)
-	return nil
 }
 
 // found counts cur as the job's existing child want (cur may be metadata only: a Secret).

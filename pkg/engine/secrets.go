@@ -151,7 +151,7 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 			if client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("get Secret %s: %w", name, err)
 			}
-			exists = err == nil && metav1.IsControlledBy(&fresh, job)
+			exists = err == nil && (metav1.IsControlledBy(&fresh, job) || obs.isOrphan(want)) // act adopts an orphan
 		}
 		switch {
 		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, keyOf(want)):
