@@ -58,7 +58,7 @@ func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
 		}
 		return mpirunCommand(p, d)
 	}
-	if err := mpiProgram(job, p, troupev1.HorovodMainContainer, a.Options, s, launch); err != nil {
+	if err := mpiProgram(job, p, troupev1.HorovodMainContainer, mpiForm{}, a.Options, s, launch); err != nil {
 		return err
 	}
 	for i := range s.Master.Template.Spec.Containers {

@@ -35,7 +35,12 @@ func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	job := defaulted(stored, a.Options)
 	p, mainContainer := job.Spec.ProgramWithDefaults()
-	return mpiProgram(job, &p, mainContainer, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
+	form := mpiForm{
+		launcherIsHost:            job.Spec.LauncherIsWorker(),
+		launcherAfterWorkersReady: job.Spec.LauncherCreationPolicy == troupev1.LauncherWaitForWorkersReady,
+		kubeflow:                  job.Spec.Kubeflow(),
+	}
+	return mpiProgram(job, &p, mainContainer, form, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
 		return mpirunCommand(&p, d)
 	})
 }

@@ -18,10 +18,13 @@ import (
 // of the spec's dialect and transport. p is defaulted (see defaulted). launch builds the
 // command of a launcher the operator generates, from the dialect, the backend and the worker
 // set; the kinds differ there.
-func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer string, o Options, s *engine.Spec,
+func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer string, form mpiForm, o Options, s *engine.Spec,
 	launch func(mpi.Dialect, mpi.Backend, *engine.WorkerSet) []string) error {
-	if err := requireMainContainer("spec.worker.template", &p.Worker.Template, mainContainer); err != nil {
-		return err
+	workers := *p.Worker.Replicas
+	if workers > 0 || form.kubeflow == nil {
+		if err := requireMainContainer(form.workerTemplatePath(), &p.Worker.Template, mainContainer); err != nil {
+			return err
+		}
 	}
 	dialect, err := mpi.DialectFor(mpi.Implementation(p.MPIImplementation))
 	if err != nil {
@@ -35,7 +38,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		return err
 	}
 	s.Gang = g
-	backend, err := mpiBackend(p.MPILaunch, o.AgentImage)
+	backend, err := form.backend(p.MPILaunch, o.AgentImage)
 	if err != nil {
 		return err
 	}
@@ -54,13 +57,15 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 			}
 		}
 	}
-	s.WorkerSets = []engine.WorkerSet{{
-		Name:            troupev1.MPIWorkerSetName,
-		StatefulSetName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
-		Replicas:        *p.Worker.Replicas,
-		Slots:           *p.Worker.Slots,
-		Template:        worker,
-	}}
+	if workers > 0 || form.kubeflow == nil { // kubeflow's form may run its launcher alone
+		s.WorkerSets = []engine.WorkerSet{{
+			Name:            troupev1.MPIWorkerSetName,
+			StatefulSetName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
+			Replicas:        workers,
+			Slots:           *p.Worker.Slots,
+			Template:        worker,
+		}}
+	}
 
 	launcher := *p.Launcher
 	var tmpl corev1.PodTemplateSpec
@@ -73,16 +78,67 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	s.RunPolicy = p.RunPolicy
 	s.SchedulingPolicy = p.SchedulingPolicy
 	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds)
+	s.Master.IsHost = form.launcherIsHost
+	s.Master.Slots = *p.Worker.Slots // a launcher that computes runs as many ranks as a worker
+	s.Master.AfterWorkersReady = form.launcherAfterWorkersReady
 	s.Backend = backend
 	if backend.AgentImage != "" {
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
 	}
+	if form.kubeflow != nil && form.kubeflow.LauncherRestartPolicy == troupev1.ReplicaRestartExitCode {
+		s.Master.PodFailurePolicy = mpi.ExitCodeFailurePolicy(s.Master.PodFailurePolicy, firstContainer(&tmpl))
+	}
 	hint := scaleSubresourceHint(resourceOf(job), job.GetName())
 	if mj, ok := job.(*troupev1.MPIJob); ok && mj.Spec.IsWorkerTemplateForm() {
 		hint = numWorkersHint(job.GetName())
+	} else if ok && mj.Spec.IsKubeflowForm() {
+		hint = kubeflowWorkersHint(job.GetName())
 	}
 	describeUserInputs(s, p.AppCodesToSync, o, hint)
 	return nil
+}
+
+// mpiForm is what the way an MPIJob is written asks beyond the program it describes: the
+// launcher as a host, its creation once the workers are Ready, kubeflow's runtime contract.
+// HorovodJob has none of it (the zero value).
+type mpiForm struct {
+	launcherIsHost, launcherAfterWorkersReady bool
+	kubeflow                                  *troupev1.KubeflowContract
+}
+
+// workerTemplatePath is where the worker template is written, for errors.
+func (f mpiForm) workerTemplatePath() string {
+	if f.kubeflow != nil {
+		return "spec.mpiReplicaSpecs.Worker.template"
+	}
+	return "spec.worker.template"
+}
+
+// backend is the MPI backend of the launch settings, with kubeflow's transport and layout for
+// a job in kubeflow's form (unless it asks for KubeExec, which keeps kubeflow's layout).
+func (f mpiForm) backend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, error) {
+	if f.kubeflow == nil {
+		return mpiBackend(l, agentImage)
+	}
+	b := mpi.Backend{AgentImage: agentImage, WaitTimeoutSeconds: *l.WaitForWorkersTimeoutSeconds,
+		KubeflowLayout: true, DiscoverHosts: true}
+	switch l.Transport {
+	case "":
+		b.Transport = mpi.KubeflowSSH{MountPath: f.kubeflow.SSHAuthMountPath}
+	case troupev1.MPITransportKubeExec:
+		b.Transport = mpi.KubeExec{}
+	default:
+		return b, fmt.Errorf("spec.transport: unsupported value %q in kubeflow's form: leave it unset, or use %q", l.Transport, troupev1.MPITransportKubeExec)
+	}
+	return b, nil
+}
+
+// firstContainer is the name of a template's first container ("" without one).
+func firstContainer(tmpl *corev1.PodTemplateSpec) string {
+	if len(tmpl.Spec.Containers) == 0 {
+		return ""
+	}
+	return tmpl.Spec.Containers[0].Name
 }
 
 // generatedLauncher builds the launcher pod from the worker's: the worker image, working

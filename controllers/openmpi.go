@@ -58,6 +58,14 @@ func numWorkersHint(name string) func(*engine.WorkerSet) string {
 	}
 }
 
+// kubeflowWorkersHint is the advice for an MPIJob of kubeflow's form, whose worker count is
+// spec.mpiReplicaSpecs.Worker.replicas.
+func kubeflowWorkersHint(name string) func(*engine.WorkerSet) string {
+	return func(*engine.WorkerSet) string {
+		return fmt.Sprintf(`kubectl patch mpijob/%s --type=merge -p '{"spec":{"mpiReplicaSpecs":{"Worker":{"replicas":%s}}}}'`, name, engine.ScaleHintReplicas)
+	}
+}
+
 // chainerScaleHint is the advice for ChainerJob, whose worker sets have no scale subresource.
 func chainerScaleHint(name string) func(*engine.WorkerSet) string {
 	return func(ws *engine.WorkerSet) string {

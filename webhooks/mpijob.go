@@ -2,7 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
+	"path"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -39,10 +42,22 @@ func DefaultMPIJob(job *troupev1.MPIJob, o Options) {
 func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
 	p, main := job.Spec.Program()
 	errs := validateMPIProgram(job.Name, &p, main, mpiJobPaths(&job.Spec))
-	if job.Spec.IsWorkerTemplateForm() {
+	switch {
+	case job.Spec.IsKubeflowForm():
+		errs = append(errs, validateKubeflowForm(&job.Spec)...)
+	case job.Spec.IsWorkerTemplateForm():
 		errs = append(errs, validateWorkerTemplateForm(&job.Spec)...)
-	} else if job.Spec.NumWorkers != nil || job.Spec.LauncherTemplate != nil {
+	case job.Spec.NumWorkers != nil || job.Spec.LauncherTemplate != nil:
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "worker"), twoFormsMessage))
+	}
+	if !job.Spec.IsKubeflowForm() {
+		spec := field.NewPath("spec")
+		if job.Spec.SlotsPerWorker != nil {
+			errs = append(errs, field.Forbidden(spec.Child("slotsPerWorker"), "belongs to kubeflow's form (spec.mpiReplicaSpecs); in the spec.worker form the slots are spec.worker.slots"))
+		}
+		if job.Spec.SSHAuthMountPath != "" {
+			errs = append(errs, field.Forbidden(spec.Child("sshAuthMountPath"), "belongs to kubeflow's form (spec.mpiReplicaSpecs), whose pods get one key pair there; the other forms use troupe's SSH transport (spec.ssh)"))
+		}
 	}
 	return errs
 }
@@ -73,15 +88,116 @@ func validateWorkerTemplateForm(s *troupev1.MPIJobSpec) field.ErrorList {
 
 // mpiJobPaths are the paths of the form the job is written in.
 func mpiJobPaths(s *troupev1.MPIJobSpec) programPaths {
-	if s.IsWorkerTemplateForm() {
+	switch {
+	case s.IsKubeflowForm():
+		return kubeflowFormPaths()
+	case s.IsWorkerTemplateForm():
 		return workerTemplateFormPaths()
 	}
 	return workerFormPaths()
 }
 
+const kubeflowFormsMessage = "spec.mpiReplicaSpecs (kubeflow's form) and spec.worker/launcher or spec.numWorkers/launcherTemplate/workerTemplate are forms of the same job: write one of them"
+
+// validateKubeflowForm checks what only kubeflow's form can get wrong: fields of the other
+// forms, the launcher's count, a worker restartPolicy a StatefulSet cannot keep, a transport
+// other than kubeflow's SSH or KubeExec, and the clash of its scheduling policy with
+// spec.schedulingPolicy.
+func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
+	spec := field.NewPath("spec")
+	specs := spec.Child("mpiReplicaSpecs")
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(s.Worker, troupev1.MPIWorker{}) || s.Launcher != nil || s.NumWorkers != nil ||
+		s.LauncherTemplate != nil || s.WorkerTemplate != nil {
+		errs = append(errs, field.Forbidden(specs, kubeflowFormsMessage))
+	}
+	r := s.MPIReplicaSpecs
+	switch {
+	case r.Launcher == nil:
+		errs = append(errs, field.Required(specs.Child("Launcher"), "the launcher runs the program (its command: mpirun ...)"))
+	case r.Launcher.Replicas != nil && *r.Launcher.Replicas != 1:
+		errs = append(errs, field.Invalid(specs.Child("Launcher", "replicas"), *r.Launcher.Replicas, "the launcher is one pod: replicas must be 1"))
+	case r.Launcher.RestartPolicy == troupev1.ReplicaRestartAlways:
+		errs = append(errs, field.NotSupported(specs.Child("Launcher", "restartPolicy"), r.Launcher.RestartPolicy,
+			[]troupev1.ReplicaRestartPolicy{troupev1.ReplicaRestartOnFailure, troupev1.ReplicaRestartNever, troupev1.ReplicaRestartExitCode}))
+	}
+	if w := r.Worker; w != nil && w.RestartPolicy == troupev1.ReplicaRestartExitCode {
+		errs = append(errs, field.NotSupported(specs.Child("Worker", "restartPolicy"), w.RestartPolicy,
+			[]troupev1.ReplicaRestartPolicy{troupev1.ReplicaRestartNever, troupev1.ReplicaRestartOnFailure, troupev1.ReplicaRestartAlways}))
+	}
+	if s.Transport != "" && s.Transport != troupev1.MPITransportKubeExec {
+		errs = append(errs, field.NotSupported(spec.Child("transport"), s.Transport, []troupev1.MPITransport{troupev1.MPITransportKubeExec}))
+	}
+	if s.SSH != nil {
+		errs = append(errs, field.Forbidden(spec.Child("ssh"), "configures troupe's SSH transport, which kubeflow's form does not use: its key pair is mounted at sshAuthMountPath"))
+	}
+	if s.SSHAuthMountPath != "" && !path.IsAbs(s.SSHAuthMountPath) {
+		errs = append(errs, field.Invalid(spec.Child("sshAuthMountPath"), s.SSHAuthMountPath, "must be an absolute path"))
+	}
+	return append(errs, validateSchedulingPolicyClash(spec, s.RunPolicy.SchedulingPolicy, &s.SchedulingPolicy)...)
+}
+
+// validateSchedulingPolicyClash refuses a runPolicy.schedulingPolicy that says otherwise than
+// spec.schedulingPolicy: the job would not run as one of them says.
+func validateSchedulingPolicyClash(spec *field.Path, k *troupev1.KubeflowSchedulingPolicy, sp *troupev1.SchedulingPolicy) field.ErrorList {
+	if k == nil {
+		return nil
+	}
+	at := spec.Child("runPolicy", "schedulingPolicy")
+	var errs field.ErrorList
+	clash := func(name string, given, other any, otherName string) {
+		errs = append(errs, field.Invalid(at.Child(name), given, fmt.Sprintf("contradicts spec.schedulingPolicy.%s (%v); give it once", otherName, other)))
+	}
+	if k.MinAvailable != nil && sp.MinAvailable != nil && *k.MinAvailable != *sp.MinAvailable {
+		clash("minAvailable", *k.MinAvailable, *sp.MinAvailable, "minAvailable")
+	}
+	if k.Queue != "" && sp.Queue != "" && k.Queue != sp.Queue {
+		clash("queue", k.Queue, sp.Queue, "queue")
+	}
+	if k.PriorityClass != "" && sp.PriorityClassName != "" && k.PriorityClass != sp.PriorityClassName {
+		clash("priorityClass", k.PriorityClass, sp.PriorityClassName, "priorityClassName")
+	}
+	if k.ScheduleTimeoutSeconds != nil && sp.ScheduleTimeoutSeconds != nil && *k.ScheduleTimeoutSeconds != *sp.ScheduleTimeoutSeconds {
+		clash("scheduleTimeoutSeconds", *k.ScheduleTimeoutSeconds, *sp.ScheduleTimeoutSeconds, "scheduleTimeoutSeconds")
+	}
+	if k.MinResources != nil && sp.MinResources != nil && !equality.Semantic.DeepEqual(k.MinResources, sp.MinResources) {
+		clash("minResources", k.MinResources, sp.MinResources, "minResources")
+	}
+	return errs
+}
+
+// kubeflowWarnings tell what kubeflow's form changes of what the user wrote: a pod template's
+// restartPolicy gives way to its replica's, as in kubeflow's operator.
+func kubeflowWarnings(s *troupev1.MPIJobSpec) admission.Warnings {
+	r := s.MPIReplicaSpecs
+	if r == nil {
+		return nil
+	}
+	var out admission.Warnings
+	warn := func(name string, rs *troupev1.ReplicaSpec, runsAs corev1.RestartPolicy) {
+		if rs == nil || rs.Template.Spec.RestartPolicy == "" || rs.Template.Spec.RestartPolicy == runsAs {
+			return
+		}
+		out = append(out, fmt.Sprintf("spec.mpiReplicaSpecs.%s.template.spec.restartPolicy: %s gives way to the replica's restartPolicy %s; its pods restart %s",
+			name, rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs))
+	}
+	if r.Launcher != nil {
+		launcherPolicy := corev1.RestartPolicyOnFailure
+		switch r.Launcher.RestartPolicy {
+		case troupev1.ReplicaRestartExitCode, troupev1.ReplicaRestartNever:
+			launcherPolicy = corev1.RestartPolicyNever
+		}
+		warn("Launcher", r.Launcher, launcherPolicy)
+	}
+	warn("Worker", r.Worker, corev1.RestartPolicyAlways)
+	return out
+}
+
 // ValidateCreate refuses an MPIJob that could not run as written.
 func (MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
+	warnings = append(warnings, kubeflowWarnings(&job.Spec)...)
+	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
 	return warnings, invalid("MPIJob", job.Name, append(validateSize(ctx), ValidateMPIJob(job)...))
 }
 
@@ -98,6 +214,11 @@ func (w MPIJob) ValidateUpdate(ctx context.Context, old, job *troupev1.MPIJob) (
 		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),
 			"the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists")))
 	}
+	if old.Spec.IsKubeflowForm() != job.Spec.IsKubeflowForm() {
+		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),
+			"the job cannot change to or from kubeflow's form (spec.mpiReplicaSpecs) once it exists")))
+	}
+	errs = append(errs, immutable(field.NewPath("spec", "runLauncherAsWorker"), old.Spec.LauncherIsWorker(), job.Spec.LauncherIsWorker())...)
 	oldProgram, _ := old.Spec.Program()
 	newProgram, _ := job.Spec.Program()
 	errs = append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)

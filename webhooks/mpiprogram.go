@@ -17,6 +17,8 @@ import (
 // spec.numWorkers, spec.workerTemplate and spec.launcherTemplate.
 type programPaths struct {
 	workerReplicas, workerSlots, workerTemplate, workerCmd, launcher, launcherTemplate *field.Path
+	// launcherAlone: the job may have no workers (kubeflow's form).
+	launcherAlone bool
 }
 
 // workerFormPaths are the paths of the spec.worker form (T9k's; HorovodJob's only form).
@@ -39,6 +41,17 @@ func workerTemplateFormPaths() programPaths {
 	}
 }
 
+// kubeflowFormPaths are the paths of an MPIJob written in kubeflow's form.
+func kubeflowFormPaths() programPaths {
+	specs := field.NewPath("spec", "mpiReplicaSpecs")
+	worker, launcher := specs.Child("Worker"), specs.Child("Launcher")
+	return programPaths{
+		workerReplicas: worker.Child("replicas"), workerSlots: field.NewPath("spec", "slotsPerWorker"),
+		workerTemplate: worker.Child("template"), workerCmd: launcher.Child("template"),
+		launcher: launcher, launcherTemplate: launcher.Child("template"), launcherAlone: true,
+	}
+}
+
 // validateMPIProgram returns every problem of what MPIJob and HorovodJob share; at names where
 // its parts are written.
 func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer string, at programPaths) field.ErrorList {
@@ -46,9 +59,13 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	replicas := ptr.Deref(p.Worker.Replicas, 1)
 	errs := validateJobName(name, troupev1.MPIProgramDerivedNames)
 
-	errs = append(errs, validateReplicas(at.workerReplicas, replicas)...)
+	if !at.launcherAlone || replicas > 0 {
+		errs = append(errs, validateReplicas(at.workerReplicas, replicas)...)
+	}
 	errs = append(errs, validateSlots(at.workerSlots, p.Worker.Slots, &p.Worker.Template, mainContainer)...)
-	errs = append(errs, validateTemplate(at.workerTemplate, &p.Worker.Template, workerPod, mainContainer)...)
+	if !at.launcherAlone || replicas > 0 || len(p.Worker.Template.Spec.Containers) > 0 {
+		errs = append(errs, validateTemplate(at.workerTemplate, &p.Worker.Template, workerPod, mainContainer)...)
+	}
 	if l := p.Launcher; l != nil {
 		if l.Template != nil {
 			errs = append(errs, validateTemplate(at.launcherTemplate, l.Template, launcherPod, "")...)

@@ -185,7 +185,10 @@ type podTemplateAt struct {
 
 // mpiTemplates are the pod templates of an MPIJob or HorovodJob.
 func mpiTemplates(p *troupev1.MPIProgramSpec, at programPaths) []podTemplateAt {
-	out := []podTemplateAt{{at.workerTemplate, &p.Worker.Template}}
+	var out []podTemplateAt
+	if !at.launcherAlone || len(p.Worker.Template.Spec.Containers) > 0 {
+		out = append(out, podTemplateAt{at.workerTemplate, &p.Worker.Template})
+	}
 	if p.Launcher != nil && p.Launcher.Template != nil {
 		out = append(out, podTemplateAt{at.launcherTemplate, p.Launcher.Template})
 	}

@@ -78,6 +78,16 @@ func validateQueued(job queuedJob) field.ErrorList {
 	return errs
 }
 
+// managedByWarnings says, when a job is created, that runPolicy.managedBy gives it to another
+// controller: troupe then does nothing with it, which must never go unsaid.
+func managedByWarnings(rp *troupev1.RunPolicy) admission.Warnings {
+	if !rp.ManagedElsewhere() {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("spec.runPolicy.managedBy: %q hands this job to another controller: troupe creates nothing for it and writes no status; "+
+		"leave managedBy unset (or %q) for troupe to run it", *rp.ManagedBy, troupev1.ManagedByTroupeOperator)}
+}
+
 // validateQueueUpdate refuses a change of runPolicy.managedBy (the CRD refuses it too, but not
 // when the stored job has no runPolicy at all), and a change of the job's LocalQueue while the
 // stored job is not suspended, as Kueue refuses it for its own kinds: the Workload of a running

@@ -1,4 +1,4 @@
-// Command crdtrim drops the field descriptions inside the pod templates a CRD embeds, in place:
+// Command crdtrim fits the pod templates a CRD embeds to their use, in place:
 //
 //	go run ./hack/crdtrim deploy/crds/*.yaml
 //
@@ -9,6 +9,11 @@
 // pod.spec.containers` prints them), so the CRD keeps its own fields' descriptions, the
 // template's own included, and drops only those below a template. make manifests runs it after
 // controller-gen; TestCRDSizes holds the result under its bound.
+//
+// It also lets the optional lists and objects of a pod template be null, as the API server
+// lets them be in a Pod: published manifests write "command:" with no value (kubeflow's
+// pi-mpich.yaml), which kubectl create drops but a server-side apply sends as null, refused by
+// a schema that is not nullable (TestKubectlFlowsOverEveryManifest).
 package main
 
 import (
@@ -57,6 +62,7 @@ func trimTemplates(n *yaml.Node) {
 	if n.Kind == yaml.MappingNode && isPodTemplateSchema(n) {
 		if props := value(n, "properties"); props != nil {
 			dropDescriptions(props)
+			allowNull(n)
 		}
 		return
 	}
@@ -99,6 +105,45 @@ func dropDescriptions(n *yaml.Node) {
 		kept = append(kept, k, v)
 	}
 	n.Content = kept
+}
+
+// allowNull marks every optional property below the object schema n whose type is array or
+// object nullable. Required ones (a pod's containers) stay as they are.
+func allowNull(n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	if props := value(n, "properties"); props != nil && props.Kind == yaml.MappingNode {
+		required := map[string]bool{}
+		if req := value(n, "required"); req != nil {
+			for _, r := range req.Content {
+				required[r.Value] = true
+			}
+		}
+		for i := 0; i+1 < len(props.Content); i += 2 {
+			name, schema := props.Content[i].Value, props.Content[i+1]
+			if t := value(schema, "type"); t != nil && (t.Value == "array" || t.Value == "object") && !required[name] {
+				setNullable(schema)
+			}
+			allowNull(schema)
+		}
+	}
+	if items := value(n, "items"); items != nil {
+		allowNull(items)
+	}
+	if extra := value(n, "additionalProperties"); extra != nil {
+		allowNull(extra)
+	}
+}
+
+// setNullable adds nullable: true to a schema that does not say.
+func setNullable(schema *yaml.Node) {
+	if value(schema, "nullable") != nil {
+		return
+	}
+	schema.Content = append(schema.Content,
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "nullable"},
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 }
 
 // value is the value of key in the mapping n, or nil.

@@ -109,8 +109,8 @@ func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, pr
 
 // masterPodsPlan is what a pass decides about the master's pods once it has observed them:
 // those to delete now (a paused job's, rather than left to the garbage collector), and whether
-// a master Job to be created again waits for the previous one's pods to be gone, so that two
-// master pods never share the master's host name.
+// a master Job to be created waits: for the previous one's pods to be gone, so that two master
+// pods never share the master's host name, or for the workers to be Ready.
 type masterPodsPlan struct {
 	delete     []*corev1.Pod
 	holdMaster bool
@@ -124,5 +124,18 @@ func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
 	case obs.MasterJob != nil:
 		return masterPodsPlan{}
 	}
-	return masterPodsPlan{holdMaster: len(obs.MasterPods) > 0} // terminating ones too
+	// Terminating master pods count too; a launcher created once its workers are Ready
+	// (Master.AfterWorkersReady) waits for them.
+	return masterPodsPlan{holdMaster: len(obs.MasterPods) > 0 || (s.Master.AfterWorkersReady && !allWorkersReady(s, obs))}
+}
+
+// allWorkersReady says every pod of every worker set is Ready.
+func allWorkersReady(s *Spec, obs *Observed) bool {
+	ready := ReadyWorkers(s, obs)
+	for i := range s.WorkerSets {
+		if int32(len(ready[s.WorkerSets[i].Name])) < s.WorkerSets[i].Replicas {
+			return false
+		}
+	}
+	return true
 }

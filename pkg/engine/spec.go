@@ -177,6 +177,9 @@ type Master struct {
 	// IsHost says the master takes part in the computation (it is the first host of the
 	// hostfile) rather than only launching it.
 	IsHost bool
+	// AfterWorkersReady holds the master Job's creation until every worker pod is Ready
+	// (an MPIJob's launcherCreationPolicy WaitForWorkersReady).
+	AfterWorkersReady bool
 }
 
 // WorkerSet is one group of identical worker pods run by a StatefulSet.
@@ -361,9 +364,10 @@ type Plan struct {
 	// WasPaused says the job's status records a pause (its Paused condition), so its replicas
 	// run the Resume overrides from then on.
 	WasPaused bool
-	// HoldMaster: the master Job is to be created again, but pods of the previous one are still
-	// terminating (planMasterPods); it is created once they are gone, so that two master pods
-	// never share the master's host name.
+	// HoldMaster: the master Job is to be created, but pods of a previous one are still
+	// terminating (planMasterPods; it is created once they are gone, so that two master pods
+	// never share the master's host name), or it waits for its workers to be Ready
+	// (Master.AfterWorkersReady).
 	HoldMaster bool
 	// Restart is where the job is in a whole-job restart (planRestart), and RestartSeen what
 	// was seen of the current attempt's failure.

@@ -43,13 +43,17 @@ func MinMember(s *engine.Spec) int32 {
 	return all
 }
 
-// MinResources sums the requests of the pods that make up MinMember, launcher first. A job
+// MinResources sums the requests of the pods that make up MinMember, launcher first, unless
+// schedulingPolicy.minResources gives them. A job
 // that is suspended or paused has no pods and asks for nothing: Volcano's enqueue step would
 // otherwise hold its minResources for it in the queue while it waits (for Kueue, say).
 func MinResources(s *engine.Spec) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	if s.Suspended() || s.Paused() {
 		return total
+	}
+	if given := s.SchedulingPolicy.MinResources; given != nil {
+		return given.DeepCopy() // the user's (schedulingPolicy.minResources)
 	}
 	for _, tmpl := range podsInOrder(s)[:MinMember(s)] {
 		for name, q := range PodRequests(&tmpl.Spec) {

@@ -61,6 +61,21 @@ func userManifests(t *testing.T) []userManifest {
 			out = append(out, userManifest{name: fmt.Sprintf("examples/%s#%d", filepath.Base(f), i+1), obj: obj})
 		}
 	}
+	// kubeflow's published MPIJobs, kept as published (test/manifests/kubeflow): only the
+	// apiVersion is changed, as a user moving to troupe would.
+	kubeflow, _ := filepath.Glob(filepath.Join("..", "manifests", "kubeflow", "*.yaml"))
+	for _, f := range kubeflow {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(data, &obj); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		obj["apiVersion"] = troupev1.GroupVersion.String()
+		out = append(out, userManifest{name: "kubeflow/" + filepath.Base(f), obj: obj})
+	}
 	docs, _ := filepath.Glob(filepath.Join(seedsDir, "*.md"))
 	for _, d := range docs {
 		examples := seedExamples(t, filepath.Base(d))
@@ -85,8 +100,8 @@ func userManifests(t *testing.T) []userManifest {
 			out = append(out, userManifest{name: "seeds/" + filepath.Base(d) + "#" + ex.name, obj: obj})
 		}
 	}
-	if len(files) == 0 || len(docs) == 0 {
-		t.Fatalf("found %d example files and %d seed documents", len(files), len(docs))
+	if len(files) == 0 || len(docs) == 0 || len(kubeflow) == 0 {
+		t.Fatalf("found %d example files, %d seed documents and %d kubeflow manifests", len(files), len(docs), len(kubeflow))
 	}
 	return out
 }
@@ -245,6 +260,7 @@ func workerCounts(v any, at []string) [][]string {
 		p := append(slices.Clone(at), k)
 		switch {
 		case k == "template" || strings.HasSuffix(k, "Template") || k == "elastic":
+		case k == "Launcher" || k == "Master": // kubeflow's forms: one pod, not a worker count
 		case k == "replicas" || k == "numWorkers":
 			if _, isNumber := m[k].(int64); isNumber {
 				out = append(out, p)

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -65,7 +66,8 @@ type RunPolicy struct {
 	CleanPodPolicyOn *CleanPodPolicyOn `json:"cleanPodPolicyOn,omitempty"`
 
 	// managedBy names the controller that runs the job, as a batch Job's spec.managedBy does:
-	// unset or "troupe.dev/troupe-operator" is troupe; any other value (for example
+	// unset, "troupe.dev/troupe-operator" or kubeflow's "kubeflow.org/mpi-operator" is troupe;
+	// any other value (for example
 	// "kueue.x-k8s.io/multikueue") leaves the job, its children and its status to that
 	// controller, and troupe-operator does nothing with it. It cannot change.
 	// +kubebuilder:validation:MaxLength=63
@@ -95,6 +97,11 @@ type RunPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	WorkerRestartLimit *int32 `json:"workerRestartLimit,omitempty"`
+
+	// schedulingPolicy is kubeflow's spelling of the scheduling policy (kubeflow's jobs keep
+	// it in runPolicy): its fields fill those spec.schedulingPolicy leaves unset.
+	// +optional
+	SchedulingPolicy *KubeflowSchedulingPolicy `json:"schedulingPolicy,omitempty"`
 }
 
 // GangProvider names the scheduler integration that admits a job's pods all together.
@@ -137,6 +144,11 @@ type SchedulingPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+
+	// minResources are the resources the gang needs free before any of its pods is bound.
+	// Default: the sum of the requests of the minAvailable pods, the master's first.
+	// +optional
+	MinResources corev1.ResourceList `json:"minResources,omitempty"`
 
 	// podDisruptionBudget protects the job's workers from voluntary disruption (drains,
 	// evictions) with a PodDisruptionBudget named like the job.

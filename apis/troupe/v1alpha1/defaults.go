@@ -107,6 +107,18 @@ func slotsDefault(c *MPIConfig, tmpl *corev1.PodTemplateSpec) *MPIConfig {
 // is KubeExec (its workers run their own command, not sshd).
 func (j *MPIJob) SetDefaults(o OperatorDefaults) {
 	s := &j.Spec
+	if s.IsKubeflowForm() {
+		s.setKubeflowDefaults()
+		// The transport stays unset (kubeflow's SSH, or KubeExec). runPolicy.schedulingPolicy
+		// is not copied into spec.schedulingPolicy: the program folds it in (Program), so a
+		// later change of it is not shadowed by an earlier copy.
+		s.setPolicyDefaults("", o)
+		if s.LauncherCreationPolicy == "" {
+			s.LauncherCreationPolicy = LauncherAtStartup
+		}
+		setWorkerRestartLimit(&s.RunPolicy)
+		return
+	}
 	if !s.IsWorkerTemplateForm() {
 		s.setDefaults(MPIWorkerContainer, o)
 		setWorkerRestartLimit(&s.RunPolicy)
@@ -196,7 +208,7 @@ func setJobLimitDefaults(backoffLimit **int32, deadline **int64, rp *RunPolicy) 
 // setLaunchDefaults fills the transport (def when none is named) and its settings.
 func setLaunchDefaults(l *MPILaunch, def MPITransport) {
 	if l.Transport == "" {
-		l.Transport = def
+		l.Transport = def // "" (kubeflow's form) leaves it unset
 	}
 	if l.Transport == MPITransportSSH {
 		if l.SSH == nil {

@@ -16,9 +16,18 @@ const (
 	MPILauncherContainer = "mpi-launcher"
 )
 
-// MPIImplementation names the MPI implementation of a job's images.
-// +kubebuilder:validation:Enum=OpenMPI;OpenMPI5;IntelMPI;MPICH
+// MPIImplementation names the MPI implementation of a job's images. Intel is kubeflow's name
+// of IntelMPI.
+// +kubebuilder:validation:Enum=OpenMPI;OpenMPI5;IntelMPI;Intel;MPICH
 type MPIImplementation string
+
+const (
+	MPIImplementationOpenMPI  MPIImplementation = "OpenMPI"
+	MPIImplementationOpenMPI5 MPIImplementation = "OpenMPI5"
+	MPIImplementationIntelMPI MPIImplementation = "IntelMPI"
+	MPIImplementationIntel    MPIImplementation = "Intel"
+	MPIImplementationMPICH    MPIImplementation = "MPICH"
+)
 
 // Every pod template of these kinds carries CEL rules over its containers (images; for worker
 // templates an nvidia.com/gpu limit for a request). Each costs between 2 and 12 million of the
@@ -87,17 +96,24 @@ type MPILauncher struct {
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }
 
-// MPIJobSpec is the desired state of an MPIJob, written in one of two forms: T9k's
-// (spec.worker, with an optional spec.launcher) or FFFFFaraway MPI-Operator's (spec.numWorkers,
-// spec.launcherTemplate and spec.workerTemplate, whose workers run their own command). The
-// operator runs both the same way; see Program.
-// +kubebuilder:validation:XValidation:rule="has(self.worker) || has(self.workerTemplate)",fieldPath=".worker",reason=FieldValueRequired,message="the worker pods are required (or spec.workerTemplate, with spec.numWorkers and spec.launcherTemplate, in the FFFFFaraway form)"
+// MPIJobSpec is the desired state of an MPIJob, written in one of three forms: T9k's
+// (spec.worker, with an optional spec.launcher), FFFFFaraway MPI-Operator's (spec.numWorkers,
+// spec.launcherTemplate and spec.workerTemplate, whose workers run their own command) or
+// kubeflow mpi-operator's (spec.mpiReplicaSpecs; kubeflow_types.go). The operator runs them the
+// same way; see Program.
+// +kubebuilder:validation:XValidation:rule="has(self.worker) || has(self.workerTemplate) || has(self.mpiReplicaSpecs)",fieldPath=".worker",reason=FieldValueRequired,message="the worker pods are required (or spec.workerTemplate, with spec.numWorkers and spec.launcherTemplate, in the FFFFFaraway form; or spec.mpiReplicaSpecs in kubeflow's form)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !(has(self.worker) || has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers) || has(self.launcher))",fieldPath=".mpiReplicaSpecs",reason=FieldValueForbidden,message="spec.mpiReplicaSpecs (kubeflow's form) and spec.worker/launcher or spec.numWorkers/launcherTemplate/workerTemplate are forms of the same job: write one of them"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.slotsPerWorker)",fieldPath=".slotsPerWorker",reason=FieldValueForbidden,message="belongs to kubeflow's form (spec.mpiReplicaSpecs); in the spec.worker form the slots are spec.worker.slots"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.sshAuthMountPath)",fieldPath=".sshAuthMountPath",reason=FieldValueForbidden,message="belongs to kubeflow's form (spec.mpiReplicaSpecs), whose pods get one key pair there; the other forms use troupe's SSH transport (spec.ssh)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !has(self.transport) || self.transport == 'KubeExec'",fieldPath=".transport",message="kubeflow's form (spec.mpiReplicaSpecs) connects over the workers' own sshd with the key pair at sshAuthMountPath; leave transport unset, or set KubeExec"
+// +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !has(self.ssh)",fieldPath=".ssh",reason=FieldValueForbidden,message="configures troupe's SSH transport, which kubeflow's form (spec.mpiReplicaSpecs) does not use: its key pair is mounted at sshAuthMountPath"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) == has(oldSelf.mpiReplicaSpecs)",reason=FieldValueForbidden,message="the job cannot change to or from kubeflow's form (spec.mpiReplicaSpecs) once it exists"
 // +kubebuilder:validation:XValidation:rule="!has(self.worker) || !(has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers))",fieldPath=".worker",reason=FieldValueForbidden,message="spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.launcher)",fieldPath=".launcher",reason=FieldValueForbidden,message="belongs to the spec.worker form: with spec.workerTemplate the launcher is spec.launcherTemplate"
 // +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || has(self.launcherTemplate)",fieldPath=".launcherTemplate",reason=FieldValueRequired,message="its command runs the program (for example horovodrun --hostfile $OMPI_MCA_orte_default_hostfile ...)"
 // +kubebuilder:validation:XValidation:rule="!has(self.workerTemplate) || !has(self.transport) || self.transport == 'KubeExec'",fieldPath=".transport",message="the spec.workerTemplate form runs the workers' own commands and reaches them with KubeExec; write the spec.worker form for sshd workers"
 // +kubebuilder:validation:XValidation:rule="!has(self.worker) || self.worker.template.spec.containers.exists(c, c.name == 'mpi-worker')",fieldPath=".worker.template.spec.containers",reason=FieldValueRequired,message="must contain a container named \"mpi-worker\": it runs the job's processes"
-// +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : 1)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the launcher and every worker)\".format([1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : 1)])"
+// +kubebuilder:validation:XValidation:rule="!has(self.schedulingPolicy) || !has(self.schedulingPolicy.minAvailable) || self.schedulingPolicy.minAvailable <= 1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : has(self.mpiReplicaSpecs) ? (has(self.mpiReplicaSpecs.Worker) && has(self.mpiReplicaSpecs.Worker.replicas) ? self.mpiReplicaSpecs.Worker.replicas : 0) : 1)",fieldPath=".schedulingPolicy.minAvailable",messageExpression="\"must be between 1 and the job's %d pods (the launcher and every worker)\".format([1 + (has(self.worker) && has(self.worker.replicas) ? self.worker.replicas : has(self.numWorkers) ? self.numWorkers : has(self.mpiReplicaSpecs) ? (has(self.mpiReplicaSpecs.Worker) && has(self.mpiReplicaSpecs.Worker.replicas) ? self.mpiReplicaSpecs.Worker.replicas : 0) : 1)])"
 // +kubebuilder:validation:XValidation:rule="has(self.workerTemplate) == has(oldSelf.workerTemplate)",reason=FieldValueForbidden,message="the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists"
 type MPIJobSpec struct {
 	MPIProgramSpec `json:",inline"`
@@ -130,17 +146,53 @@ type MPIJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))",messageExpression="'spec.workerTemplate.spec.containers[%d].resources.limits[nvidia.com/gpu]: nvidia.com/gpu is an extended resource: set a limit equal to the request'.format([self.spec.containers.map(c, !has(c.resources) || !has(c.resources.requests) || !('nvidia.com/gpu' in c.resources.requests) || (has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)).indexOf(false)])",reason=FieldValueRequired
 	// +optional
 	WorkerTemplate *corev1.PodTemplateSpec `json:"workerTemplate,omitempty"`
+
+	// mpiReplicaSpecs is the launcher and the workers in kubeflow's form (mpi-operator's
+	// kubeflow.org/v2beta1 MPIJob, with only apiVersion changed): Launcher and Worker, each with
+	// replicas, template and restartPolicy. See docs/migrating.md.
+	// +optional
+	MPIReplicaSpecs *MPIReplicaSpecs `json:"mpiReplicaSpecs,omitempty"`
+
+	// slotsPerWorker is every worker's MPI slots in kubeflow's form. Default 1, at most 1024.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	SlotsPerWorker *int32 `json:"slotsPerWorker,omitempty"`
+
+	// sshAuthMountPath is where kubeflow's form mounts the job's generated key pair in the main
+	// container of every pod (id_rsa, id_rsa.pub, authorized_keys). Default /root/.ssh.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	SSHAuthMountPath string `json:"sshAuthMountPath,omitempty"`
+
+	// runLauncherAsWorker makes the launcher a host of the job: the first line of the
+	// hostfile, with the workers' slots, so that it runs ranks too. It cannot change.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cannot change once the job exists"
+	// +optional
+	RunLauncherAsWorker *bool `json:"runLauncherAsWorker,omitempty"`
+
+	// launcherCreationPolicy is when the launcher is created: AtStartup (the default), with
+	// the workers, or WaitForWorkersReady, once every worker pod is Ready.
+	// +optional
+	LauncherCreationPolicy LauncherCreationPolicy `json:"launcherCreationPolicy,omitempty"`
 }
 
 // IsWorkerTemplateForm reports whether the job is written in the FFFFFaraway form
 // (numWorkers, launcherTemplate, workerTemplate).
 func (s *MPIJobSpec) IsWorkerTemplateForm() bool { return s.WorkerTemplate != nil }
 
+// LauncherIsWorker reports whether the launcher is a host of the job (runLauncherAsWorker).
+func (s *MPIJobSpec) LauncherIsWorker() bool { return ptr.Deref(s.RunLauncherAsWorker, false) }
+
 // Program returns the job as the MPI program both forms describe, in the spec.worker form, and
 // the name of its workers' main container. The FFFFFaraway form's numWorkers, workerTemplate
 // and launcherTemplate become worker.replicas, worker.template and launcher.template, and its
 // main container is the worker template's first. The result shares nothing with s.
 func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
+	if s.IsKubeflowForm() {
+		return s.kubeflowProgram()
+	}
 	p = *s.MPIProgramSpec.DeepCopy()
 	if !s.IsWorkerTemplateForm() {
 		return p, MPIWorkerContainer

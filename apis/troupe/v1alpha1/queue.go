@@ -15,6 +15,10 @@ const (
 // ManagedByTroupeOperator is the runPolicy.managedBy value that means troupe, like unset.
 const ManagedByTroupeOperator = "troupe.dev/troupe-operator"
 
+// ManagedByKubeflowMPIOperator is kubeflow's own runPolicy.managedBy value, which kubeflow's
+// manifests carry: where troupe serves MPIJob, it means troupe too.
+const ManagedByKubeflowMPIOperator = "kubeflow.org/mpi-operator"
+
 // Reasons of ConditionAdmitted besides Kueue's own eviction reasons (Preempted, ...).
 const (
 	ReasonQueued   = "Pending"
@@ -62,7 +66,7 @@ var (
 
 // ManagedElsewhere reports whether runPolicy.managedBy gives the job to another controller.
 func (p *RunPolicy) ManagedElsewhere() bool {
-	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator
+	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator && *p.ManagedBy != ManagedByKubeflowMPIOperator
 }
 
 // JobRunPolicy returns the job's run policy.
