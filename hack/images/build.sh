@@ -3,8 +3,10 @@
 # image starts FROM scratch or from another image built here), and cache each one by the hash
 # of what it is made from.
 #   IMAGE: troupe-operator troupe-agent troupe-mpi troupe-train pause troupe-debian
+#          troupe-debian-trixie mpi-pi-openmpi mpi-pi-mpich
 # Each image is named $IMAGE_REGISTRY/IMAGE:$IMAGE_TAG (hack/versions.mk) in buildah's local
-# storage and saved as a docker archive, $TROUPE_CACHE/images/IMAGE-HASH.tar, which the local
+# storage, but for the mpi-pi images, named as kubeflow's examples name theirs
+# (docker.io/mpioperator/mpi-pi:openmpi and :mpich), and saved as a docker archive, $TROUPE_CACHE/images/IMAGE-HASH.tar, which the local
 # cluster's real node imports. HASH covers the image's directory under images/, the files the
 # script adds to its build context (binaries, CA certificates), the recipe of the Debian root
 # filesystem and the hash of the image it is built on; an image whose hash is cached is not
@@ -28,29 +30,58 @@ parent() {
   case $1 in
     troupe-mpi) echo troupe-debian ;;
     troupe-train) echo troupe-mpi ;;
+    mpi-pi-*) echo troupe-debian-trixie ;;
   esac
 }
 
-ref() { echo "$IMAGE_REGISTRY/$1:$IMAGE_TAG"; }
+# dir IMAGE: the directory under images/ IMAGE is made from; the mpi-pi images share one.
+dir() {
+  case $1 in
+    mpi-pi-*) echo mpi-pi ;;
+    troupe-debian-trixie) echo troupe-debian ;;
+    *) echo "$1" ;;
+  esac
+}
+
+ref() {
+  case $1 in
+    mpi-pi-*) echo "docker.io/mpioperator/mpi-pi:${1#mpi-pi-}" ;;
+    *) echo "$IMAGE_REGISTRY/$1:$IMAGE_TAG" ;;
+  esac
+}
+
+# suite IMAGE: the Debian suite of a root filesystem image. kubeflow's images are Debian trixie
+# (Open MPI 5 with PRRTE/PMIx, MPICH 4.2); troupe's are $DEBIAN_SUITE.
+suite() {
+  case $1 in
+    troupe-debian-trixie) echo trixie ;;
+    *) echo "$DEBIAN_SUITE" ;;
+  esac
+}
 
 # The Debian root filesystem: minbase (dpkg, apt and what they need), without documentation,
 # manual pages and translations (also for packages installed later, through dpkg.cfg.d), no
 # recommended packages.
-rootfs_recipe=(
-  mmdebstrap --variant=minbase --format=tar
-  --aptopt='APT::Install-Recommends "false"'
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
-  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
-  --dpkgopt='path-exclude=/usr/share/locale/*'
-  --include=ca-certificates
-  "$DEBIAN_SUITE"
-)
+rootfs_recipe() {
+  printf '%s\n' mmdebstrap --variant=minbase --format=tar \
+    --aptopt='APT::Install-Recommends "false"' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --include=ca-certificates \
+    "$1"
+}
+
+# sources SUITE: the machine's apt sources for SUITE (its own suite's, renamed).
+sources() {
+  sed "s/\b$DEBIAN_SUITE\b/$1/g" "$apt_sources"
+}
 
 # context IMAGE DIR: fill the build context DIR with what IMAGE's Containerfile copies, except
 # what only a cache miss needs (the root filesystem, made in build()).
 context() {
   local name=$1 dir=$2
-  cp -r "$REPO_ROOT/images/$name/." "$dir/"
+  cp -r "$REPO_ROOT/images/$(dir "$name")/." "$dir/"
   case $name in
     troupe-operator | troupe-agent)
       (cd "$REPO_ROOT" && go build -ldflags "-s -w" -o "$dir/$name" "./cmd/$name")
@@ -59,7 +90,8 @@ context() {
       cp /etc/ssl/certs/ca-certificates.crt "$dir/"
       ;;
     pause) (cd "$REPO_ROOT" && go build -ldflags "-s -w" -o "$dir/pause" ./images/pause) ;;
-    troupe-debian) printf '%s\n' "${rootfs_recipe[@]}" >"$dir/.recipe" && cat "$apt_sources" >>"$dir/.recipe" ;;
+    troupe-debian | troupe-debian-trixie) { rootfs_recipe "$(suite "$name")" && sources "$(suite "$name")"; } >"$dir/.recipe" ;;
+    mpi-pi-*) echo "${name#mpi-pi-}" >"$dir/.mpi" ;; # the build argument, in the hash
   esac
 }
 
@@ -79,7 +111,7 @@ declare -A built # IMAGE -> hash, for images built or found in this run
 build() {
   local name=$1 base ctx hash archive start
   [[ -n ${built[$name]:-} ]] && return 0
-  [[ -f $REPO_ROOT/images/$name/Containerfile ]] || { log "no images/$name/Containerfile"; exit 2; }
+  [[ -f $REPO_ROOT/images/$(dir "$name")/Containerfile ]] || { log "no images/$(dir "$name")/Containerfile"; exit 2; }
   base=$(parent "$name")
   [[ -z $base ]] || build "$base"
   ctx=$(mktemp -d "$cache/.ctx-$name.XXXXXX")
@@ -99,13 +131,17 @@ build() {
   fi
   start=$SECONDS
   log "$name: building $(ref "$name") (hash $hash)"
-  if [[ $name == troupe-debian ]]; then
-    "${rootfs_recipe[@]}" "$ctx/rootfs.tar" "$apt_sources" >&2
+  if [[ $name == troupe-debian* ]]; then
+    local recipe
+    mapfile -t recipe < <(rootfs_recipe "$(suite "$name")")
+    sources "$(suite "$name")" >"$ctx/.sources"
+    "${recipe[@]}" "$ctx/rootfs.tar" "$ctx/.sources" >&2
   fi
   # chroot isolation: RUN steps need no container runtime, cgroups or network namespace.
   local args=() old
   old=$(buildah inspect --type image --format '{{.FromImageID}}' "$(ref "$name")" 2>/dev/null || true)
   [[ -z $base ]] || args+=(--build-arg "BASE=$(ref "$base")")
+  [[ ! -f $ctx/.mpi ]] || args+=(--build-arg "MPI=$(cat "$ctx/.mpi")")
   buildah bud --isolation chroot --pull-never --layers=false \
     --label "dev.troupe.content-hash=$hash" "${args[@]}" \
     -t "$(ref "$name")" -f "$ctx/Containerfile" "$ctx" >&2
