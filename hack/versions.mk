@@ -22,8 +22,11 @@ MPI_OPERATOR_VERSION ?= v0.8.2
 # its module (cmd/kueue), its CRDs and webhook manifests from the same module.
 KUEUE_VERSION ?= v0.15.2
 
-# The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module.
+# The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module;
+# the OCI registry its containerd pulls docker.io images through (test/tools/registry, on
+# go-containerregistry's registry package).
 COREDNS_VERSION ?= v1.15.0
+REGISTRY_VERSION ?= v0.22.1
 
 # Code generation and lint.
 CONTROLLER_GEN_VERSION ?= v0.20.0

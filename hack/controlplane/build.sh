@@ -2,13 +2,14 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-#              coscheduler volcano-scheduler kubelet kube-proxy coredns mpi-operator kueue
+#              coscheduler volcano-scheduler kubelet kube-proxy coredns registry mpi-operator kueue
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
 #   $TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin/coscheduler
 #   $TROUPE_CACHE/volcano-$VOLCANO_VERSION/bin/volcano-scheduler
 #   $TROUPE_CACHE/coredns-$COREDNS_VERSION/bin/coredns
+#   $TROUPE_CACHE/registry-$REGISTRY_VERSION/bin/registry
 #   $TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/{bin/mpi-operator,crds/kubeflow.org_mpijobs.yaml}
 #   $TROUPE_CACHE/kueue-$KUEUE_VERSION/{bin/kueue,crds/*.yaml,webhooks.yaml}
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
@@ -112,6 +113,12 @@ for c in "$@"; do
       [[ -x $COREDNS_BIN/$c ]] && continue
       check_pin "$TOOLS_MODULES/coredns" github.com/coredns/coredns "$COREDNS_VERSION" COREDNS_VERSION
       build "$c" "$COREDNS_BIN" "$TOOLS_MODULES/coredns" github.com/coredns/coredns -ldflags "-s -w"
+      ;;
+    registry)
+      # Our own main package (test/tools/registry) on go-containerregistry's registry.
+      [[ -x $REGISTRY_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/registry" github.com/google/go-containerregistry "$REGISTRY_VERSION" REGISTRY_VERSION
+      build "$c" "$REGISTRY_BIN" "$TOOLS_MODULES/registry" . -ldflags "-s -w"
       ;;
     etcd)
       [[ -x $ETCD_BIN/etcd ]] && continue

@@ -4,7 +4,9 @@
 #   CLUSTER_NAME      (default troupe-demo)
 #   REAL_NODE_IMAGES  images of make images to import into the node (default: pause troupe-mpi
 #                     troupe-operator troupe-agent); pods use them with imagePullPolicy
-#                     IfNotPresent or Never, nothing is pulled
+#                     IfNotPresent or Never, nothing is pulled from outside: docker.io images
+#                     come from the node's own registry (realnode-images.sh --push puts them
+#                     there), for pods with imagePullPolicy Always
 # The node runs Debian's containerd and runc, CNI bridge networking on $POD_CIDR, a kubelet and a
 # kube-proxy (iptables) of the cluster's Kubernetes version, and CoreDNS for the cluster's names
 # behind the kube-dns Service. It is labelled and tainted troupe.dev/real-node=true:NoSchedule,
@@ -28,7 +30,7 @@ start_time=$SECONDS
 [[ $(id -u) == 0 ]] || { rlog "needs root (containerd, mounts, iptables)"; exit 1; }
 [[ -f $kubeconfig ]] || { rlog "no cluster $CLUSTER_NAME: run cluster-up.sh first"; exit 1; }
 "$REPO_ROOT/hack/container-deps.sh"
-"$here/build.sh" kubectl kubelet kube-proxy coredns
+"$here/build.sh" kubectl kubelet kube-proxy coredns registry
 
 # The node is this machine, under its own host name: the API server dials the kubelet by the
 # node's Hostname address, so that name must resolve here. Its InternalIP is the address of the
@@ -45,7 +47,7 @@ flock "$lock"
 # healthy: the node runs for this cluster, every process is alive and the Node is Ready.
 healthy() {
   [[ $(cat "$STATE/cluster" 2>/dev/null) == "$CLUSTER_NAME" ]] || return 1
-  for c in containerd kubelet kube-proxy coredns; do pid_of "$c" >/dev/null || return 1; done
+  for c in registry containerd kubelet kube-proxy coredns; do pid_of "$c" >/dev/null || return 1; done
   kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=5s >/dev/null 2>&1
 }
 if healthy; then
@@ -88,6 +90,10 @@ render cni.conflist >"$STATE/cni/net.d/10-troupe-realnode.conflist"
 render kubelet.yaml >"$STATE/kubelet.yaml"
 render kube-proxy.yaml >"$STATE/kube-proxy.yaml"
 render Corefile >"$STATE/Corefile"
+# containerd's mirror for docker.io: the node's registry (plain HTTP on loopback).
+mkdir -p "$STATE/containerd/certs.d/docker.io"
+printf 'server = "https://registry-1.docker.io"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+  "$REGISTRY_ADDR" >"$STATE/containerd/certs.d/docker.io/hosts.toml"
 
 # wait_for WHAT SECONDS CMD...: run CMD until it succeeds, for at most SECONDS.
 wait_for() {
@@ -99,6 +105,11 @@ wait_for() {
   done
 }
 ctr() { command ctr --address "$CONTAINERD_SOCK" "$@"; }
+
+rlog "starting the node's registry on $REGISTRY_ADDR"
+mkdir -p "$STATE/registry"
+start registry "$REGISTRY_BIN/registry" -addr "$REGISTRY_ADDR" -dir "$STATE/registry"
+wait_for "registry (log: $LOGS/registry.log)" 30 curl -fsS "http://$REGISTRY_ADDR/v2/"
 
 rlog "starting containerd"
 start containerd "$(command -v containerd)" --config "$STATE/containerd.toml"

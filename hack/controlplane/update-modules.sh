@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
-# Run it after changing a version there (every module, or only those named: kube etcd kwok coredns
+# Run it after changing a version there (every module, or only those named: kube etcd kwok coredns registry
 # scheduler-plugins volcano mpi-operator kueue), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
@@ -77,6 +77,11 @@ update_coredns() {
   (cd "$dir" && go get -tool "github.com/coredns/coredns@$COREDNS_VERSION" && go mod tidy)
 }
 
+update_registry() {
+  # main.go is ours: only the dependency moves.
+  (cd "$TOOLS_MODULES/registry" && go get "github.com/google/go-containerregistry@$REGISTRY_VERSION" && go mod tidy)
+}
+
 # replace_lines GOMOD: every replace directive of GOMOD (block or single line) as "OLD => NEW V".
 replace_lines() {
   sed -n -e '/^replace (/,/^)/{/=>/s/^[[:space:]]*//p}' -e 's/^replace \([^(].* => .*\)/\1/p' "$1"
@@ -148,11 +153,11 @@ update_kueue() {
   (cd "$dir" && go get -tool "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano coredns mpi-operator kueue)
+all=(kube etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
-    kube | etcd | kwok | volcano | coredns | kueue) "update_$t" ;;
+    kube | etcd | kwok | volcano | coredns | registry | kueue) "update_$t" ;;
     scheduler-plugins) update_scheduler_plugins ;;
     mpi-operator) update_mpi_operator ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;

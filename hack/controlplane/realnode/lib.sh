@@ -19,6 +19,8 @@ KUBELET_HEALTHZ_PORT=10248
 PROXY_HEALTHZ_PORT=10256
 PROXY_METRICS_PORT=10249
 DNS_READY_PORT=8181
+# The node's registry (test/tools/registry), containerd's mirror for docker.io, on loopback.
+REGISTRY_ADDR=127.0.0.1:5115
 NODE_LABEL=troupe.dev/real-node
 
 rlog() { echo "[realnode] $*" >&2; }
@@ -61,7 +63,7 @@ stop() {
 # mounts under STATE, iptables rules, the bridge, CNI caches, ip_forward.
 teardown() {
   local id f
-  for c in coredns kube-proxy kubelet; do stop "$c"; done
+  for c in coredns kube-proxy kubelet registry; do stop "$c"; done
   # Every container runc started for this node, pods' sandboxes included.
   if [[ -d $STATE/runc/k8s.io ]]; then
     for id in $(runc --root "$STATE/runc/k8s.io" list -q 2>/dev/null); do
