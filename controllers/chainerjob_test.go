@@ -19,7 +19,7 @@ import (
 func chainerTemplate(gpus int64) corev1.PodTemplateSpec {
 	c := corev1.Container{Name: "chainer", Image: "chainermn:1"}
 	if gpus > 0 {
-		c.Resources.Limits = corev1.ResourceList{mpi.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}
+		c.Resources.Limits = corev1.ResourceList{troupev1.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}
 	}
 	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 }

@@ -141,8 +141,8 @@ func validateSlots(p *field.Path, slots *int32, tmpl *corev1.PodTemplateSpec, ma
 	if slots == nil {
 		if derived := mpi.Slots(tmpl, mainContainer, nil); derived > troupev1.MaxSlotsPerPod {
 			return field.ErrorList{field.Invalid(p, derived, fmt.Sprintf(
-				"the %s limit of container %q gives %d MPI processes per pod, more than %d: set the slots explicitly",
-				mpi.ResourceGPU, mainContainer, derived, troupev1.MaxSlotsPerPod))}
+				"the accelerator limit of container %q gives %d MPI processes per pod, more than %d: set the slots explicitly",
+				mainContainer, derived, troupev1.MaxSlotsPerPod))}
 		}
 		return nil
 	}

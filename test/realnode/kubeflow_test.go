@@ -122,3 +122,60 @@ func TestKubeflowPi(t *testing.T) {
 		})
 	}
 }
+
+// TestMPI5AndMPICH42 runs the MPIs of Debian trixie across troupe's own pods, with troupe's
+// transports: Open MPI 5.0.7 (mpiImplementation OpenMPI5: prterun, PRRTE's PRTE_MCA_*
+// environment) launched with the CANOPIE-HPC seed's mapping, prterun --map-by ppr:2:node, over
+// the SSH transport and over KubeExec; and MPICH 4.2.1 over SSH, without the preload troupe's
+// own image needs for MPICH 4.0. Each runs the pi program of the mpi-pi images on two workers
+// of two slots: 4 ranks, two on each worker.
+func TestMPI5AndMPICH42(t *testing.T) {
+	needOperator(t)
+	needKubeflowImages(t)
+	// Over SSH the worker runs troupe's sshd; over KubeExec it runs its own command, which must
+	// last (the image's is a shell that exits).
+	const sleep = "[sleep, infinity]"
+	for _, tc := range []struct{ name, impl, transport, image, args, command string }{
+		{"openmpi5-ssh", "OpenMPI5", "SSH", "docker.io/mpioperator/mpi-pi:openmpi", "[--map-by, ppr:2:node]", "[]"},
+		{"openmpi5-kubeexec", "OpenMPI5", "KubeExec", "docker.io/mpioperator/mpi-pi:openmpi", "[--map-by, ppr:2:node]", sleep},
+		{"mpich42-ssh", "MPICH", "SSH", "docker.io/mpioperator/mpi-pi:mpich", "[-ppn, \"2\"]", "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, "realnode-"+tc.name)
+			describeOnFailure(t, ns)
+			mustKubectl(t, fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
+kind: MPIJob
+metadata: {name: pi}
+spec:
+  mpiImplementation: %[1]s
+  transport: %[2]s
+  worker:
+    replicas: 2
+    slots: 2
+    extraMPIArgs: %[3]s
+    cmd: [/home/mpiuser/pi]
+    template:
+      spec:
+%[4]s        containers:
+        - name: mpi-worker
+          image: %[5]s
+          command: %[6]s
+          resources: {limits: {cpu: 500m, memory: 512Mi}}
+`, tc.impl, tc.transport, tc.args, pinned(8), tc.image, tc.command), "create", "-n", ns, "-f", "-")
+			took, err := waitCondition(t, ns, "mpijob/pi", "Succeeded", 240*time.Second)
+			logs, _ := kubectl("", "logs", "-n", ns, "job/pi-launcher", "-c", "mpi-launcher")
+			if err != nil {
+				t.Fatalf("the job did not succeed: %v\nlauncher log:\n%s", err, logs)
+			}
+			if !regexp.MustCompile(`pi is approximately 3\.14159265\d*, error \S+, from 4 ranks`).MatchString(logs) {
+				t.Errorf("the launcher's log does not give pi from 4 ranks:\n%s", logs)
+			}
+			for _, host := range []string{"pi-worker-0", "pi-worker-1"} {
+				if n := len(regexp.MustCompile(`rank \d of 4 on host ` + host + `\b`).FindAllString(logs, -1)); n != 2 {
+					t.Errorf("%d ranks on %s, want 2 (ppr:2:node):\n%s", n, host, logs)
+				}
+			}
+			t.Logf("%s over %s Succeeded in %s", tc.impl, tc.transport, took.Round(time.Second))
+		})
+	}
+}

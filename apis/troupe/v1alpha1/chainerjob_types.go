@@ -25,8 +25,9 @@ const (
 
 // MPIConfig tunes how MPI places processes on one replica set's pods.
 type MPIConfig struct {
-	// slots is the number of MPI processes per pod of this set. Default: the nvidia.com/gpu
-	// limit of the "chainer" container, else 1. At most 1024.
+	// slots is the number of MPI processes per pod of this set. Default: the accelerators (a
+	// GPU of any vendor, Gaudi, Neuron, TPU) the "chainer" container is limited to, else 1. At
+	// most 1024.
 	// A CEL rule rather than an OpenAPI minimum: under spec.workerSets the API server reports
 	// an OpenAPI bound at spec.workerSets.<set>.mpiConfig.slots but a CEL rule, as the webhook,
 	// at spec.workerSets[<set>].mpiConfig.slots; one spelling for every refusal.

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"math"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -47,23 +48,47 @@ const (
 	DefaultWaitForWorkersTimeoutSeconds int32 = 300
 	// DefaultMPIImplementation is the MPI of MPIJob and HorovodJob images that name none.
 	DefaultMPIImplementation MPIImplementation = "OpenMPI"
-	// ResourceGPU is the extended resource whose limit gives a pod's default slots.
+	// ResourceGPU is NVIDIA's GPU resource, the most common accelerator (see IsAccelerator).
 	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 )
 
-// SlotsFromTemplate is the default MPI slots of a pod: the nvidia.com/gpu limit of its main
-// container, else 1.
+// acceleratorResources are the device plugins' resources that count accelerators but do not
+// end in /gpu: Intel's GPUs, Habana's Gaudi, AWS's Neuron devices and cores, Google's TPUs.
+var acceleratorResources = map[corev1.ResourceName]bool{
+	"gpu.intel.com/i915": true, "gpu.intel.com/xe": true, "habana.ai/gaudi": true,
+	"aws.amazon.com/neuron": true, "aws.amazon.com/neuroncore": true, "google.com/tpu": true,
+}
+
+// IsAccelerator says whether a resource counts accelerators, one MPI rank each: any vendor's
+// <domain>/gpu (nvidia.com/gpu, amd.com/gpu, ...), NVIDIA's MIG slices (nvidia.com/mig-*), and
+// the device plugins' accelerators that are named otherwise (acceleratorResources).
+func IsAccelerator(name corev1.ResourceName) bool {
+	domain, resource, ok := strings.Cut(string(name), "/")
+	switch {
+	case !ok || domain == "" || strings.HasSuffix(domain, "kubernetes.io"):
+		return false
+	case resource == "gpu", domain == "nvidia.com" && strings.HasPrefix(resource, "mig-"):
+		return true
+	}
+	return acceleratorResources[name]
+}
+
+// SlotsFromTemplate is the default MPI slots of a pod: the accelerators its main container is
+// limited to (the largest such limit, IsAccelerator), else 1.
 func SlotsFromTemplate(tmpl *corev1.PodTemplateSpec, mainContainer string) int32 {
+	slots := int64(1)
 	for _, c := range tmpl.Spec.Containers {
 		if c.Name != mainContainer {
 			continue
 		}
-		if gpus, ok := c.Resources.Limits[ResourceGPU]; ok && gpus.Value() > 0 {
-			// Found by fuzzing: a limit beyond int32 must not wrap to a negative count.
-			return int32(min(gpus.Value(), math.MaxInt32))
+		for name, q := range c.Resources.Limits {
+			if IsAccelerator(name) && q.Value() > slots {
+				slots = q.Value()
+			}
 		}
 	}
-	return 1
+	// Found by fuzzing: a limit beyond int32 must not wrap to a negative count.
+	return int32(min(slots, math.MaxInt32))
 }
 
 // SetDefaults fills a ChainerJob's defaults. A job of backend none runs its master alone: it

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // runPolicy.workerRestartLimit defaults to 3 for every job whose workers must all run, and to no
@@ -49,5 +50,40 @@ func TestWorkerRestartLimitDefaults(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: workerRestartLimit %s, want %s", name, got, want)
 		}
+	}
+}
+
+// A pod's default slots are its main container's accelerators, whoever makes them; other
+// extended resources (a NIC, hugepages) are not ranks.
+func TestSlotsFromAnyAccelerator(t *testing.T) {
+	pod := func(limits corev1.ResourceList) *corev1.PodTemplateSpec {
+		return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "sidecar", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")}}},
+			{Name: "main", Resources: corev1.ResourceRequirements{Limits: limits}},
+		}}}
+	}
+	tests := map[string]struct {
+		limits corev1.ResourceList
+		want   int32
+	}{
+		"no limit":              {nil, 1},
+		"NVIDIA":                {corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}, 4},
+		"AMD":                   {corev1.ResourceList{"amd.com/gpu": resource.MustParse("8")}, 8},
+		"Intel GPU":             {corev1.ResourceList{"gpu.intel.com/xe": resource.MustParse("2")}, 2},
+		"Habana Gaudi":          {corev1.ResourceList{"habana.ai/gaudi": resource.MustParse("8")}, 8},
+		"AWS Neuron":            {corev1.ResourceList{"aws.amazon.com/neuron": resource.MustParse("16")}, 16},
+		"Google TPU":            {corev1.ResourceList{"google.com/tpu": resource.MustParse("4")}, 4},
+		"an NVIDIA MIG slice":   {corev1.ResourceList{"nvidia.com/mig-1g.5gb": resource.MustParse("3")}, 3},
+		"a NIC is not a rank":   {corev1.ResourceList{"rdma/hca_shared_devices_a": resource.MustParse("1"), "cpu": resource.MustParse("16")}, 1},
+		"hugepages are not":     {corev1.ResourceList{"hugepages-2Mi": resource.MustParse("1Gi")}, 1},
+		"the largest of two":    {corev1.ResourceList{"amd.com/gpu": resource.MustParse("2"), "nvidia.com/gpu": resource.MustParse("6")}, 6},
+		"a sidecar's GPUs only": {corev1.ResourceList{"memory": resource.MustParse("1Gi")}, 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := SlotsFromTemplate(pod(tt.limits), "main"); got != tt.want {
+				t.Errorf("slots %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -56,8 +56,8 @@ type MPIWorker struct {
 	// is replaced by sshd: the processes are started by the launcher.
 	Template corev1.PodTemplateSpec `json:"template"`
 
-	// slots is the number of MPI processes per worker pod. Default: the nvidia.com/gpu limit
-	// of the main container, else 1. At most 1024.
+	// slots is the number of MPI processes per worker pod. Default: the accelerators (a GPU
+	// of any vendor, Gaudi, Neuron, TPU) the main container is limited to, else 1. At most 1024.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	// +optional

@@ -249,7 +249,7 @@ func (b Backend) Generate(s *engine.Spec, obj client.Object) error {
 }
 
 // Slots returns the MPI slots of a pod: the override when set, else the default from its
-// template (troupev1.SlotsFromTemplate: the nvidia.com/gpu limit of the main container, else 1).
+// template (troupev1.SlotsFromTemplate: the accelerator limit of the main container, else 1).
 func Slots(tmpl *corev1.PodTemplateSpec, mainContainer string, override *int32) int32 {
 	if override != nil {
 		return *override
@@ -257,5 +257,3 @@ func Slots(tmpl *corev1.PodTemplateSpec, mainContainer string, override *int32) 
 	return troupev1.SlotsFromTemplate(tmpl, mainContainer)
 }
 
-// ResourceGPU is the extended resource whose limit gives a pod's default slots.
-const ResourceGPU = troupev1.ResourceGPU

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -132,7 +133,7 @@ func TestDecoratePodKeepsMessagePolicy(t *testing.T) {
 func TestSlots(t *testing.T) {
 	withGPUs := func(container string, n int64) corev1.PodTemplateSpec {
 		t := template("sidecar", container)
-		t.Spec.Containers[1].Resources.Limits = corev1.ResourceList{ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}
+		t.Spec.Containers[1].Resources.Limits = corev1.ResourceList{troupev1.ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}
 		return t
 	}
 	tests := map[string]struct {
