@@ -171,7 +171,7 @@ spec:
 				t.Errorf("the launcher's log does not give pi from 4 ranks:\n%s", logs)
 			}
 			for _, host := range []string{"pi-worker-0", "pi-worker-1"} {
-				if n := len(regexp.MustCompile(`rank \d of 4 on host ` + host + `\b`).FindAllString(logs, -1)); n != 2 {
+				if n := len(regexp.MustCompile(`rank \d of 4 on host `+host+`\b`).FindAllString(logs, -1)); n != 2 {
 					t.Errorf("%d ranks on %s, want 2 (ppr:2:node):\n%s", n, host, logs)
 				}
 			}

@@ -256,4 +256,3 @@ func Slots(tmpl *corev1.PodTemplateSpec, mainContainer string, override *int32) 
 	}
 	return troupev1.SlotsFromTemplate(tmpl, mainContainer)
 }
-
