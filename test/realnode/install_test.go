@@ -83,7 +83,7 @@ func TestInstall(t *testing.T) {
 			plural := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "troupe.dev_"), ".yaml")
 			mustKubectl(t, "", "get", "crd", plural+".troupe.dev")
 		}
-		release := mustKubectl(t, operatorNS, "get", "secret", "sh.helm.release.v1.troupe.v1", "-o", "jsonpath={.data.release}")
+		release := mustKubectl(t, "", "get", "secret", "-n", operatorNS, "sh.helm.release.v1.troupe.v1", "-o", "jsonpath={.data.release}")
 		t.Logf("Helm's release Secret holds %d bytes of its 1 MiB limit", len(release))
 		checkInstall(t)
 	})
