@@ -18,7 +18,10 @@ if [[ ${1:-} == --push ]]; then push=true; shift; fi
 [[ $# -gt 0 ]] || { sed -n '2,9s/^# //p' "$0" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { rlog "needs root (containerd's socket)"; exit 1; }
 pid_of containerd >/dev/null || { rlog "the real node does not run: start it with REAL_NODE=1 cluster-up.sh"; exit 1; }
-mapfile -t archives < <("$REPO_ROOT/hack/images/build.sh" "$@")
+# A command substitution, not a process substitution: a build that fails (a full disk, say)
+# must stop here, not leave nothing to import and look like success.
+built=$("$REPO_ROOT/hack/images/build.sh" "$@")
+mapfile -t archives <<<"$built"
 if $push; then
   pid_of registry >/dev/null || { rlog "the real node's registry does not run"; exit 1; }
   for a in "${archives[@]}"; do

@@ -72,7 +72,8 @@ trap 'rc=$?; if ((rc)); then rlog "failed; logs in $LOGS"; teardown; fi' EXIT
 
 # Images: built (cached) by make images, imported into containerd below.
 read -ra images <<<"$REAL_NODE_IMAGES"
-mapfile -t archives < <("$REPO_ROOT/hack/images/build.sh" "${images[@]}")
+built=$("$REPO_ROOT/hack/images/build.sh" "${images[@]}") # fails the script when a build fails
+mapfile -t archives <<<"$built"
 PAUSE_IMAGE=$IMAGE_REGISTRY/pause:$IMAGE_TAG
 KUBECONFIG_PATH=$kubeconfig
 
