@@ -160,3 +160,26 @@ func TestFFFFFarawayScaleHint(t *testing.T) {
 		t.Errorf("scale hint = %q, want a patch of spec.numWorkers", hint)
 	}
 }
+
+// A job of kubeflow's form stored without the webhook whose runPolicy.schedulingPolicy says
+// otherwise than spec.schedulingPolicy is not run as either says: the engine refuses it, naming
+// both fields.
+func TestKubeflowSchedulingClashIsRefused(t *testing.T) {
+	job := &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ml"}, Spec: troupev1.MPIJobSpec{
+		MPIReplicaSpecs: &troupev1.MPIReplicaSpecs{Launcher: &troupev1.ReplicaSpec{Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "launcher", Image: "mpi:1"}}},
+		}}},
+		MPIProgramSpec: troupev1.MPIProgramSpec{
+			RunPolicy:        troupev1.RunPolicy{SchedulingPolicy: &troupev1.KubeflowSchedulingPolicy{Queue: "a"}},
+			SchedulingPolicy: troupev1.SchedulingPolicy{Queue: "b"},
+		},
+	}}
+	err := (MPIJob{}).Describe(job, &engine.Spec{})
+	if err == nil || !strings.Contains(err.Error(), "spec.runPolicy.schedulingPolicy.queue: a contradicts spec.schedulingPolicy.queue (b)") {
+		t.Errorf("Describe = %v, want the contradiction named", err)
+	}
+	job.Spec.SchedulingPolicy.Queue = ""
+	if err := (MPIJob{}).Describe(job, &engine.Spec{}); err != nil {
+		t.Errorf("runPolicy.schedulingPolicy alone: %v", err)
+	}
+}

@@ -140,28 +140,10 @@ func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 // validateSchedulingPolicyClash refuses a runPolicy.schedulingPolicy that says otherwise than
 // spec.schedulingPolicy: the job would not run as one of them says.
 func validateSchedulingPolicyClash(spec *field.Path, k *troupev1.KubeflowSchedulingPolicy, sp *troupev1.SchedulingPolicy) field.ErrorList {
-	if k == nil {
-		return nil
-	}
-	at := spec.Child("runPolicy", "schedulingPolicy")
 	var errs field.ErrorList
-	clash := func(name string, given, other any, otherName string) {
-		errs = append(errs, field.Invalid(at.Child(name), given, fmt.Sprintf("contradicts spec.schedulingPolicy.%s (%v); give it once", otherName, other)))
-	}
-	if k.MinAvailable != nil && sp.MinAvailable != nil && *k.MinAvailable != *sp.MinAvailable {
-		clash("minAvailable", *k.MinAvailable, *sp.MinAvailable, "minAvailable")
-	}
-	if k.Queue != "" && sp.Queue != "" && k.Queue != sp.Queue {
-		clash("queue", k.Queue, sp.Queue, "queue")
-	}
-	if k.PriorityClass != "" && sp.PriorityClassName != "" && k.PriorityClass != sp.PriorityClassName {
-		clash("priorityClass", k.PriorityClass, sp.PriorityClassName, "priorityClassName")
-	}
-	if k.ScheduleTimeoutSeconds != nil && sp.ScheduleTimeoutSeconds != nil && *k.ScheduleTimeoutSeconds != *sp.ScheduleTimeoutSeconds {
-		clash("scheduleTimeoutSeconds", *k.ScheduleTimeoutSeconds, *sp.ScheduleTimeoutSeconds, "scheduleTimeoutSeconds")
-	}
-	if k.MinResources != nil && sp.MinResources != nil && !equality.Semantic.DeepEqual(k.MinResources, sp.MinResources) {
-		clash("minResources", k.MinResources, sp.MinResources, "minResources")
+	for _, c := range k.Contradictions(sp) {
+		errs = append(errs, field.Invalid(spec.Child("runPolicy", "schedulingPolicy", c.Field), c.Given,
+			fmt.Sprintf("contradicts spec.schedulingPolicy.%s (%v); give it once", c.SpecField, c.Spec)))
 	}
 	return errs
 }

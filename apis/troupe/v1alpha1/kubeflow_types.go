@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 )
 
@@ -239,6 +240,39 @@ type KubeflowSchedulingPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// Contradiction is a field of runPolicy.schedulingPolicy that says otherwise than its
+// spec.schedulingPolicy counterpart.
+// +kubebuilder:object:generate=false
+type Contradiction struct {
+	Field, SpecField string
+	Given, Spec      any
+}
+
+// Contradictions lists the fields k gives that sp gives differently: the job would not run as
+// one of them says, so both the webhook and the engine refuse it.
+func (k *KubeflowSchedulingPolicy) Contradictions(sp *SchedulingPolicy) []Contradiction {
+	if k == nil {
+		return nil
+	}
+	var out []Contradiction
+	if k.MinAvailable != nil && sp.MinAvailable != nil && *k.MinAvailable != *sp.MinAvailable {
+		out = append(out, Contradiction{"minAvailable", "minAvailable", *k.MinAvailable, *sp.MinAvailable})
+	}
+	if k.Queue != "" && sp.Queue != "" && k.Queue != sp.Queue {
+		out = append(out, Contradiction{"queue", "queue", k.Queue, sp.Queue})
+	}
+	if k.PriorityClass != "" && sp.PriorityClassName != "" && k.PriorityClass != sp.PriorityClassName {
+		out = append(out, Contradiction{"priorityClass", "priorityClassName", k.PriorityClass, sp.PriorityClassName})
+	}
+	if k.ScheduleTimeoutSeconds != nil && sp.ScheduleTimeoutSeconds != nil && *k.ScheduleTimeoutSeconds != *sp.ScheduleTimeoutSeconds {
+		out = append(out, Contradiction{"scheduleTimeoutSeconds", "scheduleTimeoutSeconds", *k.ScheduleTimeoutSeconds, *sp.ScheduleTimeoutSeconds})
+	}
+	if k.MinResources != nil && sp.MinResources != nil && !equality.Semantic.DeepEqual(k.MinResources, sp.MinResources) {
+		out = append(out, Contradiction{"minResources", "minResources", k.MinResources, sp.MinResources})
+	}
+	return out
 }
 
 // FoldInto is sp with every field it leaves unset taken from k.
