@@ -86,7 +86,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
 	}
 	if form.kubeflow != nil && form.kubeflow.LauncherRestartPolicy == troupev1.ReplicaRestartExitCode {
-		s.Master.PodFailurePolicy = mpi.ExitCodeFailurePolicy(s.Master.PodFailurePolicy, firstContainer(&tmpl))
+		s.Master.PodFailurePolicy = mpi.ExitCodeFailurePolicy(s.Master.PodFailurePolicy, &tmpl)
 	}
 	hint := scaleSubresourceHint(resourceOf(job), job.GetName())
 	if mj, ok := job.(*troupev1.MPIJob); ok && mj.Spec.IsWorkerTemplateForm() {
@@ -131,14 +131,6 @@ func (f mpiForm) backend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, 
 		return b, fmt.Errorf("spec.transport: unsupported value %q in kubeflow's form: leave it unset, or use %q", l.Transport, troupev1.MPITransportKubeExec)
 	}
 	return b, nil
-}
-
-// firstContainer is the name of a template's first container ("" without one).
-func firstContainer(tmpl *corev1.PodTemplateSpec) string {
-	if len(tmpl.Spec.Containers) == 0 {
-		return ""
-	}
-	return tmpl.Spec.Containers[0].Name
 }
 
 // generatedLauncher builds the launcher pod from the worker's: the worker image, working

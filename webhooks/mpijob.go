@@ -164,12 +164,7 @@ func kubeflowWarnings(s *troupev1.MPIJobSpec) admission.Warnings {
 			name, rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs))
 	}
 	if r.Launcher != nil {
-		launcherPolicy := corev1.RestartPolicyOnFailure
-		switch r.Launcher.RestartPolicy {
-		case troupev1.ReplicaRestartExitCode, troupev1.ReplicaRestartNever:
-			launcherPolicy = corev1.RestartPolicyNever
-		}
-		warn("Launcher", r.Launcher, launcherPolicy)
+		warn("Launcher", r.Launcher, r.Launcher.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure))
 	}
 	warn("Worker", r.Worker, corev1.RestartPolicyAlways)
 	return out

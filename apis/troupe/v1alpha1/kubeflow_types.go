@@ -100,10 +100,9 @@ func (s *MPIJobSpec) KubeflowWorkers() int32 {
 type KubeflowContract struct {
 	// SSHAuthMountPath is where the main containers find id_rsa, id_rsa.pub and authorized_keys.
 	SSHAuthMountPath string
-	// SlotsPerWorker is every worker's slots (and the launcher's, when it is a worker).
-	SlotsPerWorker int32
-	// LauncherRestartPolicy and WorkerRestartPolicy are the replicas' restart policies.
-	LauncherRestartPolicy, WorkerRestartPolicy ReplicaRestartPolicy
+	// LauncherRestartPolicy is the launcher's restart policy (ExitCode asks for a pod failure
+	// policy).
+	LauncherRestartPolicy ReplicaRestartPolicy
 }
 
 // setKubeflowDefaults fills kubeflow's defaults of its form: one launcher restarting
@@ -163,7 +162,7 @@ func (s *MPIJobSpec) kubeflowProgram() (MPIProgramSpec, string) {
 	p.Launcher = &MPILauncher{}
 	if r.Launcher != nil {
 		tmpl := r.Launcher.Template.DeepCopy()
-		tmpl.Spec.RestartPolicy = r.Launcher.RestartPolicy.podRestartPolicy(corev1.RestartPolicyOnFailure)
+		tmpl.Spec.RestartPolicy = r.Launcher.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure)
 		p.Launcher.Template = tmpl
 	}
 	if p.MPIImplementation == MPIImplementationIntel {
@@ -177,9 +176,9 @@ func (s *MPIJobSpec) kubeflowProgram() (MPIProgramSpec, string) {
 	return p, mainContainer
 }
 
-// podRestartPolicy is the pod restartPolicy of a replica's: ExitCode runs as Never (the job's
+// PodRestartPolicy is the pod restartPolicy of a replica's: ExitCode runs as Never (the job's
 // pod failure policy decides by the exit code), unset as def.
-func (rp ReplicaRestartPolicy) podRestartPolicy(def corev1.RestartPolicy) corev1.RestartPolicy {
+func (rp ReplicaRestartPolicy) PodRestartPolicy(def corev1.RestartPolicy) corev1.RestartPolicy {
 	switch rp {
 	case "":
 		return def
@@ -196,18 +195,9 @@ func (s *MPIJobSpec) Kubeflow() *KubeflowContract {
 	if r == nil {
 		return nil
 	}
-	c := &KubeflowContract{
-		SSHAuthMountPath: s.SSHAuthMountPath,
-		SlotsPerWorker:   ptr.Deref(s.SlotsPerWorker, 1),
-	}
-	if c.SSHAuthMountPath == "" {
-		c.SSHAuthMountPath = DefaultSSHAuthMountPath
-	}
+	c := &KubeflowContract{SSHAuthMountPath: s.SSHAuthMountPath}
 	if r.Launcher != nil {
 		c.LauncherRestartPolicy = r.Launcher.RestartPolicy
-	}
-	if r.Worker != nil {
-		c.WorkerRestartPolicy = r.Worker.RestartPolicy
 	}
 	return c
 }

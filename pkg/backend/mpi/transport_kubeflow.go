@@ -55,9 +55,6 @@ const (
 // MountPath (sshAuthMountPath).
 type KubeflowSSH struct {
 	MountPath string
-	// Slots is every host's slots, which the launcher's environment repeats for MPIs that take
-	// them from there (Open MPI's default slots, Intel MPI's processes per host).
-	Slots int32
 }
 
 var _ Transport = KubeflowSSH{}
@@ -172,13 +169,7 @@ func (KubeflowSSH) Agent() string { return "" }
 // spelling of the hostfile variables (kubeflow's images run Open MPI 5 under the name OpenMPI),
 // and, for a launcher that only launches, no GPUs of the node's.
 func kubeflowLauncherEnv(d Dialect, s *engine.Spec) []corev1.EnvVar {
-	slots := int32(1)
-	if len(s.WorkerSets) > 0 {
-		slots = s.WorkerSets[0].Slots
-	} else if s.Master.Slots > 0 {
-		slots = s.Master.Slots
-	}
-	n := fmt.Sprint(slots)
+	n := fmt.Sprint(max(s.Master.Slots, 1)) // the workers' slots (the adapter gives the master theirs)
 	var out []corev1.EnvVar
 	switch d.Implementation {
 	case IntelMPI:
