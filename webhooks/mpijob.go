@@ -2,12 +2,15 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -26,9 +29,31 @@ var (
 
 // Default fills what the user left out with what the operator would assume.
 func (w MPIJob) Default(ctx context.Context, job *troupev1.MPIJob) error {
+	followV1CleanPodPolicy(ctx, job)
 	DefaultMPIJob(job, w.Options)
 	suspendIfQueued(ctx, job)
 	return nil
+}
+
+// followV1CleanPodPolicy carries a change of kubeflow.org/v1's spec.cleanPodPolicy to
+// spec.runPolicy.cleanPodPolicy when the update leaves the latter as stored (filled from the
+// former, or kubeflow's None, by defaulting): re-applying a manifest with that one field changed
+// is not refused as a contradiction of a value the user never wrote.
+func followV1CleanPodPolicy(ctx context.Context, job *troupev1.MPIJob) {
+	if job.Spec.CleanPodPolicy == nil || job.Spec.RunPolicy.CleanPodPolicy == nil {
+		return
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update {
+		return
+	}
+	var old troupev1.MPIJob
+	if json.Unmarshal(req.OldObject.Raw, &old) != nil {
+		return
+	}
+	if !ptr.Equal(old.Spec.CleanPodPolicy, job.Spec.CleanPodPolicy) && ptr.Equal(old.Spec.RunPolicy.CleanPodPolicy, job.Spec.RunPolicy.CleanPodPolicy) {
+		job.Spec.RunPolicy.CleanPodPolicy = ptr.To(*job.Spec.CleanPodPolicy)
+	}
 }
 
 // DefaultMPIJob fills an MPIJob's defaults: troupev1's SetDefaults, which the adapter applies
@@ -57,6 +82,12 @@ func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
 		}
 		if job.Spec.SSHAuthMountPath != "" {
 			errs = append(errs, field.Forbidden(spec.Child("sshAuthMountPath"), "belongs to kubeflow's form (spec.mpiReplicaSpecs), whose pods get one key pair there; the other forms use troupe's SSH transport (spec.ssh)"))
+		}
+		if job.Spec.CleanPodPolicy != nil {
+			errs = append(errs, field.Forbidden(spec.Child("cleanPodPolicy"), "is kubeflow.org/v1's place of spec.runPolicy.cleanPodPolicy, kept for kubeflow's form (spec.mpiReplicaSpecs): write spec.runPolicy.cleanPodPolicy"))
+		}
+		if job.Spec.MainContainer != "" {
+			errs = append(errs, field.Forbidden(spec.Child("mainContainer"), "belongs to kubeflow's form (spec.mpiReplicaSpecs); in the other forms the main container is the worker template's first (spec.workerTemplate) or the one named "+troupev1.MPIWorkerContainer))
 		}
 	}
 	return errs
@@ -133,6 +164,10 @@ func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 	}
 	if s.SSHAuthMountPath != "" && !path.IsAbs(s.SSHAuthMountPath) {
 		errs = append(errs, field.Invalid(spec.Child("sshAuthMountPath"), s.SSHAuthMountPath, "must be an absolute path"))
+	}
+	if s.CleanPodPolicy != nil && s.RunPolicy.CleanPodPolicy != nil && *s.CleanPodPolicy != *s.RunPolicy.CleanPodPolicy {
+		errs = append(errs, field.Invalid(spec.Child("cleanPodPolicy"), *s.CleanPodPolicy,
+			fmt.Sprintf("contradicts spec.runPolicy.cleanPodPolicy (%s); give it once", *s.RunPolicy.CleanPodPolicy)))
 	}
 	return append(errs, validateSchedulingPolicyClash(spec, s.RunPolicy.SchedulingPolicy, &s.SchedulingPolicy)...)
 }

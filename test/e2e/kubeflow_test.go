@@ -22,7 +22,8 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
-// kubeflowManifest reads one of kubeflow's published MPIJobs (test/manifests/kubeflow) with only
+// kubeflowManifest reads one of kubeflow's published MPIJobs (test/manifests/kubeflow:
+// mpi-operator's kubeflow.org/v2beta1, training-operator's kubeflow.org/v1) with only
 // its apiVersion changed, as a user moving to troupe would, into namespace ns.
 func kubeflowManifest(t *testing.T, file, ns string) *troupev1.MPIJob {
 	t.Helper()
@@ -30,11 +31,16 @@ func kubeflowManifest(t *testing.T, file, ns string) *troupev1.MPIJob {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const published = "apiVersion: kubeflow.org/v2beta1"
-	if !strings.Contains(string(data), published) {
-		t.Fatalf("%s is not kubeflow's v2beta1 MPIJob", file)
+	published := ""
+	for _, v := range []string{"apiVersion: kubeflow.org/v2beta1", "apiVersion: kubeflow.org/v1\n"} {
+		if strings.Contains(string(data), v) {
+			published = v
+		}
 	}
-	data = []byte(strings.Replace(string(data), published, "apiVersion: "+troupev1.GroupVersion.String(), 1))
+	if published == "" {
+		t.Fatalf("%s is not kubeflow's v2beta1 or v1 MPIJob", file)
+	}
+	data = []byte(strings.Replace(string(data), strings.TrimSpace(published), "apiVersion: "+troupev1.GroupVersion.String(), 1))
 	job := &troupev1.MPIJob{}
 	if err := yaml.UnmarshalStrict(data, job); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -51,8 +57,8 @@ func kubeflowManifest(t *testing.T, file, ns string) *troupev1.MPIJob {
 // labels, and the launcher's restartPolicy OnFailure.
 func TestKubeflowExamples(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "manifests", "kubeflow", "*.yaml"))
-	if err != nil || len(files) < 5 {
-		t.Fatalf("found %d of kubeflow's manifests (%v), want the 5 published", len(files), err)
+	if err != nil || len(files) < 7 {
+		t.Fatalf("found %d of kubeflow's manifests (%v), want the 7 published", len(files), err)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -69,7 +75,25 @@ func TestKubeflowExamples(t *testing.T) {
 				return j.Status.Phase == troupev1.JobRunning || j.Status.Phase == troupev1.JobSucceeded
 			})
 			checkKubeflowContract(t, ns, published)
-			waitForMPIJob(t, ns, name, "Succeeded", func(j *troupev1.MPIJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+			// The clean-pod policy is the manifest's (kubeflow.org/v1 may write it at
+			// spec.cleanPodPolicy), else kubeflow's None.
+			clean := troupev1.CleanPodPolicyNone
+			if p := published.Spec.CleanPodPolicy; p != nil {
+				clean = *p
+			}
+			if p := published.Spec.RunPolicy.CleanPodPolicy; p != nil {
+				clean = *p
+			}
+			waitForMPIJob(t, ns, name, "Succeeded with runPolicy.cleanPodPolicy "+string(clean), func(j *troupev1.MPIJob) bool {
+				return j.Status.Phase == troupev1.JobSucceeded && ptr.Deref(j.Spec.RunPolicy.CleanPodPolicy, "") == clean
+			})
+			if clean == troupev1.CleanPodPolicyNone || published.Spec.KubeflowWorkers() == 0 {
+				return
+			}
+			eventually(t, "the worker pods of "+name+" deleted (cleanPodPolicy "+string(clean)+")", func(ctx context.Context) (bool, error) {
+				pods, err := podsOf(ctx, ns, troupev1.RoleWorker)
+				return err == nil && len(pods) == 0, err
+			})
 		})
 	}
 }

@@ -107,7 +107,7 @@ type KubeflowContract struct {
 
 // setKubeflowDefaults fills kubeflow's defaults of its form: one launcher restarting
 // OnFailure, workers 0 and Never, one slot per worker, the key pair at /root/.ssh, the clean-pod
-// policy None; and, from the workers' restartPolicy, the worker restart limit (Never: the first
+// policy None (or kubeflow.org/v1's spec.cleanPodPolicy); and, from the workers' restartPolicy, the worker restart limit (Never: the first
 // restart fails the worker).
 func (s *MPIJobSpec) setKubeflowDefaults() {
 	r := s.MPIReplicaSpecs
@@ -133,7 +133,11 @@ func (s *MPIJobSpec) setKubeflowDefaults() {
 	if s.SSHAuthMountPath == "" {
 		s.SSHAuthMountPath = DefaultSSHAuthMountPath
 	}
-	if s.RunPolicy.CleanPodPolicy == nil && s.RunPolicy.CleanUpWorkers == nil {
+	switch {
+	case s.RunPolicy.CleanPodPolicy != nil:
+	case s.CleanPodPolicy != nil:
+		s.RunPolicy.CleanPodPolicy = ptr.To(*s.CleanPodPolicy)
+	case s.RunPolicy.CleanUpWorkers == nil:
 		s.RunPolicy.CleanPodPolicy = ptr.To(CleanPodPolicyNone)
 	}
 	if s.RunPolicy.WorkerRestartLimit == nil && r.Worker != nil &&
@@ -143,7 +147,7 @@ func (s *MPIJobSpec) setKubeflowDefaults() {
 }
 
 // kubeflowProgram is the program of a job in kubeflow's form, in the spec.worker form, and its
-// workers' main container (the first). Without workers the program's worker has 0 replicas and
+// workers' main container (mainContainer, else the first). Without workers the program's worker has 0 replicas and
 // no template.
 func (s *MPIJobSpec) kubeflowProgram() (MPIProgramSpec, string) {
 	p := *s.MPIProgramSpec.DeepCopy()
@@ -154,6 +158,9 @@ func (s *MPIJobSpec) kubeflowProgram() (MPIProgramSpec, string) {
 		p.Worker.Template = *w.Template.DeepCopy()
 		if cs := w.Template.Spec.Containers; len(cs) > 0 {
 			mainContainer = cs[0].Name
+		}
+		if s.MainContainer != "" {
+			mainContainer = s.MainContainer
 		}
 	}
 	if s.SlotsPerWorker != nil {

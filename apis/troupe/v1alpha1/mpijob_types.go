@@ -105,6 +105,9 @@ type MPILauncher struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !(has(self.worker) || has(self.workerTemplate) || has(self.launcherTemplate) || has(self.numWorkers) || has(self.launcher))",fieldPath=".mpiReplicaSpecs",reason=FieldValueForbidden,message="spec.mpiReplicaSpecs (kubeflow's form) and spec.worker/launcher or spec.numWorkers/launcherTemplate/workerTemplate are forms of the same job: write one of them"
 // +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.slotsPerWorker)",fieldPath=".slotsPerWorker",reason=FieldValueForbidden,message="belongs to kubeflow's form (spec.mpiReplicaSpecs); in the spec.worker form the slots are spec.worker.slots"
 // +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.sshAuthMountPath)",fieldPath=".sshAuthMountPath",reason=FieldValueForbidden,message="belongs to kubeflow's form (spec.mpiReplicaSpecs), whose pods get one key pair there; the other forms use troupe's SSH transport (spec.ssh)"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.cleanPodPolicy)",fieldPath=".cleanPodPolicy",reason=FieldValueForbidden,message="is kubeflow.org/v1's place of spec.runPolicy.cleanPodPolicy, kept for kubeflow's form (spec.mpiReplicaSpecs): write spec.runPolicy.cleanPodPolicy"
+// +kubebuilder:validation:XValidation:rule="!has(self.cleanPodPolicy) || !has(self.runPolicy) || !has(self.runPolicy.cleanPodPolicy) || self.cleanPodPolicy == self.runPolicy.cleanPodPolicy",fieldPath=".cleanPodPolicy",message="contradicts spec.runPolicy.cleanPodPolicy; give it once"
+// +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) || !has(self.mainContainer)",fieldPath=".mainContainer",reason=FieldValueForbidden,message="belongs to kubeflow's form (spec.mpiReplicaSpecs); in the other forms the main container is the worker template's first (spec.workerTemplate) or the one named mpi-worker"
 // +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !has(self.transport) || self.transport == 'KubeExec'",fieldPath=".transport",message="kubeflow's form (spec.mpiReplicaSpecs) connects over the workers' own sshd with the key pair at sshAuthMountPath; leave transport unset, or set KubeExec"
 // +kubebuilder:validation:XValidation:rule="!has(self.mpiReplicaSpecs) || !has(self.ssh)",fieldPath=".ssh",reason=FieldValueForbidden,message="configures troupe's SSH transport, which kubeflow's form (spec.mpiReplicaSpecs) does not use: its key pair is mounted at sshAuthMountPath"
 // +kubebuilder:validation:XValidation:rule="has(self.mpiReplicaSpecs) == has(oldSelf.mpiReplicaSpecs)",reason=FieldValueForbidden,message="the job cannot change to or from kubeflow's form (spec.mpiReplicaSpecs) once it exists"
@@ -176,6 +179,18 @@ type MPIJobSpec struct {
 	// the workers, or WaitForWorkersReady, once every worker pod is Ready.
 	// +optional
 	LauncherCreationPolicy LauncherCreationPolicy `json:"launcherCreationPolicy,omitempty"`
+
+	// cleanPodPolicy is kubeflow.org/v1's place of runPolicy.cleanPodPolicy, kept for its
+	// manifests (kubeflow's form only): runPolicy.cleanPodPolicy is taken from it when unset,
+	// and may not say otherwise.
+	// +optional
+	CleanPodPolicy *CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+
+	// mainContainer names the container of the launcher and of the workers that runs the MPI
+	// program in kubeflow's form (kubeflow.org/v1's field). Default: each template's first.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	MainContainer string `json:"mainContainer,omitempty"`
 }
 
 // IsWorkerTemplateForm reports whether the job is written in the FFFFFaraway form
