@@ -77,7 +77,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
 			Name:            name,
-			StatefulSetName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
+			ChildName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
 			Replicas:        *ws.Replicas,
 			Slots:           *ws.MPIConfig.Slots,
 			Template:        ws.Template,

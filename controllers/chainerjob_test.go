@@ -139,9 +139,9 @@ func TestChainerJobDescribe(t *testing.T) {
 				},
 				// In sorted name order, whatever order the map was written in.
 				WorkerSets: []engine.WorkerSet{
-					{Name: "gpu", StatefulSetName: "mn-workerset-gpu", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
-					{Name: "gpu8", StatefulSetName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
-					{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
+					{Name: "gpu", ChildName: "mn-workerset-gpu", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
+					{Name: "gpu8", ChildName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
+					{Name: "ws0", ChildName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 				},
 				// The adapter describes the job with its defaults (SetDefaults), stored or not.
 				RunPolicy: troupev1.RunPolicy{CleanPodPolicy: ptr.To(troupev1.CleanPodPolicyRunning),

@@ -53,8 +53,8 @@ func TestHorovodDefaults(t *testing.T) {
 			t.Errorf("launcher %s = %q, want %q (what horovodrun adds)", k, e[k], v)
 		}
 	}
-	if s.Master.JobName != "horovod-mnist-launcher" || s.WorkerSets[0].StatefulSetName != "horovod-mnist-worker" || s.MainContainer != "horovod" {
-		t.Errorf("children named %s, %s, main container %s", s.Master.JobName, s.WorkerSets[0].StatefulSetName, s.MainContainer)
+	if s.Master.JobName != "horovod-mnist-launcher" || s.WorkerSets[0].ChildName != "horovod-mnist-worker" || s.MainContainer != "horovod" {
+		t.Errorf("children named %s, %s, main container %s", s.Master.JobName, s.WorkerSets[0].ChildName, s.MainContainer)
 	}
 
 	// The user's own setting wins, in a launcher of the user's too.

@@ -53,7 +53,7 @@ func TestMPIJobT9kExample(t *testing.T) {
 		t.Errorf("launcher = %+v, want mpi-example-launcher, not a host, 6 retries, restartPolicy Never, the wait's failure policy", s.Master)
 	}
 	ws := s.WorkerSets
-	if len(ws) != 1 || ws[0].StatefulSetName != "mpi-example-worker" || ws[0].Name != "worker" || ws[0].Replicas != 5 || ws[0].Slots != 1 {
+	if len(ws) != 1 || ws[0].ChildName != "mpi-example-worker" || ws[0].Name != "worker" || ws[0].Replicas != 5 || ws[0].Slots != 1 {
 		t.Errorf("worker sets = %+v, want mpi-example-worker with 5 pods of 1 slot", ws)
 	}
 	if got := ptr.Deref(s.RunPolicy.CleanPodPolicy, ""); got != troupev1.CleanPodPolicyRunning {

@@ -60,7 +60,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	if workers > 0 || form.kubeflow == nil { // kubeflow's form may run its launcher alone
 		s.WorkerSets = []engine.WorkerSet{{
 			Name:            troupev1.MPIWorkerSetName,
-			StatefulSetName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
+			ChildName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
 			Replicas:        workers,
 			Slots:           *p.Worker.Slots,
 			Template:        worker,

@@ -39,8 +39,9 @@ type Acted struct {
 	Adopted []claimedChild
 	// Conflicts are children whose name a create found taken by an object the job does not own.
 	Conflicts []ChildRef
-	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
-	// pods to be gone (holdTemplate).
+	// HeldTemplates name the worker StatefulSets and Jobs ("StatefulSet <name>", "Job <name>")
+	// whose new pod template waits for the job's pods to be gone (holdTemplate,
+	// replaceWorkerJob).
 	HeldTemplates []string
 	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
 	Expired bool
@@ -151,16 +152,28 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			acted.Claimed = append(acted.Claimed, claimedChild{want: want, cur: taken})
 			cur = taken // the job's own child, which the cache had not brought in
 		}
-		if _, isMaster := want.(*batchv1.Job); isMaster && s.Plan.Ended() {
+		if s.isMasterJob(want) && s.Plan.Ended() {
 			continue // a finished Job's spec is left as it ended
 		}
-		if master, isMaster := want.(*batchv1.Job); isMaster {
-			obs.Secrets.holdSuspended(cur.(*batchv1.Job), master)
+		if s.isMasterJob(want) {
+			obs.Secrets.holdSuspended(cur.(*batchv1.Job), want.(*batchv1.Job))
+		}
+		if wj, ok := want.(*batchv1.Job); ok && isWorkerJob(wj) {
+			replaced, err := r.replaceWorkerJob(ctx, cur.(*batchv1.Job), wj, obs)
+			switch {
+			case err != nil:
+				return acted, err
+			case replaced:
+				continue
+			case templateChanged(cur, wj):
+				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
+				continue
+			}
 		}
 		if sts, ok := want.(*appsv1.StatefulSet); ok {
 			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
 			if holdTemplate(cur.(*appsv1.StatefulSet), sts, obs) {
-				acted.HeldTemplates = append(acted.HeldTemplates, sts.Name)
+				acted.HeldTemplates = append(acted.HeldTemplates, "StatefulSet "+sts.Name)
 			}
 		}
 		var before client.Object // the patch base of a child read metadata-only
@@ -292,6 +305,7 @@ func (obs *Observed) after(acted Acted) *Observed {
 	c := *obs
 	c.current = maps.Clone(obs.current)
 	c.StatefulSets = maps.Clone(obs.StatefulSets)
+	c.WorkerJobs = maps.Clone(obs.WorkerJobs)
 	c.Missing = slices.Clone(obs.Missing)
 	c.Conflicts = append(slices.Clone(obs.Conflicts), acted.Conflicts...)
 	c.HeldTemplates = acted.HeldTemplates
@@ -335,6 +349,26 @@ func holdTemplate(cur, want *appsv1.StatefulSet, obs *Observed) bool {
 	return true
 }
 
+// replaceWorkerJob deletes a worker set's Indexed Job whose pod template changed (a Job's
+// template cannot), by its UID and with its pods, so that the next pass creates it with the new
+// one; as a StatefulSet's new template waits (holdTemplate), it waits while pods of the job
+// live, unless the set is being released. It reports whether it deleted the Job.
+func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Job, obs *Observed) (bool, error) {
+	if !templateChanged(cur, want) || !cur.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	if !ptr.Deref(want.Spec.Suspend, false) && jobHasLivePods(obs) {
+		return false, nil
+	}
+	// Foreground: the Job stays, being deleted, until its pods are gone, so the new one's pods
+	// never share a hostname with the old one's.
+	err := r.client.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("replace worker Job %s with its new template: %w", cur.Name, err)
+	}
+	return true, nil
+}
+
 // ScaleHintReplicas is the placeholder of a WorkerSet's ScaleHint replaced by the replica
 // count the user asked for.
 const ScaleHintReplicas = "{replicas}"
@@ -360,7 +394,7 @@ func (r *Reconciler) warnScaledOutside(job Object, s *Spec, cur, want *appsv1.St
 	msg := fmt.Sprintf("StatefulSet %s was scaled to %d outside the job; troupe restored the job's %d replicas",
 		cur.Name, asked, ptr.Deref(want.Spec.Replicas, 1))
 	for i := range s.WorkerSets {
-		if ws := &s.WorkerSets[i]; ws.StatefulSetName == cur.Name && ws.ScaleHint != "" {
+		if ws := &s.WorkerSets[i]; ws.ChildName == cur.Name && ws.ScaleHint != "" {
 			msg += ". To change the worker count, scale the job: " +
 				strings.ReplaceAll(ws.ScaleHint, ScaleHintReplicas, strconv.Itoa(int(asked)))
 		}

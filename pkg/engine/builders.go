@@ -163,7 +163,7 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 	}
 	sts := &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: s.childMeta(ws.StatefulSetName, labels),
+		ObjectMeta: s.childMeta(ws.ChildName, labels),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(replicas),
 			ServiceName:         s.ServiceName(),
@@ -173,8 +173,48 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 			Template:            tmpl,
 		},
 	}
-	setTemplateHash(sts)
+	setTemplateHash(sts, &sts.Spec.Template)
 	return withSpecHash(sts)
+}
+
+// BuildWorkerJob returns the Indexed batch Job of a worker set whose pods run to completion
+// (WorkerSet.RunsToCompletion): one pod per index, started together, each with the hostname
+// <ChildName>-<index> under the job's headless Service, as a StatefulSet's would have. Released
+// workers (the job ended or is suspended, paused or restarting) are suspended: the Job controller
+// deletes their running pods and runs the indexes that did not succeed again on resume. A failed
+// pod is replaced only once it has fully terminated, so two pods never share a hostname. The
+// template's hash is recorded: a Job's template cannot change, so a new one replaces the Job.
+func BuildWorkerJob(s *Spec, ws *WorkerSet, released bool) *batchv1.Job {
+	labels := s.WorkerLabels(ws)
+	tmpl := s.podTemplate(ws.Template, labels, ws)
+	tmpl.Spec.Subdomain = s.ServiceName()
+	if tmpl.Spec.RestartPolicy == "" {
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	job := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: s.childMeta(ws.ChildName, labels),
+		Spec: batchv1.JobSpec{
+			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
+			Completions:          ptr.To(ws.Replicas),
+			Parallelism:          ptr.To(ws.Replicas),
+			BackoffLimit:         ptr.To(ws.BackoffLimit),
+			Suspend:              ptr.To(released),
+			PodReplacementPolicy: ptr.To(batchv1.Failed),
+			Template:             tmpl,
+		},
+	}
+	setTemplateHash(job, &job.Spec.Template)
+	return withSpecHash(job)
+}
+
+// BuildWorkerSet returns the child that runs a worker set: its StatefulSet, or its Indexed Job
+// when its pods run to completion.
+func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) client.Object {
+	if ws.RunsToCompletion {
+		return BuildWorkerJob(s, ws, released)
+	}
+	return BuildWorkerStatefulSet(s, ws, released)
 }
 
 // BuildBackendObjects returns the backend's children with the job's labels and owner.
@@ -223,7 +263,7 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 		objs = append(objs, np)
 	}
 	for i := range s.WorkerSets {
-		objs = append(objs, BuildWorkerStatefulSet(s, &s.WorkerSets[i], workersReleased))
+		objs = append(objs, BuildWorkerSet(s, &s.WorkerSets[i], workersReleased))
 	}
 	if s.masterWanted() { // not while paused, or waiting for the previous master's pods to go
 		objs = append(objs, BuildMasterJob(s))

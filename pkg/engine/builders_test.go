@@ -50,8 +50,8 @@ func testSpec() *Spec {
 			ActiveDeadlineSeconds: ptr.To[int64](600), Slots: 1, IsHost: true,
 		},
 		WorkerSets: []WorkerSet{
-			{Name: "cpu", StatefulSetName: "train-workerset-cpu", Replicas: 2, Slots: 1, Template: podTemplate("main")},
-			{Name: "gpu", StatefulSetName: "train-workerset-gpu", Replicas: 1, Slots: 4, Template: podTemplate("main")},
+			{Name: "cpu", ChildName: "train-workerset-cpu", Replicas: 2, Slots: 1, Template: podTemplate("main")},
+			{Name: "gpu", ChildName: "train-workerset-gpu", Replicas: 1, Slots: 4, Template: podTemplate("main")},
 		},
 	}
 }

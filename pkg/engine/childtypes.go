@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -60,7 +61,7 @@ type childType struct {
 }
 
 var childTypes = []childType{
-	{object: &batchv1.Job{}, restoreSpec: restoreMasterJob},
+	{object: &batchv1.Job{}, restoreSpec: restoreJob},
 	{object: &appsv1.StatefulSet{}, restoreSpec: restoreStatefulSet},
 	{object: &corev1.Service{}, restoreSpec: restoreService},
 	{object: &corev1.ConfigMap{}, restoreSpec: restoreConfigMap},
@@ -108,15 +109,27 @@ func restoreStatefulSet(cur, want client.Object) bool {
 	return restoreTemplate(c, w) || changed
 }
 
-func restoreMasterJob(cur, want client.Object) bool {
+// restoreJob puts back what may change of a master Job or a worker set's Indexed Job: suspend,
+// a suspended Job's scheduling directives, and a worker Job's size (an Indexed Job's
+// completions may change with its parallelism). Its pod template cannot change: a worker Job
+// whose template changed is replaced (syncChildren).
+func restoreJob(cur, want client.Object) bool {
 	c, w := cur.(*batchv1.Job), want.(*batchv1.Job)
 	changed := restoreSchedulingDirectives(c, w)
 	if !equality.Semantic.DeepEqual(c.Spec.Suspend, w.Spec.Suspend) {
 		c.Spec.Suspend = w.Spec.Suspend
 		changed = true
 	}
+	if isWorkerJob(w) && (ptr.Deref(c.Spec.Completions, 1) != ptr.Deref(w.Spec.Completions, 1) ||
+		ptr.Deref(c.Spec.Parallelism, 1) != ptr.Deref(w.Spec.Parallelism, 1)) {
+		c.Spec.Completions, c.Spec.Parallelism = w.Spec.Completions, w.Spec.Parallelism
+		changed = true
+	}
 	return changed
 }
+
+// isWorkerJob says a Job is a worker set's (it carries the worker-set label), not the master's.
+func isWorkerJob(j *batchv1.Job) bool { return j.Labels[troupev1.LabelWorkerSet] != "" }
 
 func restoreService(cur, want client.Object) bool {
 	c, w := cur.(*corev1.Service), want.(*corev1.Service)
@@ -182,10 +195,10 @@ func restorePodDisruptionBudget(curObj, wantObj client.Object) bool {
 // the API server filled in never cause a write. A StatefulSet written by a release that
 // recorded no template hash counts as different.
 func restoreTemplate(cur, want *appsv1.StatefulSet) bool {
-	wantHash, ok := want.Annotations[troupev1.AnnotationTemplateHash]
-	if curHash, has := cur.Annotations[troupev1.AnnotationTemplateHash]; has == ok && curHash == wantHash {
+	if !templateChanged(cur, want) {
 		return false
 	}
+	wantHash, ok := want.Annotations[troupev1.AnnotationTemplateHash]
 	cur.Spec.Template = want.Spec.Template
 	if cur.Annotations == nil {
 		cur.Annotations = map[string]string{}
@@ -198,19 +211,30 @@ func restoreTemplate(cur, want *appsv1.StatefulSet) bool {
 	return true
 }
 
-// setTemplateHash records the hash of a StatefulSet's pod template as built.
-func setTemplateHash(sts *appsv1.StatefulSet) {
-	data, err := json.Marshal(&sts.Spec.Template)
+// setTemplateHash records on a worker set's StatefulSet or Job (obj) the hash of its pod
+// template as built.
+func setTemplateHash(obj metav1.Object, tmpl *corev1.PodTemplateSpec) {
+	data, err := json.Marshal(tmpl)
 	if err != nil {
 		// The template was built from typed API structs, which always marshal.
-		panic(fmt.Sprintf("marshal pod template of %s: %v", sts.Name, err))
+		panic(fmt.Sprintf("marshal pod template of %s: %v", obj.GetName(), err))
 	}
 	h := fnv.New64a()
 	_, _ = h.Write(data)
-	if sts.Annotations == nil {
-		sts.Annotations = map[string]string{}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
-	sts.Annotations[troupev1.AnnotationTemplateHash] = strconv.FormatUint(h.Sum64(), 36)
+	annotations[troupev1.AnnotationTemplateHash] = strconv.FormatUint(h.Sum64(), 36)
+	obj.SetAnnotations(annotations)
+}
+
+// templateChanged says a worker set's child (cur) carries another pod template than want's, by
+// their recorded hashes (a child written by a release that recorded none counts as changed).
+func templateChanged(cur, want metav1.Object) bool {
+	wantHash, ok := want.GetAnnotations()[troupev1.AnnotationTemplateHash]
+	curHash, has := cur.GetAnnotations()[troupev1.AnnotationTemplateHash]
+	return has != ok || curHash != wantHash
 }
 
 // OwnedSecret is how the engine watches and reads the Secrets it generates: metadata only. It

@@ -20,14 +20,14 @@ func templateDriftCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Con
 	const t = troupev1.ConditionTemplateDrift
 	if len(obs.HeldTemplates) > 0 {
 		return newCondition(t, true, troupev1.ReasonTemplateChangeHeld,
-			"the pod template of StatefulSet "+strings.Join(obs.HeldTemplates, ", ")+
+			"the pod template of "+strings.Join(obs.HeldTemplates, ", ")+
 				" differs from the one troupe would write now (a spec change or a new operator release); "+
 				"running pods are left as they are and the new template is written once no pod of the job runs"), true
 	}
 	if meta.FindStatusCondition(prev.Conditions, t) == nil {
 		return metav1.Condition{}, false
 	}
-	return newCondition(t, false, troupev1.ReasonTemplatesCurrent, "every worker StatefulSet has the pod template troupe wants"), true
+	return newCondition(t, false, troupev1.ReasonTemplatesCurrent, "every worker StatefulSet and Job has the pod template troupe wants"), true
 }
 
 // initializedCondition: the job's objects exist and belong to it. A conflict names the objects

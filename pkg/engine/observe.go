@@ -49,8 +49,10 @@ type Observed struct {
 	// while the master runs. It is computed once, when the observation is complete; a restart
 	// that sets the master Job aside for the pass (restart.go) clears it with MasterJob.
 	Verdict troupev1.JobPhase
-	// StatefulSets holds the job's worker StatefulSets by worker set name.
+	// StatefulSets holds the job's worker StatefulSets by worker set name, and WorkerJobs the
+	// Indexed Jobs of its worker sets that run to completion.
 	StatefulSets map[string]*appsv1.StatefulSet
+	WorkerJobs   map[string]*batchv1.Job
 	// Pods are the job's pods (selected by the job UID label); MasterPods and WorkerPods (by
 	// worker set name) are the same pods split by role once (setPods), terminating ones
 	// included, so that no step tells them apart again.
@@ -78,8 +80,9 @@ type Observed struct {
 	// PodCreateRecheck, when a child has fewer pods than it asks for, is when to look again.
 	PodCreateFailures []string
 	PodCreateRecheck  time.Duration
-	// HeldTemplates name the worker StatefulSets whose new pod template waits for the job's
-	// pods to be gone (holdTemplate).
+	// HeldTemplates name the worker StatefulSets and Jobs ("StatefulSet <name>", "Job <name>")
+	// whose new pod template waits for the job's pods to be gone (holdTemplate,
+	// replaceWorkerJob).
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secrets.go).
 	Secrets SecretIntegrity
@@ -97,7 +100,7 @@ type Observed struct {
 // that lost its owner reference is filed to be adopted back (claim; act adopts it). observe
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
-	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, current: map[ChildRef]client.Object{}}
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string]*batchv1.Job{}, current: map[ChildRef]client.Object{}}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	for _, want := range ids {
@@ -186,7 +189,11 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 		ids = append(ids, named(&networkingv1.NetworkPolicy{}, s.Name))
 	}
 	for i := range s.WorkerSets {
-		ids = append(ids, named(&appsv1.StatefulSet{}, s.WorkerSets[i].StatefulSetName))
+		if ws := &s.WorkerSets[i]; ws.RunsToCompletion {
+			ids = append(ids, named(&batchv1.Job{}, ws.ChildName))
+		} else {
+			ids = append(ids, named(&appsv1.StatefulSet{}, ws.ChildName))
+		}
 	}
 	// The master Job is looked up unless the job is paused (prepareRunMode deleted it): whether
 	// it stays wanted (a restart, a master held back) is decided from what is observed.
@@ -306,7 +313,11 @@ func (obs *Observed) found(want, cur client.Object) {
 	}
 	switch c := cur.(type) {
 	case *batchv1.Job:
-		obs.MasterJob = c
+		if isWorkerJob(c) {
+			obs.WorkerJobs[c.Labels[troupev1.LabelWorkerSet]] = c
+		} else {
+			obs.MasterJob = c
+		}
 	case *appsv1.StatefulSet:
 		obs.StatefulSets[c.Labels[troupev1.LabelWorkerSet]] = c
 	}
@@ -486,6 +497,11 @@ func jobHasLivePods(obs *Observed) bool {
 			return true
 		}
 	}
+	for _, j := range obs.WorkerJobs {
+		if j.Status.Active > 0 {
+			return true
+		}
+	}
 	return false
 }
 
@@ -511,9 +527,10 @@ func podReady(p *corev1.Pod) bool {
 // API server refused.
 const reasonFailedCreate = "FailedCreate"
 
-// childrenLackingPods are the job's StatefulSets and master Job that have fewer pods than they
-// ask for: a worker StatefulSet whose status counts fewer pods than its replicas, a master Job
-// that is neither suspended nor finished and has no pod.
+// childrenLackingPods are the job's StatefulSets and Jobs that have fewer pods than they ask
+// for: a worker StatefulSet whose status counts fewer pods than its replicas, a worker Job
+// running and finished fewer than its parallelism, a master Job that is neither suspended nor
+// finished and has no pod (none of these suspended or finished).
 func childrenLackingPods(obs *Observed) []client.Object {
 	var out []client.Object
 	for _, name := range slices.Sorted(maps.Keys(obs.StatefulSets)) {
@@ -522,10 +539,26 @@ func childrenLackingPods(obs *Observed) []client.Object {
 			out = append(out, sts)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(obs.WorkerJobs)) {
+		j := obs.WorkerJobs[name]
+		if !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil &&
+			j.Status.Active+j.Status.Succeeded < ptr.Deref(j.Spec.Parallelism, 1) {
+			out = append(out, j)
+		}
+	}
 	if j := obs.MasterJob; j != nil && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && !hasLivePod(obs.MasterPods) {
 		out = append(out, j)
 	}
 	return out
+}
+
+// podHostname is a job pod's hostname: a StatefulSet's pod is named so, an Indexed Job's pod
+// (<job>-<index>-<suffix>) has it set by its Job controller.
+func podHostname(p *corev1.Pod) string {
+	if p.Spec.Hostname != "" {
+		return p.Spec.Hostname
+	}
+	return p.Name
 }
 
 // hasLivePod says some of pods is not being deleted.

@@ -52,7 +52,7 @@ func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
 		ready := map[string]bool{}
 		for _, p := range obs.WorkerPods[ws.Name] {
 			if p.DeletionTimestamp.IsZero() && podReady(p) {
-				ready[p.Name] = true
+				ready[podHostname(p)] = true
 			}
 		}
 		for _, h := range ws.WorkerHostnames() {

@@ -217,6 +217,9 @@ func (r *Reconciler) recordTransitions(job Object, s *Spec, obs *Observed, prev,
 		if sts := obs.StatefulSets[e.WorkerSet]; e.WorkerSet != "" && sts != nil {
 			related = sts
 		}
+		if j := obs.WorkerJobs[e.WorkerSet]; e.WorkerSet != "" && j != nil {
+			related = j
+		}
 		r.recorder.Eventf(job, related, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}
 	r.countTransitions(job, s, obs, prev, next)

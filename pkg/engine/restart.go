@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -83,8 +85,11 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 		return p
 	}
 	if s.RunPolicy.FailurePolicy == nil {
-		// No restarts: a worker in a crash loop fails the job (runPolicy.workerRestartLimit).
-		if why := crashLoopingWorker(s, obs); why != "" {
+		// No restarts: a worker set's failed Job fails the job, and so does a worker in a
+		// crash loop (runPolicy.workerRestartLimit).
+		if why := failedWorkerJob(s, obs); why != "" {
+			p.seen = RestartObservation{Cause: why, WorkerLost: true}
+		} else if why := crashLoopingWorker(s, obs); why != "" {
 			p.seen = RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
 		}
 		return p
@@ -118,6 +123,10 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 // that the cache has not shown yet.
 func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 	for i := range s.WorkerSets {
+		if j := obs.WorkerJobs[s.WorkerSets[i].Name]; j != nil &&
+			(attemptOf(j.Spec.Template.Labels) != attempt || j.Status.Active > 0) {
+			return false
+		}
 		sts := obs.StatefulSets[s.WorkerSets[i].Name]
 		if sts == nil {
 			continue
@@ -182,6 +191,9 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 			return RestartObservation{}
 		}
 	}
+	if why := failedWorkerJob(s, obs); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true}
+	}
 	if why := lostWorker(s, obs, prev); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true}
 	}
@@ -210,7 +222,7 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 	byUID, byName := map[types.UID]*corev1.Pod{}, map[string]*corev1.Pod{}
 	for _, pods := range obs.AttemptWorkerPods {
 		for _, p := range pods {
-			byUID[p.UID], byName[p.Name] = p, p
+			byUID[p.UID], byName[podHostname(p)] = p, p
 		}
 	}
 	var lost []string
@@ -221,10 +233,11 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 		}
 		for _, ref := range t.Status {
 			recorded[ref.UID] = true
-			if !wanted[ref.Name] {
+			p := byUID[ref.UID]
+			// A pod is wanted by its hostname; a StatefulSet's pod, named so, also once gone.
+			if !wanted[ref.Name] && (p == nil || !wanted[podHostname(p)]) {
 				continue
 			}
-			p := byUID[ref.UID]
 			switch {
 			case p != nil:
 				if why := podLost(p); why != "" {
@@ -238,13 +251,45 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 		}
 	}
 	for _, p := range byUID {
-		if !recorded[p.UID] && wanted[p.Name] {
+		if !recorded[p.UID] && wanted[podHostname(p)] {
 			if why := podLost(p); why != "" {
 				lost = append(lost, why)
 			}
 		}
 	}
 	return firstOf(lost)
+}
+
+// failedWorkerJob says which worker set that runs to completion failed in the current attempt,
+// and why: its Job failed (its pods failed more often than its backoffLimit allows), with the
+// cause its pods share. "" when none did, or the workers are released.
+func failedWorkerJob(s *Spec, obs *Observed) string {
+	if s.Suspended() || s.Paused() {
+		return ""
+	}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		j := obs.WorkerJobs[ws.Name]
+		if j == nil || attemptOf(j.Spec.Template.Labels) != obs.Attempt {
+			continue
+		}
+		c := terminalJobCondition(j)
+		if c == nil || c.Type != batchv1.JobFailed {
+			continue
+		}
+		why := fmt.Sprintf("worker set %s: Job %s failed (%s", ws.Name, j.Name, c.Reason)
+		if c.Message != "" {
+			why += ": " + c.Message
+		}
+		why += ")"
+		pods := slices.Clone(obs.AttemptWorkerPods[ws.Name])
+		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		if cause, ok := causeOfSet(ws.Name, pods); ok {
+			why += "; " + cause.String()
+		}
+		return why
+	}
+	return ""
 }
 
 // podLost says how a pod that exists was lost, or "" while it lives.

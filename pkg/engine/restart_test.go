@@ -126,7 +126,7 @@ func (workersAdapter) NameLabel() string { return "chainerjob.troupe.dev/name" }
 func (a workersAdapter) Describe(job Object, s *Spec) error {
 	s.MainContainer = "main"
 	s.Master = Master{JobName: job.GetName() + "-master", Template: podTemplate("main"), BackoffLimit: 1}
-	s.WorkerSets = []WorkerSet{{Name: "ws", StatefulSetName: job.GetName() + "-workerset-ws", Replicas: 2, Template: podTemplate("main")}}
+	s.WorkerSets = []WorkerSet{{Name: "ws", ChildName: job.GetName() + "-workerset-ws", Replicas: 2, Template: podTemplate("main")}}
 	if a.maxRestarts != nil {
 		s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: *a.maxRestarts}
 	}

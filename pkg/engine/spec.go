@@ -182,13 +182,21 @@ type Master struct {
 	AfterWorkersReady bool
 }
 
-// WorkerSet is one group of identical worker pods run by a StatefulSet.
+// WorkerSet is one group of identical worker pods, run by a StatefulSet, or, when its pods run
+// to completion, by an Indexed batch Job (docs/architecture.md, "Worker sets").
 type WorkerSet struct {
 	// Name identifies the set within the job (label troupe.dev/worker-set).
 	Name string
-	// StatefulSetName is the name of the StatefulSet; its pods are <StatefulSetName>-<i>.
-	StatefulSetName string
-	Replicas        int32
+	// ChildName is the name of the set's StatefulSet or Job; its pods' hostnames are
+	// <ChildName>-<i> (a StatefulSet's pods are named so too).
+	ChildName string
+	// RunsToCompletion: the set's pods end when their work does (a torch worker), rather than
+	// serve until the master is done (an MPI worker's sshd), so the set runs as an Indexed Job
+	// whose pods are not restarted once they succeed. A pod that fails is retried up to
+	// BackoffLimit times over the set; then the set, and the job, fail.
+	RunsToCompletion bool
+	BackoffLimit     int32
+	Replicas         int32
 	// Slots is the number of processes each pod of the set runs.
 	Slots    int32
 	Template corev1.PodTemplateSpec
@@ -271,6 +279,12 @@ func (s *Spec) HostName(podHostname string) string {
 	return podHostname + "." + s.ServiceName() + "." + s.Namespace + ".svc"
 }
 
+// isMasterJob says a child Job is the master's (not a worker set's that runs to completion).
+func (s *Spec) isMasterJob(o client.Object) bool {
+	_, isJob := o.(*batchv1.Job)
+	return isJob && o.GetName() == s.Master.JobName
+}
+
 // MasterHostname is the pod hostname given to the master's pod (the Job's pods get no stable
 // name by themselves; with hostname and subdomain set, DNS gives them one).
 func (s *Spec) MasterHostname() string { return s.Master.JobName }
@@ -279,7 +293,7 @@ func (s *Spec) MasterHostname() string { return s.Master.JobName }
 func (ws *WorkerSet) WorkerHostnames() []string {
 	names := make([]string, 0, ws.Replicas)
 	for i := range ws.Replicas {
-		names = append(names, podOrdinalName(ws.StatefulSetName, i))
+		names = append(names, podOrdinalName(ws.ChildName, i))
 	}
 	return names
 }

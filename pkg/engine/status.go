@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -217,6 +218,9 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		if sts := obs.StatefulSets[ws.Name]; sts != nil {
 			rs.Ready = sts.Status.ReadyReplicas
 		}
+		if j := obs.WorkerJobs[ws.Name]; j != nil {
+			rs.Ready = ptr.Deref(j.Status.Ready, 0)
+		}
 		for _, p := range obs.WorkerPods[ws.Name] {
 			switch p.Status.Phase {
 			case corev1.PodPending, corev1.PodRunning:
@@ -270,6 +274,9 @@ func workerScale(s *Spec, obs *Observed) (int32, string) {
 	var n int32
 	for _, sts := range obs.StatefulSets {
 		n += sts.Status.Replicas
+	}
+	for _, j := range obs.WorkerJobs {
+		n += j.Status.Active
 	}
 	sel := labels.SelectorFromSet(labels.Set{
 		troupev1.LabelJobUID: string(s.Owner.UID),

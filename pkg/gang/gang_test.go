@@ -32,8 +32,8 @@ func spec() *engine.Spec {
 		Name: "train", Namespace: "ml",
 		Master: engine.Master{JobName: "train-master", Template: pod("1", "1Gi", 0)},
 		WorkerSets: []engine.WorkerSet{
-			{Name: "cpu", StatefulSetName: "train-workerset-cpu", Replicas: 2, Template: pod("2", "4Gi", 0)},
-			{Name: "gpu", StatefulSetName: "train-workerset-gpu", Replicas: 1, Template: pod("4", "16Gi", 2)},
+			{Name: "cpu", ChildName: "train-workerset-cpu", Replicas: 2, Template: pod("2", "4Gi", 0)},
+			{Name: "gpu", ChildName: "train-workerset-gpu", Replicas: 1, Template: pod("4", "16Gi", 2)},
 		},
 		SchedulingPolicy: troupev1.SchedulingPolicy{Queue: "research", PriorityClassName: "high", ScheduleTimeoutSeconds: ptr.To[int32](120)},
 	}

@@ -27,8 +27,8 @@ func spec() *engine.Spec {
 		Name: "mn", Namespace: "ml",
 		Master: engine.Master{JobName: "mn-master", Slots: 1, IsHost: true},
 		WorkerSets: []engine.WorkerSet{
-			{Name: "ws0", StatefulSetName: "mn-workerset-ws0", Replicas: 2, Slots: 1},
-			{Name: "gpu", StatefulSetName: "mn-workerset-gpu", Replicas: 1, Slots: 4},
+			{Name: "ws0", ChildName: "mn-workerset-ws0", Replicas: 2, Slots: 1},
+			{Name: "gpu", ChildName: "mn-workerset-gpu", Replicas: 1, Slots: 4},
 		},
 	}
 }
