@@ -76,11 +76,11 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 			return err
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
-			Name:            name,
+			Name:      name,
 			ChildName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
-			Replicas:        *ws.Replicas,
-			Slots:           *ws.MPIConfig.Slots,
-			Template:        ws.Template,
+			Replicas:  *ws.Replicas,
+			Slots:     *ws.MPIConfig.Slots,
+			Template:  ws.Template,
 		})
 	}
 	describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))

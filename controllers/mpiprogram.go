@@ -59,11 +59,11 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	}
 	if workers > 0 || form.kubeflow == nil { // kubeflow's form may run its launcher alone
 		s.WorkerSets = []engine.WorkerSet{{
-			Name:            troupev1.MPIWorkerSetName,
+			Name:      troupev1.MPIWorkerSetName,
 			ChildName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
-			Replicas:        workers,
-			Slots:           *p.Worker.Slots,
-			Template:        worker,
+			Replicas:  workers,
+			Slots:     *p.Worker.Slots,
+			Template:  worker,
 		}}
 	}
 
