@@ -89,6 +89,12 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return acted, err
 		}
 	}
+	// A worker set scaled down: its Jobs of the indexes gone go with their pods.
+	for _, j := range obs.SurplusWorkerJobs {
+		if err := r.deleteWorkerJob(ctx, j); err != nil {
+			return acted, err
+		}
+	}
 	if s.CleanUpDue(s.Plan.Verdict) && s.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
 		if err := r.deletePods(ctx, liveMasterPods(obs)); err != nil {
 			return acted, err
@@ -349,10 +355,10 @@ func holdTemplate(cur, want *appsv1.StatefulSet, obs *Observed) bool {
 	return true
 }
 
-// replaceWorkerJob deletes a worker set's Indexed Job whose pod template changed (a Job's
-// template cannot), by its UID and with its pods, so that the next pass creates it with the new
-// one; as a StatefulSet's new template waits (holdTemplate), it waits while pods of the job
-// live, unless the set is being released. It reports whether it deleted the Job.
+// replaceWorkerJob deletes a worker Job whose pod template changed (a Job's template cannot),
+// so that the next pass creates it with the new one; as a StatefulSet's new template waits
+// (holdTemplate), it waits while pods of the job live, unless the set is being released. It
+// reports whether it deleted the Job.
 func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Job, obs *Observed) (bool, error) {
 	if !templateChanged(cur, want) || !cur.DeletionTimestamp.IsZero() {
 		return false, nil
@@ -360,13 +366,21 @@ func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Jo
 	if !ptr.Deref(want.Spec.Suspend, false) && jobHasLivePods(obs) {
 		return false, nil
 	}
-	// Foreground: the Job stays, being deleted, until its pods are gone, so the new one's pods
-	// never share a hostname with the old one's.
-	err := r.client.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}, client.PropagationPolicy(metav1.DeletePropagationForeground))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("replace worker Job %s with its new template: %w", cur.Name, err)
+	return true, r.deleteWorkerJob(ctx, cur)
+}
+
+// deleteWorkerJob deletes a worker Job, by its UID, in the foreground: the Job stays, being
+// deleted, until its pod is gone, so that a pod of the Job that replaces it never shares a
+// hostname with it.
+func (r *Reconciler) deleteWorkerJob(ctx context.Context, j *batchv1.Job) error {
+	if !j.DeletionTimestamp.IsZero() {
+		return nil
 	}
-	return true, nil
+	err := r.client.Delete(ctx, j, client.Preconditions{UID: &j.UID}, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete worker Job %s: %w", j.Name, err)
+	}
+	return nil
 }
 
 // ScaleHintReplicas is the placeholder of a WorkerSet's ScaleHint replaced by the replica

@@ -177,44 +177,60 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 	return withSpecHash(sts)
 }
 
-// BuildWorkerJob returns the Indexed batch Job of a worker set whose pods run to completion
-// (WorkerSet.RunsToCompletion): one pod per index, started together, each with the hostname
-// <ChildName>-<index> under the job's headless Service, as a StatefulSet's would have. Released
-// workers (the job ended or is suspended, paused or restarting) are suspended: the Job controller
-// deletes their running pods and runs the indexes that did not succeed again on resume. A failed
-// pod is replaced only once it has fully terminated, so two pods never share a hostname. The
-// template's hash is recorded: a Job's template cannot change, so a new one replaces the Job.
-func BuildWorkerJob(s *Spec, ws *WorkerSet, released bool) *batchv1.Job {
+// BuildWorkerJobs returns the batch Jobs of a worker set whose pods run to completion
+// (WorkerSet.RunsToCompletion): one Job of one pod per index, named <ChildName>-<index> like its
+// pod's hostname under the job's headless Service, as a StatefulSet's pod would be named. One
+// Job per pod, not one Indexed Job, because pods of a set differ by index (a torch worker's rank
+// is its index plus one, which no field of an Indexed Job's one template can say; the backend
+// writes it: IndexedDecorator). Released workers (the job ended or is suspended, paused or
+// restarting) are suspended: the Job controller deletes a running pod and runs it again on
+// resume unless it had succeeded. A failed pod is replaced only once it has fully terminated, so
+// two pods never share a hostname. The template's hash is recorded: a Job's template cannot
+// change, so a new one replaces the Job (replaceWorkerJob).
+func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 	labels := s.WorkerLabels(ws)
-	tmpl := s.podTemplate(ws.Template, labels, ws)
-	tmpl.Spec.Subdomain = s.ServiceName()
-	if tmpl.Spec.RestartPolicy == "" {
-		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	base := s.podTemplate(ws.Template, labels, ws)
+	base.Spec.Subdomain = s.ServiceName()
+	if base.Spec.RestartPolicy == "" {
+		base.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
-	job := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: s.childMeta(ws.ChildName, labels),
-		Spec: batchv1.JobSpec{
-			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
-			Completions:          ptr.To(ws.Replicas),
-			Parallelism:          ptr.To(ws.Replicas),
-			BackoffLimit:         ptr.To(ws.BackoffLimit),
-			Suspend:              ptr.To(released),
-			PodReplacementPolicy: ptr.To(batchv1.Failed),
-			Template:             tmpl,
-		},
+	jobs := make([]*batchv1.Job, 0, ws.Replicas)
+	for i := range ws.Replicas {
+		name := podOrdinalName(ws.ChildName, i)
+		tmpl := *base.DeepCopy()
+		tmpl.Spec.Hostname = name
+		if d, ok := s.Backend.(IndexedDecorator); ok {
+			d.DecorateIndexedPod(s, ws, i, &tmpl)
+		}
+		job := &batchv1.Job{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: s.childMeta(name, labels),
+			Spec: batchv1.JobSpec{
+				Parallelism:          ptr.To[int32](1),
+				Completions:          ptr.To[int32](1),
+				BackoffLimit:         ptr.To(ws.BackoffLimit),
+				Suspend:              ptr.To(released),
+				PodReplacementPolicy: ptr.To(batchv1.Failed),
+				Template:             tmpl,
+			},
+		}
+		setTemplateHash(job, &job.Spec.Template)
+		jobs = append(jobs, withSpecHash(job))
 	}
-	setTemplateHash(job, &job.Spec.Template)
-	return withSpecHash(job)
+	return jobs
 }
 
-// BuildWorkerSet returns the child that runs a worker set: its StatefulSet, or its Indexed Job
+// BuildWorkerSet returns the children that run a worker set: its StatefulSet, or its Jobs
 // when its pods run to completion.
-func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) client.Object {
-	if ws.RunsToCompletion {
-		return BuildWorkerJob(s, ws, released)
+func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) []client.Object {
+	if !ws.RunsToCompletion {
+		return []client.Object{BuildWorkerStatefulSet(s, ws, released)}
 	}
-	return BuildWorkerStatefulSet(s, ws, released)
+	var out []client.Object
+	for _, j := range BuildWorkerJobs(s, ws, released) {
+		out = append(out, j)
+	}
+	return out
 }
 
 // BuildBackendObjects returns the backend's children with the job's labels and owner.
@@ -263,7 +279,7 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 		objs = append(objs, np)
 	}
 	for i := range s.WorkerSets {
-		objs = append(objs, BuildWorkerSet(s, &s.WorkerSets[i], workersReleased))
+		objs = append(objs, BuildWorkerSet(s, &s.WorkerSets[i], workersReleased)...)
 	}
 	if s.masterWanted() { // not while paused, or waiting for the previous master's pods to go
 		objs = append(objs, BuildMasterJob(s))

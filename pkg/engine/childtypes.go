@@ -16,7 +16,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -109,20 +108,14 @@ func restoreStatefulSet(cur, want client.Object) bool {
 	return restoreTemplate(c, w) || changed
 }
 
-// restoreJob puts back what may change of a master Job or a worker set's Indexed Job: suspend,
-// a suspended Job's scheduling directives, and a worker Job's size (an Indexed Job's
-// completions may change with its parallelism). Its pod template cannot change: a worker Job
-// whose template changed is replaced (syncChildren).
+// restoreJob puts back what may change of a master or worker Job: suspend and a suspended
+// Job's scheduling directives. Its pod template cannot change: a worker Job whose template
+// changed is replaced (replaceWorkerJob).
 func restoreJob(cur, want client.Object) bool {
 	c, w := cur.(*batchv1.Job), want.(*batchv1.Job)
 	changed := restoreSchedulingDirectives(c, w)
 	if !equality.Semantic.DeepEqual(c.Spec.Suspend, w.Spec.Suspend) {
 		c.Spec.Suspend = w.Spec.Suspend
-		changed = true
-	}
-	if isWorkerJob(w) && (ptr.Deref(c.Spec.Completions, 1) != ptr.Deref(w.Spec.Completions, 1) ||
-		ptr.Deref(c.Spec.Parallelism, 1) != ptr.Deref(w.Spec.Parallelism, 1)) {
-		c.Spec.Completions, c.Spec.Parallelism = w.Spec.Completions, w.Spec.Parallelism
 		changed = true
 	}
 	return changed

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,11 +18,21 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// A worker set whose pods run to completion is an Indexed Job: one pod per index, all started
-// together, under the job's Service (hostnames <job>-<index>), restarting Never unless the
-// template says otherwise, retried backoffLimit times; released, it is suspended.
-func TestBuildWorkerJob(t *testing.T) {
+// rankBackend is envBackend that also tells each pod of a set that runs to completion its
+// index (IndexedDecorator).
+type rankBackend struct{ envBackend }
+
+func (rankBackend) DecorateIndexedPod(_ *Spec, _ *WorkerSet, index int32, tmpl *corev1.PodTemplateSpec) {
+	tmpl.Spec.Containers[0].Env = append(tmpl.Spec.Containers[0].Env, corev1.EnvVar{Name: "INDEX", Value: strconv.Itoa(int(index))})
+}
+
+// A worker set whose pods run to completion is a batch Job of one pod per index, named like
+// the pod's hostname <set>-<index> under the job's Service, restarting Never unless the
+// template says otherwise, retried backoffLimit times, its template told its index by the
+// backend; released, each is suspended.
+func TestBuildWorkerJobs(t *testing.T) {
 	s := testSpec()
+	s.Backend = rankBackend{}
 	ws := &s.WorkerSets[0]
 	ws.RunsToCompletion, ws.BackoffLimit = true, 4
 	labels := map[string]string{
@@ -32,41 +43,50 @@ func TestBuildWorkerJob(t *testing.T) {
 	for k, v := range labels {
 		podLabels[k] = v
 	}
-	want := func(suspend bool) *batchv1.Job {
+	want := func(index int, suspend bool) *batchv1.Job {
+		name := "train-workerset-cpu-" + strconv.Itoa(index)
 		return &batchv1.Job{
 			TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: metav1.ObjectMeta{
-				Name: "train-workerset-cpu", Namespace: "ml", Labels: labels,
+				Name: name, Namespace: "ml", Labels: labels,
 				OwnerReferences: []metav1.OwnerReference{testOwner},
 			},
 			Spec: batchv1.JobSpec{
-				CompletionMode:       ptr.To(batchv1.IndexedCompletion),
-				Completions:          ptr.To[int32](2),
-				Parallelism:          ptr.To[int32](2),
+				Completions:          ptr.To[int32](1),
+				Parallelism:          ptr.To[int32](1),
 				BackoffLimit:         ptr.To[int32](4),
 				Suspend:              ptr.To(suspend),
 				PodReplacementPolicy: ptr.To(batchv1.Failed),
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 					Spec: corev1.PodSpec{
+						Hostname:      name,
 						Subdomain:     "train",
 						RestartPolicy: corev1.RestartPolicyNever,
-						Containers:    []corev1.Container{{Name: "main", Image: "train:1", TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
+						Containers: []corev1.Container{{
+							Name: "main", Image: "train:1", TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+							Env: []corev1.EnvVar{{Name: "SET", Value: "cpu"}, {Name: "INDEX", Value: strconv.Itoa(index)}},
+						}},
 					},
 				},
 			},
 		}
 	}
-	if diff := cmp.Diff(want(false), noHash(BuildWorkerJob(s, ws, false))); diff != "" {
-		t.Errorf("running workers (-want +got):\n%s", diff)
+	for _, released := range []bool{false, true} {
+		jobs := BuildWorkerJobs(s, ws, released)
+		if len(jobs) != 2 {
+			t.Fatalf("%d Jobs for 2 replicas", len(jobs))
+		}
+		for i, j := range jobs {
+			if diff := cmp.Diff(want(i, released), noHash(j)); diff != "" {
+				t.Errorf("released %t, index %d (-want +got):\n%s", released, i, diff)
+			}
+		}
 	}
-	if diff := cmp.Diff(want(true), noHash(BuildWorkerJob(s, ws, true))); diff != "" {
-		t.Errorf("released workers (-want +got):\n%s", diff)
-	}
-	if _, isJob := BuildWorkerSet(s, ws, false).(*batchv1.Job); !isJob {
+	if _, isJob := BuildWorkerSet(s, ws, false)[0].(*batchv1.Job); !isJob {
 		t.Error("BuildWorkerSet of a set that runs to completion is no Job")
 	}
-	if _, isSts := BuildWorkerSet(s, &s.WorkerSets[1], false).(*appsv1.StatefulSet); !isSts {
+	if _, isSts := BuildWorkerSet(s, &s.WorkerSets[1], false)[0].(*appsv1.StatefulSet); !isSts {
 		t.Error("BuildWorkerSet of an MPI-style set is no StatefulSet")
 	}
 }
@@ -82,28 +102,26 @@ func (a completingAdapter) Describe(job Object, s *Spec) error {
 	return nil
 }
 
-func (h *restartHarness) workerJob() *batchv1.Job {
+func (h *restartHarness) workerJob(i int) *batchv1.Job {
 	h.t.Helper()
 	var j batchv1.Job
-	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-workerset-ws"}, &j); err != nil {
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-workerset-ws-" + strconv.Itoa(i)}, &j); err != nil {
 		h.t.Fatal(err)
 	}
 	return &j
 }
 
-// workerJobPodsRun plays the Job controller for the worker Job and the master Job: a pod per
-// index with its hostname, Running and Ready.
-func (h *restartHarness) workerJobPodsRun() {
+// workerJobPodsRun plays the Job controller for the worker Jobs (indexes below n) and the
+// master Job: a pod each, Running and Ready.
+func (h *restartHarness) workerJobPodsRun(n int) {
 	h.t.Helper()
-	j := h.workerJob()
-	for i := range ptr.Deref(j.Spec.Parallelism, 0) {
-		tmpl := *j.Spec.Template.DeepCopy()
-		tmpl.Spec.Hostname = podOrdinalName(j.Name, i)
-		h.createPod(podOrdinalName(j.Name, i)+"-x7k2p", tmpl)
-	}
-	j.Status.Active, j.Status.Ready = ptr.Deref(j.Spec.Parallelism, 0), j.Spec.Parallelism
-	if err := h.c.Status().Update(h.ctx, j); err != nil {
-		h.t.Fatal(err)
+	for i := range n {
+		j := h.workerJob(i)
+		h.createPod(j.Name+"-x7k2p", j.Spec.Template)
+		j.Status.Active, j.Status.Ready = 1, ptr.To[int32](1)
+		if err := h.c.Status().Update(h.ctx, j); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 	m := h.master()
 	h.createPod("train-master-abc", m.Spec.Template)
@@ -125,24 +143,25 @@ func (h *restartHarness) setPodPhase(name string, phase corev1.PodPhase) {
 	}
 }
 
-// The engine runs a worker set that runs to completion as an Indexed Job (and no StatefulSet):
-// a worker pod that succeeds is not a lost worker, the workers' count and readiness come from
-// the Job, and a failed worker Job fails the job, saying which Job failed and why, and stops its
-// master.
+// The engine runs a worker set that runs to completion as one Job per pod (and no
+// StatefulSet): a worker pod that succeeds is not a lost worker, the workers' readiness comes
+// from the Jobs, and a failed worker Job fails the job, saying which Job failed and why, and
+// stops its master.
 func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 	h := newRestartHarness(t, nil)
 	h.r.adapter = completingAdapter{}
 	h.reconcile()
-	j := h.workerJob()
-	if ptr.Deref(j.Spec.CompletionMode, "") != batchv1.IndexedCompletion || ptr.Deref(j.Spec.Completions, 0) != 2 {
-		t.Fatalf("worker Job: completion mode %v, completions %v; want Indexed, 2", j.Spec.CompletionMode, j.Spec.Completions)
+	for i := range 2 {
+		if j := h.workerJob(i); j.Spec.Template.Spec.Hostname != j.Name || ptr.Deref(j.Spec.BackoffLimit, 0) != 1 {
+			t.Errorf("worker Job %s: hostname %q, backoffLimit %v", j.Name, j.Spec.Template.Spec.Hostname, j.Spec.BackoffLimit)
+		}
 	}
 	err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-workerset-ws"}, &appsv1.StatefulSet{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("a StatefulSet for a set that runs to completion: %v", err)
 	}
 
-	h.workerJobPodsRun()
+	h.workerJobPodsRun(2)
 	st := h.reconcile()
 	if st.Phase != troupev1.JobRunning || st.Workers != "2/2" {
 		t.Errorf("running: phase %s, workers %s; want Running, 2/2", st.Phase, st.Workers)
@@ -153,7 +172,7 @@ func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 	}
 
 	h.setPodPhase("train-workerset-ws-1-x7k2p", corev1.PodFailed)
-	j = h.workerJob()
+	j := h.workerJob(1)
 	finishedJob(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit")(j)
 	if err := h.c.Status().Update(h.ctx, j); err != nil {
 		t.Fatal(err)
@@ -161,7 +180,7 @@ func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 	st = h.reconcile()
 	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
 	if st.Phase != troupev1.JobFailed || c == nil || c.Reason != troupev1.ReasonWorkerFailed ||
-		!strings.Contains(c.Message, "worker set ws: Job train-workerset-ws failed (BackoffLimitExceeded") {
+		!strings.Contains(c.Message, "worker Job train-workerset-ws-1 failed (BackoffLimitExceeded") {
 		t.Fatalf("a failed worker Job: phase %s, Failed condition %+v", st.Phase, c)
 	}
 	h.reconcile()
@@ -171,52 +190,54 @@ func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 }
 
 // A worker Job's pod template cannot change: once no pod of the job runs, a new template
-// replaces the Job (deleted by UID, then created again); while pods run, the change waits and
-// the job says so. A change of size is written into the Job (completions with parallelism).
+// replaces each Job (deleted by UID, then created again); while pods run, the change waits and
+// the job says so. A scale up adds Jobs; a scale down deletes those of the indexes gone.
 func TestWorkerJobTemplateChangeAndScale(t *testing.T) {
 	h := newRestartHarness(t, nil)
 	h.r.adapter = completingAdapter{}
 	h.reconcile()
-	h.workerJobPodsRun()
+	h.workerJobPodsRun(2)
 	h.reconcile()
-	old := h.workerJob()
 
 	h.r.adapter = resizedAdapter{replicas: 3, image: "train:2"}
 	st := h.reconcile()
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionTemplateDrift); c == nil || c.Status != metav1.ConditionTrue ||
-		!strings.Contains(c.Message, "Job train-workerset-ws") {
+		!strings.Contains(c.Message, "Job train-workerset-ws-0") {
 		t.Errorf("a template change while pods run: TemplateDrift %+v", c)
 	}
-	if j := h.workerJob(); j.Spec.Template.Spec.Containers[0].Image != "train:1" {
+	if j := h.workerJob(0); j.Spec.Template.Spec.Containers[0].Image != "train:1" {
 		t.Errorf("the worker Job was replaced while its pods ran")
+	}
+	if j := h.workerJob(2); j.Spec.Template.Spec.Containers[0].Image != "train:2" {
+		t.Errorf("the Job a scale up adds runs %s, want the new template's train:2", j.Spec.Template.Spec.Containers[0].Image)
 	}
 
 	if err := h.c.DeleteAllOf(h.ctx, &corev1.Pod{}, client.InNamespace("ml")); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []*batchv1.Job{h.workerJob(), h.master()} {
+	for _, j := range []*batchv1.Job{h.workerJob(0), h.workerJob(1), h.master()} {
 		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
 		if err := h.c.Status().Update(h.ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h.reconcile()
-	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(old), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-workerset-ws-0"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the worker Job with the old template was not deleted once no pod ran: %v", err)
 	}
 	h.reconcile()
-	j := h.workerJob()
-	if j.Spec.Template.Spec.Containers[0].Image != "train:2" || ptr.Deref(j.Spec.Completions, 0) != 3 {
-		t.Errorf("the new worker Job: image %s, completions %d; want train:2 and 3",
-			j.Spec.Template.Spec.Containers[0].Image, ptr.Deref(j.Spec.Completions, 0))
+	if j := h.workerJob(0); j.Spec.Template.Spec.Containers[0].Image != "train:2" {
+		t.Errorf("the new worker Job runs %s, want train:2", j.Spec.Template.Spec.Containers[0].Image)
 	}
 
-	cur := h.workerJob()
-	want := cur.DeepCopy()
-	want.Spec.Completions, want.Spec.Parallelism = ptr.To[int32](5), ptr.To[int32](5)
-	if !restoreJob(cur, want) || ptr.Deref(cur.Spec.Completions, 0) != 5 || ptr.Deref(cur.Spec.Parallelism, 0) != 5 {
-		t.Errorf("restoreJob did not carry a new size: completions %v, parallelism %v", cur.Spec.Completions, cur.Spec.Parallelism)
+	h.r.adapter = resizedAdapter{replicas: 1, image: "train:2"}
+	h.reconcile()
+	for _, name := range []string{"train-workerset-ws-1", "train-workerset-ws-2"} {
+		if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: name}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			t.Errorf("scaled down to 1: Job %s remains (%v)", name, err)
+		}
 	}
+	h.workerJob(0)
 }
 
 // resizedAdapter is completingAdapter with another worker count and image.

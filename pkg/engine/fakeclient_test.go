@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,5 +26,6 @@ func fakeJobClient(t *testing.T, objs ...client.Object) client.Client {
 		t.Fatal(err)
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&troupev1.ChainerJob{}).
-		WithIndex(&corev1.Pod{}, podJobUIDField, podJobUID).WithObjects(objs...).Build()
+		WithIndex(&corev1.Pod{}, jobUIDField, jobUIDOf).WithIndex(&batchv1.Job{}, jobUIDField, jobUIDOf).
+		WithObjects(objs...).Build()
 }

@@ -50,9 +50,11 @@ type Observed struct {
 	// that sets the master Job aside for the pass (restart.go) clears it with MasterJob.
 	Verdict troupev1.JobPhase
 	// StatefulSets holds the job's worker StatefulSets by worker set name, and WorkerJobs the
-	// Indexed Jobs of its worker sets that run to completion.
-	StatefulSets map[string]*appsv1.StatefulSet
-	WorkerJobs   map[string]*batchv1.Job
+	// Jobs of its worker sets that run to completion, by set name (one per pod, by index);
+	// SurplusWorkerJobs are such Jobs of indexes the job no longer asks for (a scale-down).
+	StatefulSets      map[string]*appsv1.StatefulSet
+	WorkerJobs        map[string][]*batchv1.Job
+	SurplusWorkerJobs []*batchv1.Job
 	// Pods are the job's pods (selected by the job UID label); MasterPods and WorkerPods (by
 	// worker set name) are the same pods split by role once (setPods), terminating ones
 	// included, so that no step tells them apart again.
@@ -100,7 +102,7 @@ type Observed struct {
 // that lost its owner reference is filed to be adopted back (claim; act adopts it). observe
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
-	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string]*batchv1.Job{}, current: map[ChildRef]client.Object{}}
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[ChildRef]client.Object{}}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	for _, want := range ids {
@@ -128,7 +130,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(s.Namespace),
-		client.MatchingFields{podJobUIDField: string(job.GetUID())}); err != nil {
+		client.MatchingFields{jobUIDField: string(job.GetUID())}); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	obs.Attempt = currentAttempt(s, job.JobStatus())
@@ -148,8 +150,40 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	} else {
 		r.podCreates.forget(types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
 	}
+	surplus, err := r.surplusWorkerJobs(ctx, job, s)
+	if err != nil {
+		return nil, err
+	}
+	obs.SurplusWorkerJobs = surplus
 	obs.Verdict = masterVerdict(obs.MasterJob, obs.MasterPods)
 	return obs, nil
+}
+
+// surplusWorkerJobs are the job's worker Jobs of indexes it no longer asks for (a worker set
+// that runs to completion, scaled down), found through the cache's job-UID index.
+func (r *Reconciler) surplusWorkerJobs(ctx context.Context, job Object, s *Spec) ([]*batchv1.Job, error) {
+	wanted := map[string]bool{}
+	for i := range s.WorkerSets {
+		if ws := &s.WorkerSets[i]; ws.RunsToCompletion {
+			for _, h := range ws.WorkerHostnames() {
+				wanted[h] = true
+			}
+		}
+	}
+	if len(wanted) == 0 {
+		return nil, nil
+	}
+	var list batchv1.JobList
+	if err := r.client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingFields{jobUIDField: string(job.GetUID())}); err != nil {
+		return nil, fmt.Errorf("list worker Jobs: %w", err)
+	}
+	var out []*batchv1.Job
+	for i := range list.Items {
+		if j := &list.Items[i]; isWorkerJob(j) && !wanted[j.Name] && metav1.IsControlledBy(j, job) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 // keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
@@ -190,7 +224,9 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 	}
 	for i := range s.WorkerSets {
 		if ws := &s.WorkerSets[i]; ws.RunsToCompletion {
-			ids = append(ids, named(&batchv1.Job{}, ws.ChildName))
+			for _, h := range ws.WorkerHostnames() {
+				ids = append(ids, named(&batchv1.Job{}, h))
+			}
 		} else {
 			ids = append(ids, named(&appsv1.StatefulSet{}, ws.ChildName))
 		}
@@ -314,7 +350,8 @@ func (obs *Observed) found(want, cur client.Object) {
 	switch c := cur.(type) {
 	case *batchv1.Job:
 		if isWorkerJob(c) {
-			obs.WorkerJobs[c.Labels[troupev1.LabelWorkerSet]] = c
+			set := c.Labels[troupev1.LabelWorkerSet]
+			obs.WorkerJobs[set] = append(slices.DeleteFunc(slices.Clone(obs.WorkerJobs[set]), func(j *batchv1.Job) bool { return j.Name == c.Name }), c)
 		} else {
 			obs.MasterJob = c
 		}
@@ -497,9 +534,11 @@ func jobHasLivePods(obs *Observed) bool {
 			return true
 		}
 	}
-	for _, j := range obs.WorkerJobs {
-		if j.Status.Active > 0 {
-			return true
+	for _, jobs := range obs.WorkerJobs {
+		for _, j := range jobs {
+			if j.Status.Active > 0 {
+				return true
+			}
 		}
 	}
 	return false
@@ -528,9 +567,9 @@ func podReady(p *corev1.Pod) bool {
 const reasonFailedCreate = "FailedCreate"
 
 // childrenLackingPods are the job's StatefulSets and Jobs that have fewer pods than they ask
-// for: a worker StatefulSet whose status counts fewer pods than its replicas, a worker Job
-// running and finished fewer than its parallelism, a master Job that is neither suspended nor
-// finished and has no pod (none of these suspended or finished).
+// for: a worker StatefulSet whose status counts fewer pods than its replicas, a worker Job that
+// is neither suspended nor finished and counts no pod, a master Job that is neither suspended
+// nor finished and has no pod.
 func childrenLackingPods(obs *Observed) []client.Object {
 	var out []client.Object
 	for _, name := range slices.Sorted(maps.Keys(obs.StatefulSets)) {
@@ -540,10 +579,10 @@ func childrenLackingPods(obs *Observed) []client.Object {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(obs.WorkerJobs)) {
-		j := obs.WorkerJobs[name]
-		if !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil &&
-			j.Status.Active+j.Status.Succeeded < ptr.Deref(j.Spec.Parallelism, 1) {
-			out = append(out, j)
+		for _, j := range obs.WorkerJobs[name] {
+			if !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && j.Status.Active+j.Status.Succeeded == 0 {
+				out = append(out, j)
+			}
 		}
 	}
 	if j := obs.MasterJob; j != nil && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && !hasLivePod(obs.MasterPods) {
@@ -552,8 +591,8 @@ func childrenLackingPods(obs *Observed) []client.Object {
 	return out
 }
 
-// podHostname is a job pod's hostname: a StatefulSet's pod is named so, an Indexed Job's pod
-// (<job>-<index>-<suffix>) has it set by its Job controller.
+// podHostname is a job pod's hostname: a StatefulSet's pod is named so; a Job's pod
+// (<job>-<suffix>) has it in its spec, set by the engine.
 func podHostname(p *corev1.Pod) string {
 	if p.Spec.Hostname != "" {
 		return p.Spec.Hostname

@@ -217,8 +217,8 @@ func (r *Reconciler) recordTransitions(job Object, s *Spec, obs *Observed, prev,
 		if sts := obs.StatefulSets[e.WorkerSet]; e.WorkerSet != "" && sts != nil {
 			related = sts
 		}
-		if j := obs.WorkerJobs[e.WorkerSet]; e.WorkerSet != "" && j != nil {
-			related = j
+		if jobs := obs.WorkerJobs[e.WorkerSet]; e.WorkerSet != "" && len(jobs) > 0 {
+			related = jobs[0]
 		}
 		r.recorder.Eventf(job, related, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}

@@ -123,9 +123,10 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 // that the cache has not shown yet.
 func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 	for i := range s.WorkerSets {
-		if j := obs.WorkerJobs[s.WorkerSets[i].Name]; j != nil &&
-			(attemptOf(j.Spec.Template.Labels) != attempt || j.Status.Active > 0) {
-			return false
+		for _, j := range obs.WorkerJobs[s.WorkerSets[i].Name] {
+			if attemptOf(j.Spec.Template.Labels) != attempt || j.Status.Active > 0 {
+				return false
+			}
 		}
 		sts := obs.StatefulSets[s.WorkerSets[i].Name]
 		if sts == nil {
@@ -260,34 +261,42 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 	return firstOf(lost)
 }
 
-// failedWorkerJob says which worker set that runs to completion failed in the current attempt,
-// and why: its Job failed (its pods failed more often than its backoffLimit allows), with the
-// cause its pods share. "" when none did, or the workers are released.
+// failedWorkerJob says which worker Job (of a set that runs to completion) failed in the current
+// attempt, and why: its pod failed more often than its backoffLimit allows, with the cause its
+// pods share. "" when none did, or the workers are released.
 func failedWorkerJob(s *Spec, obs *Observed) string {
 	if s.Suspended() || s.Paused() {
 		return ""
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
-		j := obs.WorkerJobs[ws.Name]
-		if j == nil || attemptOf(j.Spec.Template.Labels) != obs.Attempt {
-			continue
+		jobs := slices.Clone(obs.WorkerJobs[ws.Name])
+		slices.SortFunc(jobs, func(a, b *batchv1.Job) int { return strings.Compare(a.Name, b.Name) })
+		for _, j := range jobs {
+			if attemptOf(j.Spec.Template.Labels) != obs.Attempt {
+				continue
+			}
+			c := terminalJobCondition(j)
+			if c == nil || c.Type != batchv1.JobFailed {
+				continue
+			}
+			why := fmt.Sprintf("worker Job %s failed (%s", j.Name, c.Reason)
+			if c.Message != "" {
+				why += ": " + c.Message
+			}
+			why += ")"
+			var pods []*corev1.Pod
+			for _, p := range obs.AttemptWorkerPods[ws.Name] {
+				if metav1.IsControlledBy(p, j) {
+					pods = append(pods, p)
+				}
+			}
+			slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+			if cause, ok := causeOfSet(ws.Name, pods); ok {
+				why += "; " + cause.String()
+			}
+			return why
 		}
-		c := terminalJobCondition(j)
-		if c == nil || c.Type != batchv1.JobFailed {
-			continue
-		}
-		why := fmt.Sprintf("worker set %s: Job %s failed (%s", ws.Name, j.Name, c.Reason)
-		if c.Message != "" {
-			why += ": " + c.Message
-		}
-		why += ")"
-		pods := slices.Clone(obs.AttemptWorkerPods[ws.Name])
-		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-		if cause, ok := causeOfSet(ws.Name, pods); ok {
-			why += "; " + cause.String()
-		}
-		return why
 	}
 	return ""
 }

@@ -183,17 +183,17 @@ type Master struct {
 }
 
 // WorkerSet is one group of identical worker pods, run by a StatefulSet, or, when its pods run
-// to completion, by an Indexed batch Job (docs/architecture.md, "Worker sets").
+// to completion, by one batch Job per pod (docs/architecture.md, "Worker sets").
 type WorkerSet struct {
 	// Name identifies the set within the job (label troupe.dev/worker-set).
 	Name string
-	// ChildName is the name of the set's StatefulSet or Job; its pods' hostnames are
-	// <ChildName>-<i> (a StatefulSet's pods are named so too).
+	// ChildName is the name of the set's StatefulSet; its pods' hostnames are <ChildName>-<i>
+	// (a StatefulSet's pods are named so too), which is also the name of each of its Jobs.
 	ChildName string
 	// RunsToCompletion: the set's pods end when their work does (a torch worker), rather than
-	// serve until the master is done (an MPI worker's sshd), so the set runs as an Indexed Job
-	// whose pods are not restarted once they succeed. A pod that fails is retried up to
-	// BackoffLimit times over the set; then the set, and the job, fail.
+	// serve until the master is done (an MPI worker's sshd), so each runs as a batch Job of one
+	// pod, which is not restarted once it succeeds. A pod that fails is retried up to
+	// BackoffLimit times; then its Job, and the job, fail.
 	RunsToCompletion bool
 	BackoffLimit     int32
 	Replicas         int32
@@ -231,6 +231,13 @@ type Gang interface {
 	// Condition is the job's GangScheduled condition from the observed PodGroup (nil when it
 	// does not exist yet) and the job's pods.
 	Condition(observed client.Object, pods []corev1.Pod) metav1.Condition
+}
+
+// IndexedDecorator is implemented by backends whose worker pods differ by their index (a torch
+// worker's rank): the engine calls it on the pod template of each pod of a worker set that runs
+// to completion (one Job per pod), after DecoratePod.
+type IndexedDecorator interface {
+	DecorateIndexedPod(s *Spec, ws *WorkerSet, index int32, tmpl *corev1.PodTemplateSpec)
 }
 
 // Generator is implemented by backends with children whose data is generated once, such as key

@@ -218,8 +218,8 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		if sts := obs.StatefulSets[ws.Name]; sts != nil {
 			rs.Ready = sts.Status.ReadyReplicas
 		}
-		if j := obs.WorkerJobs[ws.Name]; j != nil {
-			rs.Ready = ptr.Deref(j.Status.Ready, 0)
+		for _, j := range obs.WorkerJobs[ws.Name] {
+			rs.Ready += ptr.Deref(j.Status.Ready, 0)
 		}
 		for _, p := range obs.WorkerPods[ws.Name] {
 			switch p.Status.Phase {
@@ -275,8 +275,10 @@ func workerScale(s *Spec, obs *Observed) (int32, string) {
 	for _, sts := range obs.StatefulSets {
 		n += sts.Status.Replicas
 	}
-	for _, j := range obs.WorkerJobs {
-		n += j.Status.Active
+	for _, jobs := range obs.WorkerJobs {
+		for _, j := range jobs {
+			n += j.Status.Active
+		}
 	}
 	sel := labels.SelectorFromSet(labels.Set{
 		troupev1.LabelJobUID: string(s.Owner.UID),

@@ -13,10 +13,10 @@ import (
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
-// The Indexed Job the engine builds for a worker set whose pods run to completion is one the
-// API server accepts, and its size can change as the engine changes it (completions with
-// parallelism), running or suspended.
-func TestWorkerJobAcceptedAndResizable(t *testing.T) {
+// The Jobs the engine builds for a worker set whose pods run to completion (one per pod) are
+// ones the API server accepts, with their pods' hostnames under the job's Service, and they can
+// be suspended and resumed as the engine releases and brings back workers.
+func TestWorkerJobsAccepted(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	s := &engine.Spec{
@@ -27,25 +27,23 @@ func TestWorkerJobAcceptedAndResizable(t *testing.T) {
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Image: "train:1"}}}},
 		}},
 	}
-	job := engine.BuildWorkerJob(s, &s.WorkerSets[0], false)
-	job.OwnerReferences = nil // the owner is not stored here
-	if err := k8s.Create(ctx, job); err != nil {
-		t.Fatalf("create the worker Job: %v", err)
-	}
-	for _, step := range []struct {
-		size    int32
-		suspend bool
-	}{{3, false}, {1, true}, {4, false}} {
-		job.Spec.Completions, job.Spec.Parallelism, job.Spec.Suspend = ptr.To(step.size), ptr.To(step.size), ptr.To(step.suspend)
-		if err := k8s.Update(ctx, job); err != nil {
-			t.Fatalf("resize to %d (suspend %t): %v", step.size, step.suspend, err)
+	for _, job := range engine.BuildWorkerJobs(s, &s.WorkerSets[0], false) {
+		job.OwnerReferences = nil // the owner is not stored here
+		if err := k8s.Create(ctx, job); err != nil {
+			t.Fatalf("create worker Job %s: %v", job.Name, err)
 		}
-	}
-	var stored batchv1.Job
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &stored); err != nil {
-		t.Fatal(err)
-	}
-	if ptr.Deref(stored.Spec.Completions, 0) != 4 || stored.Spec.Template.Spec.Subdomain != "train" {
-		t.Errorf("stored: completions %d, subdomain %q", ptr.Deref(stored.Spec.Completions, 0), stored.Spec.Template.Spec.Subdomain)
+		for _, suspend := range []bool{true, false} {
+			job.Spec.Suspend = ptr.To(suspend)
+			if err := k8s.Update(ctx, job); err != nil {
+				t.Fatalf("suspend %t: %v", suspend, err)
+			}
+		}
+		var stored batchv1.Job
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &stored); err != nil {
+			t.Fatal(err)
+		}
+		if tmpl := stored.Spec.Template.Spec; tmpl.Hostname != job.Name || tmpl.Subdomain != "train" {
+			t.Errorf("stored %s: hostname %q, subdomain %q", job.Name, tmpl.Hostname, tmpl.Subdomain)
+		}
 	}
 }
