@@ -22,7 +22,7 @@ import (
 // sums that would wrap an int32 are caught too.
 func TestCheckBounds(t *testing.T) {
 	sets := func(replicas ...int32) *Spec {
-		s := &Spec{Master: Master{Slots: 1}}
+		s := &Spec{Master: Master{JobName: "j-launcher", Slots: 1}}
 		for _, r := range replicas {
 			s.WorkerSets = append(s.WorkerSets, WorkerSet{Name: "w", Replicas: r, Slots: 1})
 		}
@@ -32,8 +32,13 @@ func TestCheckBounds(t *testing.T) {
 		spec     *Spec
 		tooLarge bool
 	}{
-		"the largest job":                    {spec: sets(troupev1.MaxWorkerReplicas)},
-		"one pod more":                       {spec: sets(troupev1.MaxWorkerReplicas, 1), tooLarge: true},
+		"the largest job": {spec: sets(troupev1.MaxWorkerReplicas)},
+		"one pod more":    {spec: sets(troupev1.MaxWorkerReplicas, 1), tooLarge: true},
+		"the largest job without a master": {spec: func() *Spec {
+			s := sets(troupev1.MaxWorkerReplicas, 1)
+			s.Master = Master{}
+			return s
+		}()},
 		"replicas that wrap an int32 sum":    {spec: sets(math.MaxInt32, math.MaxInt32, 2), tooLarge: true},
 		"a scale to the largest int32":       {spec: sets(math.MaxInt32), tooLarge: true},
 		"slots past the bound on a worker":   {spec: func() *Spec { s := sets(2); s.WorkerSets[0].Slots = troupev1.MaxSlotsPerPod + 1; return s }(), tooLarge: true},

@@ -256,3 +256,63 @@ func (a resizedAdapter) Describe(job Object, s *Spec) error {
 	s.WorkerSets[0].Template.Spec.Containers[0].Image = a.image
 	return nil
 }
+
+// workersOnlyAdapter is completingAdapter without a master (a PyTorchJob of workers only).
+type workersOnlyAdapter struct{ completingAdapter }
+
+func (a workersOnlyAdapter) Describe(job Object, s *Spec) error {
+	if err := a.completingAdapter.Describe(job, s); err != nil {
+		return err
+	}
+	s.Master = Master{}
+	return nil
+}
+
+// A job without a master runs its workers alone: no master Job, no master in its replica
+// statuses; it runs while its workers do, and succeeds once every worker Job has completed,
+// saying so (WorkersSucceeded), at the last Job's completion time.
+func TestJobWithoutMaster(t *testing.T) {
+	h := newRestartHarness(t, nil)
+	h.r.adapter = workersOnlyAdapter{}
+	h.reconcile()
+	if h.master() != nil {
+		t.Fatal("a job without a master got a master Job")
+	}
+	for i := range 2 {
+		j := h.workerJob(i)
+		h.createPod(j.Name+"-x7k2p", j.Spec.Template)
+		j.Status.Active, j.Status.Ready = 1, ptr.To[int32](1)
+		if err := h.c.Status().Update(h.ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.reconcile()
+	if st.Phase != troupev1.JobRunning || st.Workers != "2/2" || len(st.ReplicaStatuses) != 1 || st.ReplicaStatuses[0].Name != "ws" {
+		t.Fatalf("running: phase %s, workers %s, replica statuses %+v", st.Phase, st.Workers, st.ReplicaStatuses)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionRunning); c == nil || c.Reason != troupev1.ReasonWorkersRunning {
+		t.Errorf("Running condition %+v, want reason WorkersRunning", c)
+	}
+	complete := func(i int) {
+		h.setPodPhase(h.workerJob(i).Name+"-x7k2p", corev1.PodSucceeded)
+		j := h.workerJob(i)
+		finishedJob(batchv1.JobComplete, "", "")(j)
+		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
+		if err := h.c.Status().Update(h.ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(0)
+	if st := h.reconcile(); st.Phase != troupev1.JobRunning {
+		t.Errorf("one of two workers done: phase %s, want Running", st.Phase)
+	}
+	complete(1)
+	st = h.reconcile()
+	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionSucceeded)
+	if st.Phase != troupev1.JobSucceeded || c == nil || c.Reason != troupev1.ReasonWorkersSucceeded || st.CompletionTime == nil {
+		t.Errorf("every worker done: phase %s, Succeeded %+v, completion time %v", st.Phase, c, st.CompletionTime)
+	}
+	if h.event(troupev1.EventSucceeded) == "" {
+		t.Error("no Succeeded event")
+	}
+}

@@ -52,6 +52,9 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 	case len(s.WorkerSets) == 0:
 		return newCondition(t, true, troupev1.ReasonNoWorkers, "the job has no worker sets")
 	case released && finished:
+		if !s.HasMaster() {
+			return newCondition(t, false, troupev1.ReasonWorkersReleased, "the job ended; worker sets were released")
+		}
 		return newCondition(t, false, troupev1.ReasonWorkersReleased, "the master ended; worker sets were scaled to zero")
 	case released && s.Paused():
 		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused; worker sets are scaled to zero")
@@ -62,7 +65,7 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 	}
 	var waiting []string
 	for i, ws := range s.WorkerSets {
-		if r := rs[i+1]; r.Ready < ws.Replicas {
+		if r := rs[int(s.MasterPods())+i]; r.Ready < ws.Replicas { // the master's comes first
 			waiting = append(waiting, fmt.Sprintf("%s: %d/%d ready", ws.Name, r.Ready, ws.Replicas))
 		}
 	}
@@ -117,8 +120,11 @@ func missingHosts(s *Spec, obs *Observed) []string {
 	return missing
 }
 
-func runningCondition(p troupev1.JobPhase, master []setCause) metav1.Condition {
+func runningCondition(s *Spec, p troupev1.JobPhase, master []setCause) metav1.Condition {
 	const t = troupev1.ConditionRunning
+	if !s.HasMaster() {
+		return workersRunningCondition(p)
+	}
 	switch p {
 	case troupev1.JobRunning:
 		return newCondition(t, true, troupev1.ReasonMasterRunning, "the master is running")
@@ -135,6 +141,25 @@ func runningCondition(p troupev1.JobPhase, master []setCause) metav1.Condition {
 		return newCondition(t, false, master[0].Reason, "the master is not running: "+master[0].String())
 	}
 	return newCondition(t, false, troupev1.ReasonMasterNotRunning, "the master is not running yet")
+}
+
+// workersRunningCondition is the Running condition of a job without a master: its workers run
+// it, and their causes are WorkersReady's.
+func workersRunningCondition(p troupev1.JobPhase) metav1.Condition {
+	const t = troupev1.ConditionRunning
+	switch p {
+	case troupev1.JobRunning:
+		return newCondition(t, true, troupev1.ReasonWorkersRunning, "the workers are running")
+	case troupev1.JobSucceeded:
+		return newCondition(t, false, troupev1.ReasonWorkersSucceeded, "every worker completed")
+	case troupev1.JobFailed:
+		return newCondition(t, false, troupev1.ReasonWorkerFailed, "a worker failed")
+	case troupev1.JobSuspended:
+		return newCondition(t, false, troupev1.ReasonSuspended, "the job is suspended")
+	case troupev1.JobPaused:
+		return newCondition(t, false, troupev1.ReasonPaused, "the job is paused")
+	}
+	return newCondition(t, false, troupev1.ReasonWorkersNotRunning, "the workers are not running yet")
 }
 
 // replicaFailureCondition is True when pods of the job failed, or when the kubelet restarted
@@ -176,8 +201,14 @@ func suspendedCondition(s *Spec, finished bool) metav1.Condition {
 // terminalCondition is the Succeeded or Failed condition, set once the job has finished. The
 // reason and message of a failure are the master Job's (BackoffLimitExceeded,
 // DeadlineExceeded, ...), so the user sees why without looking at the Job.
-func terminalCondition(master *batchv1.Job, masterPods []*corev1.Pod, p troupev1.JobPhase, workers []setCause) (metav1.Condition, bool) {
+func terminalCondition(s *Spec, master *batchv1.Job, masterPods []*corev1.Pod, p troupev1.JobPhase, workers []setCause) (metav1.Condition, bool) {
 	jc := terminalJobCondition(master)
+	switch {
+	case p == troupev1.JobSucceeded && !s.HasMaster():
+		return newCondition(troupev1.ConditionSucceeded, true, troupev1.ReasonWorkersSucceeded, "every worker completed successfully"), true
+	case p == troupev1.JobFailed && !s.HasMaster():
+		return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonWorkerFailed, "a worker failed; workers: "+joinCauses(workers)), true
+	}
 	switch p {
 	case troupev1.JobSucceeded:
 		return newCondition(troupev1.ConditionSucceeded, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"), true

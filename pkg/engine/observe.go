@@ -155,8 +155,36 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		return nil, err
 	}
 	obs.SurplusWorkerJobs = surplus
-	obs.Verdict = masterVerdict(obs.MasterJob, obs.MasterPods)
+	if s.HasMaster() {
+		obs.Verdict = masterVerdict(obs.MasterJob, obs.MasterPods)
+	} else {
+		obs.Verdict = workersVerdict(s, obs)
+	}
 	return obs, nil
+}
+
+// workersVerdict is the verdict of a job without a master: Succeeded once every worker Job it
+// asks for has completed, "" before. A failed worker Job fails the job through the restart plan
+// (failedWorkerJob), as it does a job with a master.
+func workersVerdict(s *Spec, obs *Observed) troupev1.JobPhase {
+	if len(s.WorkerSets) == 0 || s.Suspended() || s.Paused() {
+		return ""
+	}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		done := map[string]bool{}
+		for _, j := range obs.WorkerJobs[ws.Name] {
+			if c := terminalJobCondition(j); c != nil && c.Type == batchv1.JobComplete && attemptOf(j.Spec.Template.Labels) == obs.Attempt {
+				done[j.Name] = true
+			}
+		}
+		for _, h := range ws.WorkerHostnames() {
+			if !done[h] {
+				return ""
+			}
+		}
+	}
+	return troupev1.JobSucceeded
 }
 
 // surplusWorkerJobs are the job's worker Jobs of indexes it no longer asks for (a worker set
@@ -233,7 +261,7 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 	}
 	// The master Job is looked up unless the job is paused (prepareRunMode deleted it): whether
 	// it stays wanted (a restart, a master held back) is decided from what is observed.
-	if !s.Paused() {
+	if !s.Paused() && s.HasMaster() {
 		ids = append(ids, named(&batchv1.Job{}, s.Master.JobName))
 	}
 	return ids, gang

@@ -233,18 +233,22 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 		out = append(out, lifecycleEvent{Type: typ, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)})
 	}
 	normal := corev1.EventTypeNormal
+	suspended, paused := "the worker sets are scaled to zero", "the worker sets are scaled to zero"
+	if s.HasMaster() {
+		suspended = "the master Job " + s.Master.JobName + " is suspended and " + suspended
+		paused = "the master Job " + s.Master.JobName + " is deleted and " + paused
+	}
 
 	switch {
 	case becameTrue(prev, next, troupev1.ConditionSuspended):
-		add(normal, troupev1.EventSuspended, "Suspend", "%s: the master Job %s is suspended and the worker sets are scaled to zero",
-			conditionMessage(next, troupev1.ConditionSuspended), s.Master.JobName)
+		add(normal, troupev1.EventSuspended, "Suspend", "%s: %s", conditionMessage(next, troupev1.ConditionSuspended), suspended)
 	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !Finished(next, nil):
 		add(normal, troupev1.EventResumed, "Resume", "runPolicy.suspend was cleared: the job's pods start again")
 	}
 	switch {
 	case prev.Phase != troupev1.JobPaused && next.Phase == troupev1.JobPaused:
 		add(normal, troupev1.EventPaused, "Pause",
-			"runMode.pause.enabled is set: the master Job %s is deleted and the worker sets are scaled to zero", s.Master.JobName)
+			"runMode.pause.enabled is set: %s", paused)
 	case prev.Phase == troupev1.JobPaused && next.Phase != troupev1.JobPaused:
 		add(normal, troupev1.EventResuming, "Resume", "runMode.pause.enabled was cleared: bringing the replicas back")
 	}
@@ -261,12 +265,20 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 		add(normal, troupev1.EventWorkersReady, "Start", "all %d worker pods are ready", s.TotalWorkers())
 	}
 	if prev.Phase != troupev1.JobRunning && next.Phase == troupev1.JobRunning {
-		add(normal, troupev1.EventRunning, "Start", "the master Job %s is running", s.Master.JobName)
+		if s.HasMaster() {
+			add(normal, troupev1.EventRunning, "Start", "the master Job %s is running", s.Master.JobName)
+		} else {
+			add(normal, troupev1.EventRunning, "Start", "the workers are running")
+		}
 	}
 	if next.Phase != prev.Phase {
 		switch next.Phase {
 		case troupev1.JobSucceeded:
-			add(normal, troupev1.EventSucceeded, "Finish", "the master completed successfully")
+			if s.HasMaster() {
+				add(normal, troupev1.EventSucceeded, "Finish", "the master completed successfully")
+			} else {
+				add(normal, troupev1.EventSucceeded, "Finish", "every worker completed successfully")
+			}
 		case troupev1.JobFailed:
 			msg := "the master failed"
 			if c := meta.FindStatusCondition(next.Conditions, troupev1.ConditionFailed); c != nil {

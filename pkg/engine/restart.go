@@ -385,7 +385,7 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		set(newCondition(troupev1.ConditionFailed, true, reason, s.Plan.RestartSeen.Cause+left))
 		return
 	}
-	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, phase, workers); ok {
+	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, phase, workers); ok {
 		c.Message += left
 		set(c)
 	}

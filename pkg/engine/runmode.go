@@ -86,7 +86,7 @@ func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan
 // one of its desired children.
 func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (paused bool, err error) {
 	var master *batchv1.Job
-	if s.RunMode.Pause && !Finished(prev, nil) {
+	if s.RunMode.Pause && !Finished(prev, nil) && s.HasMaster() {
 		var j batchv1.Job
 		err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &j)
 		if client.IgnoreNotFound(err) != nil {

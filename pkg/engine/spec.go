@@ -82,7 +82,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // the bounds existed (or written past a disabled webhook) must not make the operator build
 // objects, and hold lists, of any size it asks for. Counted in int64, where int32 sums wrap.
 func checkBounds(s *Spec) error {
-	pods := int64(1)
+	pods := int64(s.MasterPods())
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
 		pods += int64(ws.Replicas)
@@ -286,10 +286,23 @@ func (s *Spec) HostName(podHostname string) string {
 	return podHostname + "." + s.ServiceName() + "." + s.Namespace + ".svc"
 }
 
+// HasMaster says the job has a master. A job without one (Master.JobName empty: a PyTorchJob of
+// workers only) ends when its workers do, so each of its worker sets runs to completion: it
+// succeeds once every worker Job has, and fails when one fails.
+func (s *Spec) HasMaster() bool { return s.Master.JobName != "" }
+
+// MasterPods is the number of pods the master runs: 1, or 0 without a master.
+func (s *Spec) MasterPods() int32 {
+	if s.HasMaster() {
+		return 1
+	}
+	return 0
+}
+
 // isMasterJob says a child Job is the master's (not a worker set's that runs to completion).
 func (s *Spec) isMasterJob(o client.Object) bool {
 	_, isJob := o.(*batchv1.Job)
-	return isJob && o.GetName() == s.Master.JobName
+	return isJob && s.HasMaster() && o.GetName() == s.Master.JobName
 }
 
 // MasterHostname is the pod hostname given to the master's pod (the Job's pods get no stable
@@ -485,7 +498,7 @@ func (s *Spec) Paused() bool { return s.Plan.Pause }
 
 // masterWanted reports whether the master Job is a desired child now.
 func (s *Spec) masterWanted() bool {
-	return !s.Plan.Pause && !s.Plan.HoldMaster && !s.Plan.Restart.holdsMaster()
+	return s.HasMaster() && !s.Plan.Pause && !s.Plan.HoldMaster && !s.Plan.Restart.holdsMaster()
 }
 
 // masterType is the master's replica type in status.tasks.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -58,7 +59,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		master = withGang([]setCause{c}, gang)
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, finished, released))
-	set(runningCondition(st.Phase, master))
+	set(runningCondition(s, st.Phase, master))
 	set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses, slices.Concat(master, workers))))
 	set(suspendedCondition(s, finished))
 	if gang != nil {
@@ -68,7 +69,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		set(c) // before terminalCondition, which would say only "the master failed"
 	}
 	restartConditions(s, obs, prev, st.Phase, workers, set)
-	if c, ok := terminalCondition(obs.MasterJob, obs.MasterPods, st.Phase, workers); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
+	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, st.Phase, workers); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)
 	}
 	seedStatus(s, obs, &st, finished, released, set)
@@ -81,11 +82,15 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	}
 
 	// A zero creation time would be written as no start time and computed again on every pass.
-	if st.StartTime == nil && obs.MasterJob != nil && !obs.MasterJob.CreationTimestamp.IsZero() && !s.Suspended() {
-		st.StartTime = obs.MasterJob.CreationTimestamp.DeepCopy()
+	if st.StartTime == nil && !s.Suspended() {
+		st.StartTime = startTime(s, obs)
 	}
 	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
-		st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
+		if s.HasMaster() {
+			st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
+		} else {
+			st.CompletionTime = workersCompletionTime(s, obs, now)
+		}
 	}
 	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
 	st.Reason = fitBytes(statusReason(&st, prev, workers, master), troupev1.MaxStatusReason)
@@ -157,7 +162,7 @@ func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
 	switch {
 	case s.Suspended():
 		return troupev1.JobSuspended
-	case masterRunning(obs):
+	case s.HasMaster() && masterRunning(obs), !s.HasMaster() && workersRunning(obs):
 		return troupev1.JobRunning
 	default:
 		return troupev1.JobPending
@@ -179,6 +184,19 @@ func masterRunning(obs *Observed) bool {
 	for _, p := range obs.MasterPods {
 		if p.Status.Phase == corev1.PodRunning || (p.Status.Phase == corev1.PodSucceeded && p.DeletionTimestamp.IsZero()) {
 			return true
+		}
+	}
+	return false
+}
+
+// workersRunning: a job without a master runs while a worker pod is Running (or one succeeded
+// and its Job has not said so: as masterRunning).
+func workersRunning(obs *Observed) bool {
+	for _, pods := range obs.WorkerPods {
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning || (p.Status.Phase == corev1.PodSucceeded && p.DeletionTimestamp.IsZero()) {
+				return true
+			}
 		}
 	}
 	return false
@@ -207,7 +225,10 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		master.Replicas = 0
 	}
 	master.Restarts = restarts(obs.MasterPods)
-	out := []troupev1.ReplicaStatus{master}
+	var out []troupev1.ReplicaStatus
+	if s.HasMaster() {
+		out = append(out, master)
+	}
 
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
@@ -289,10 +310,46 @@ func workerScale(s *Spec, obs *Observed) (int32, string) {
 
 func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
 	var ready int32
-	for _, r := range rs[1:] {
+	for _, r := range rs[s.MasterPods():] { // the master's comes first
 		ready += r.Ready
 	}
 	return fmt.Sprintf("%d/%d", ready, s.TotalWorkers())
+}
+
+// startTime is when the job's master Job was created, or, without a master, its first worker
+// Job; nil before (a zero creation time would be written as none and computed on every pass).
+func startTime(s *Spec, obs *Observed) *metav1.Time {
+	jobs := []*batchv1.Job{obs.MasterJob}
+	if !s.HasMaster() {
+		jobs = slices.Concat(slices.Collect(maps.Values(obs.WorkerJobs))...)
+	}
+	var first *metav1.Time
+	for _, j := range jobs {
+		if j != nil && !j.CreationTimestamp.IsZero() && (first == nil || j.CreationTimestamp.Before(first)) {
+			first = j.CreationTimestamp.DeepCopy()
+		}
+	}
+	return first
+}
+
+// workersCompletionTime is when the last worker Job of a job without a master ended, or now.
+func workersCompletionTime(s *Spec, obs *Observed, now metav1.Time) *metav1.Time {
+	var last *metav1.Time
+	for i := range s.WorkerSets {
+		for _, j := range obs.WorkerJobs[s.WorkerSets[i].Name] {
+			at := j.Status.CompletionTime
+			if c := terminalJobCondition(j); at == nil && c != nil && !c.LastTransitionTime.IsZero() {
+				at = &c.LastTransitionTime
+			}
+			if at != nil && (last == nil || last.Before(at)) {
+				last = at.DeepCopy()
+			}
+		}
+	}
+	if last == nil {
+		return &now
+	}
+	return last
 }
 
 // completionTime is when the master ended: the Job's completion time or terminal condition's,
@@ -319,7 +376,11 @@ func seedStatus(s *Spec, obs *Observed, st *troupev1.JobStatus, finished, releas
 	if st.Phase == troupev1.JobSucceeded {
 		st.Succeeded = 1
 		if !meta.IsStatusConditionTrue(st.Conditions, troupev1.ConditionComplete) {
-			set(newCondition(troupev1.ConditionComplete, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"))
+			if s.HasMaster() {
+				set(newCondition(troupev1.ConditionComplete, true, troupev1.ReasonMasterSucceeded, "the master completed successfully"))
+			} else {
+				set(newCondition(troupev1.ConditionComplete, true, troupev1.ReasonWorkersSucceeded, "every worker completed successfully"))
+			}
 		}
 	}
 	st.Tasks = tasks(s, obs.Pods)

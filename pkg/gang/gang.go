@@ -23,7 +23,10 @@ import (
 // podsInOrder lists the job's pod templates, launcher first, then every worker pod in set
 // order: the order in which minMember counts them.
 func podsInOrder(s *engine.Spec) []*corev1.PodTemplateSpec {
-	pods := []*corev1.PodTemplateSpec{&s.Master.Template}
+	var pods []*corev1.PodTemplateSpec
+	if s.HasMaster() {
+		pods = append(pods, &s.Master.Template)
+	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
 		for range ws.Replicas {
@@ -36,7 +39,7 @@ func podsInOrder(s *engine.Spec) []*corev1.PodTemplateSpec {
 // MinMember is how many of the job's pods must be schedulable together: the scheduling
 // policy's minAvailable, else every pod (launcher included).
 func MinMember(s *engine.Spec) int32 {
-	all := 1 + s.TotalWorkers()
+	all := s.MasterPods() + s.TotalWorkers()
 	if m := s.SchedulingPolicy.MinAvailable; m != nil && *m < all {
 		return max(*m, 1)
 	}

@@ -55,6 +55,12 @@ const (
 	ReasonMasterNotRunning = "MasterNotRunning"
 	ReasonMasterSucceeded  = "MasterSucceeded"
 	ReasonMasterFailed     = "MasterFailed"
+	// ReasonWorkersRunning, ReasonWorkersSucceeded and ReasonWorkersNotRunning are the
+	// Running, Succeeded and Complete conditions' reasons for a job without a master (a
+	// PyTorchJob of workers only), which runs and ends with its workers.
+	ReasonWorkersRunning    = "WorkersRunning"
+	ReasonWorkersSucceeded  = "WorkersSucceeded"
+	ReasonWorkersNotRunning = "WorkersNotRunning"
 	ReasonPodsFailed       = "PodsFailed"
 	ReasonNoPodFailures    = "NoPodFailures"
 	// ReasonFailedCreate: the API server refused to create pods of the job (a ResourceQuota,

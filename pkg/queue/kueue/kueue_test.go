@@ -43,7 +43,7 @@ func spec(job *troupev1.ChainerJob) *engine.Spec {
 	s := &engine.Spec{
 		Name: job.Name, Namespace: job.Namespace,
 		Owner:  *metav1.NewControllerRef(job, job.GroupVersionKind()),
-		Master: engine.Master{Template: job.Spec.Master.Template},
+		Master: engine.Master{JobName: job.Name + "-master", Template: job.Spec.Master.Template},
 	}
 	for _, name := range job.Spec.WorkerSetNames() {
 		ws := job.Spec.WorkerSets[name]

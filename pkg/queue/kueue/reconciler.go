@@ -292,7 +292,11 @@ func (r *Reconciler) priority(ctx context.Context, job engine.Object, s *engine.
 		return Priority{Ref: ref, Value: ptr.To(wpc.Value)}, nil
 	}
 	name := s.SchedulingPolicy.PriorityClassName
-	for _, t := range append([]*corev1.PodTemplateSpec{&s.Master.Template}, workerTemplates(s)...) {
+	templates := workerTemplates(s)
+	if s.HasMaster() {
+		templates = append([]*corev1.PodTemplateSpec{&s.Master.Template}, templates...)
+	}
+	for _, t := range templates {
 		if name == "" {
 			name = t.Spec.PriorityClassName
 		}

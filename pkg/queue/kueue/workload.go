@@ -50,17 +50,24 @@ type Priority struct {
 // adapter describes it (requests included, for a launcher the operator generates too). The
 // Workload is owned by the job and carries Kueue's finalizer; s.Owner is the job.
 func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.PodSet, queue string, p Priority) (*kueuev1.Workload, error) {
-	if len(sets) != 1+len(s.WorkerSets) {
-		return nil, fmt.Errorf("the job has %d pod sets but %d worker sets and a master", len(sets), len(s.WorkerSets))
+	m := int(s.MasterPods()) // the master's pod set comes first, if it has one
+	if len(sets) != m+len(s.WorkerSets) {
+		return nil, fmt.Errorf("the job has %d pod sets but %d worker sets and %d masters", len(sets), len(s.WorkerSets), m)
 	}
-	podSets := PodSetCounts(s, sets[0].Name)
-	podSets[0].Template = *s.Master.Template.DeepCopy()
+	master := ""
+	if m > 0 {
+		master = sets[0].Name
+	}
+	podSets := PodSetCounts(s, master)
+	if m > 0 {
+		podSets[0].Template = *s.Master.Template.DeepCopy()
+	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
-		if sets[i+1].Name != ws.Name {
-			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", i+1, sets[i+1].Name, i, ws.Name)
+		if sets[m+i].Name != ws.Name {
+			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", m+i, sets[m+i].Name, i, ws.Name)
 		}
-		podSets[i+1].Template = *ws.Template.DeepCopy()
+		podSets[m+i].Template = *ws.Template.DeepCopy()
 	}
 	owner := s.Owner
 	owner.BlockOwnerDeletion = ptr.To(true)
@@ -87,9 +94,13 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 }
 
 // PodSetCounts are a job's pod sets as its Workload counts them, without their templates: the
-// master's pod set (named master) with one pod, then each worker set with its replicas.
+// master's pod set (named master) with one pod if the job has a master, then each worker set
+// with its replicas.
 func PodSetCounts(s *engine.Spec, master string) []kueuev1.PodSet {
-	out := []kueuev1.PodSet{{Name: kueuev1.PodSetReference(master), Count: 1}}
+	var out []kueuev1.PodSet
+	if s.HasMaster() {
+		out = append(out, kueuev1.PodSet{Name: kueuev1.PodSetReference(master), Count: 1})
+	}
 	for i := range s.WorkerSets {
 		out = append(out, kueuev1.PodSet{Name: kueuev1.PodSetReference(s.WorkerSets[i].Name), Count: s.WorkerSets[i].Replicas})
 	}
