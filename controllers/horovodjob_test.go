@@ -111,7 +111,7 @@ func TestExamplesDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapters := map[string]engine.Adapter{
-		"ChainerJob": ChainerJob{}, "MPIJob": MPIJob{}, "HorovodJob": HorovodJob{},
+		"ChainerJob": ChainerJob{}, "MPIJob": MPIJob{}, "HorovodJob": HorovodJob{}, "PyTorchJob": PyTorchJob{},
 	}
 	for _, f := range files {
 		b, err := os.ReadFile("../examples/" + f.Name())

@@ -86,7 +86,7 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		s.Master.PodFailurePolicy = mpi.WaitFailurePolicy(&tmpl)
 	}
 	if form.kubeflow != nil && form.kubeflow.LauncherRestartPolicy == troupev1.ReplicaRestartExitCode {
-		s.Master.PodFailurePolicy = mpi.ExitCodeFailurePolicy(s.Master.PodFailurePolicy, &tmpl)
+		s.Master.PodFailurePolicy = engine.ExitCodeFailurePolicy(s.Master.PodFailurePolicy, &tmpl, mainContainer)
 	}
 	hint := scaleSubresourceHint(resourceOf(job), job.GetName())
 	if mj, ok := job.(*troupev1.MPIJob); ok && mj.Spec.IsWorkerTemplateForm() {

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -145,9 +146,25 @@ func defaultedLeaves(defaulted, raw map[string]any) [][]string {
 			path := append(slices.Clone(at), k)
 			dm, isMap := d[k].(map[string]any)
 			rm, _ := r[k].(map[string]any)
+			dl, isList := d[k].([]any)
+			rl, _ := r[k].([]any)
 			switch {
 			case isMap:
 				walk(dm, rm, path)
+			case isList && len(dl) == len(rl) && !cmp.Equal(dl, rl):
+				// A default inside a list's items (a container's port): walk the items, named
+				// by index ("[i]").
+				for i := range dl {
+					di, dIsMap := dl[i].(map[string]any)
+					ri, _ := rl[i].(map[string]any)
+					item := append(slices.Clone(path), fmt.Sprintf("[%d]", i))
+					switch {
+					case dIsMap:
+						walk(di, ri, item)
+					case !cmp.Equal(dl[i], rl[i]):
+						out = append(out, item)
+					}
+				}
 			case !cmp.Equal(d[k], r[k]):
 				out = append(out, path)
 			}
@@ -157,15 +174,27 @@ func defaultedLeaves(defaulted, raw map[string]any) [][]string {
 	return out
 }
 
-// deleteLeaf removes the value at path and, when prune is set, each map above it it leaves
-// empty.
+// deleteLeaf removes the value at path ("[i]" names a list's item) and, when prune is set,
+// each map above it it leaves empty.
 func deleteLeaf(m map[string]any, path []string, prune bool) {
 	if len(path) == 1 {
 		delete(m, path[0])
 		return
 	}
-	child := m[path[0]].(map[string]any)
-	deleteLeaf(child, path[1:], prune)
+	var child map[string]any
+	rest := path[1:]
+	if list, ok := m[path[0]].([]any); ok && strings.HasPrefix(rest[0], "[") {
+		var i int
+		_, _ = fmt.Sscanf(rest[0], "[%d]", &i)
+		child, rest = list[i].(map[string]any), rest[1:]
+		if len(rest) == 0 {
+			return // an item that is not a map: defaulting wrote it whole, as kept
+		}
+		deleteLeaf(child, rest, prune)
+		return // the item stays, whatever it is left with
+	}
+	child = m[path[0]].(map[string]any)
+	deleteLeaf(child, rest, prune)
 	if prune && len(child) == 0 {
 		delete(m, path[0])
 	}

@@ -49,7 +49,7 @@ type Kind struct {
 
 // registry is every kind, sorted by name: the operator sets the kinds up, and the tests run
 // them, in this order.
-var registry = []Kind{chainerJob, horovodJob, mpiJob}
+var registry = []Kind{chainerJob, horovodJob, mpiJob, pyTorchJob}
 
 // Job is what every kind's API object is: a job the engine runs and one Kueue can queue (its
 // pod sets, its suspend and managedBy fields). newKind requires it of a kind's object when the

@@ -142,6 +142,10 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			if s.Plan.HoldCreates || len(acted.Conflicts) > 0 {
 				continue
 			}
+			if wj, ok := want.(*batchv1.Job); ok && isWorkerJob(wj) && peersRunOlderTemplate(wj, obs) {
+				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
+				continue
+			}
 			made, taken, conflict, err := r.createMissing(ctx, job, s, want)
 			switch {
 			case err != nil:
@@ -367,6 +371,22 @@ func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Jo
 		return false, nil
 	}
 	return true, r.deleteWorkerJob(ctx, cur)
+}
+
+// peersRunOlderTemplate says a worker Job to be created (a scale up) would run another template
+// than the running pods of its set (a template that moved with the worker count, such as a
+// torch world size): it waits with them (replaceWorkerJob), so that no pod joins peers started
+// for another job.
+func peersRunOlderTemplate(want *batchv1.Job, obs *Observed) bool {
+	if !jobHasLivePods(obs) {
+		return false
+	}
+	for _, j := range obs.WorkerJobs[want.Labels[troupev1.LabelWorkerSet]] {
+		if j.Annotations[troupev1.AnnotationSetTemplateHash] != want.Annotations[troupev1.AnnotationSetTemplateHash] {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteWorkerJob deletes a worker Job, by its UID, in the foreground: the Job stays, being

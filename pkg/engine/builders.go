@@ -115,6 +115,9 @@ func BuildService(s *Spec) *corev1.Service {
 			PublishNotReadyAddresses: true,
 		},
 	}
+	if p, ok := s.Backend.(ServicePorter); ok {
+		svc.Spec.Ports = p.ServicePorts(s)
+	}
 	return withSpecHash(svc)
 }
 
@@ -194,6 +197,7 @@ func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 	if base.Spec.RestartPolicy == "" {
 		base.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
+	setHash := templateHash(&base)
 	jobs := make([]*batchv1.Job, 0, ws.Replicas)
 	for i := range ws.Replicas {
 		name := podOrdinalName(ws.ChildName, i)
@@ -206,15 +210,18 @@ func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: s.childMeta(name, labels),
 			Spec: batchv1.JobSpec{
-				Parallelism:          ptr.To[int32](1),
-				Completions:          ptr.To[int32](1),
-				BackoffLimit:         ptr.To(ws.BackoffLimit),
-				Suspend:              ptr.To(released),
-				PodReplacementPolicy: ptr.To(batchv1.Failed),
-				Template:             tmpl,
+				Parallelism:           ptr.To[int32](1),
+				Completions:           ptr.To[int32](1),
+				BackoffLimit:          ptr.To(ws.BackoffLimit),
+				ActiveDeadlineSeconds: ws.ActiveDeadlineSeconds,
+				Suspend:               ptr.To(released),
+				PodFailurePolicy:      ws.PodFailurePolicy.DeepCopy(),
+				PodReplacementPolicy:  ptr.To(batchv1.Failed),
+				Template:              tmpl,
 			},
 		}
 		setTemplateHash(job, &job.Spec.Template)
+		job.Annotations[troupev1.AnnotationSetTemplateHash] = setHash
 		jobs = append(jobs, withSpecHash(job))
 	}
 	return jobs
@@ -610,4 +617,33 @@ func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *cor
 		return &tmpl.Spec.Containers[0]
 	}
 	return nil
+}
+
+// ExitCodeFailurePolicy adds to policy (nil: none yet) the rules of a pod that restarts by exit
+// code (kubeflow's restartPolicy ExitCode): an exit of its main container (the one named
+// mainContainer, else the template's first, as in kubeflow) from 1 to 127 is the program's own
+// failure and fails the Job at once; 128 and above (killed by a signal: preempted, out of
+// memory) is retried within the backoff limit.
+func ExitCodeFailurePolicy(policy *batchv1.PodFailurePolicy, tmpl *corev1.PodTemplateSpec, mainContainerName string) *batchv1.PodFailurePolicy {
+	main := mainContainer(tmpl, mainContainerName, true)
+	if main == nil {
+		return policy
+	}
+	out := &batchv1.PodFailurePolicy{}
+	if policy != nil {
+		out = policy.DeepCopy()
+	}
+	codes := make([]int32, 0, 127)
+	for c := int32(1); c <= 127; c++ {
+		codes = append(codes, c)
+	}
+	out.Rules = append(out.Rules, batchv1.PodFailurePolicyRule{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(main.Name),
+			Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+			Values:        codes,
+		},
+	})
+	return out
 }

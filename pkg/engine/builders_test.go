@@ -27,6 +27,7 @@ func noHash[T client.Object](o T) T {
 	ann := o.GetAnnotations()
 	delete(ann, troupev1.AnnotationSpecHash)
 	delete(ann, troupev1.AnnotationTemplateHash)
+	delete(ann, troupev1.AnnotationSetTemplateHash)
 	if len(ann) == 0 {
 		ann = nil
 	}

@@ -207,19 +207,24 @@ func restoreTemplate(cur, want *appsv1.StatefulSet) bool {
 // setTemplateHash records on a worker set's StatefulSet or Job (obj) the hash of its pod
 // template as built.
 func setTemplateHash(obj metav1.Object, tmpl *corev1.PodTemplateSpec) {
-	data, err := json.Marshal(tmpl)
-	if err != nil {
-		// The template was built from typed API structs, which always marshal.
-		panic(fmt.Sprintf("marshal pod template of %s: %v", obj.GetName(), err))
-	}
-	h := fnv.New64a()
-	_, _ = h.Write(data)
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[troupev1.AnnotationTemplateHash] = strconv.FormatUint(h.Sum64(), 36)
+	annotations[troupev1.AnnotationTemplateHash] = templateHash(tmpl)
 	obj.SetAnnotations(annotations)
+}
+
+// templateHash is a hash of a pod template.
+func templateHash(tmpl *corev1.PodTemplateSpec) string {
+	data, err := json.Marshal(tmpl)
+	if err != nil {
+		// The template was built from typed API structs, which always marshal.
+		panic(fmt.Sprintf("marshal pod template: %v", err))
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // templateChanged says a worker set's child (cur) carries another pod template than want's, by

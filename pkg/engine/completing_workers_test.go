@@ -191,7 +191,8 @@ func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 
 // A worker Job's pod template cannot change: once no pod of the job runs, a new template
 // replaces each Job (deleted by UID, then created again); while pods run, the change waits and
-// the job says so. A scale up adds Jobs; a scale down deletes those of the indexes gone.
+// the job says so. A scale up adds Jobs (at once if their template is their running peers', else
+// with the change); a scale down deletes those of the indexes gone.
 func TestWorkerJobTemplateChangeAndScale(t *testing.T) {
 	h := newRestartHarness(t, nil)
 	h.r.adapter = completingAdapter{}
@@ -199,23 +200,30 @@ func TestWorkerJobTemplateChangeAndScale(t *testing.T) {
 	h.workerJobPodsRun(2)
 	h.reconcile()
 
-	h.r.adapter = resizedAdapter{replicas: 3, image: "train:2"}
+	// A scale up that leaves the template as it is adds the Job at once (an elastic job's).
+	h.r.adapter = resizedAdapter{replicas: 3, image: "train:1"}
+	h.reconcile()
+	h.workerJob(2)
+
+	// A scale up with another template (a world size that moved with it) waits with the
+	// template change, so that no pod joins peers started for another job.
+	h.r.adapter = resizedAdapter{replicas: 4, image: "train:2"}
 	st := h.reconcile()
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionTemplateDrift); c == nil || c.Status != metav1.ConditionTrue ||
-		!strings.Contains(c.Message, "Job train-workerset-ws-0") {
+		!strings.Contains(c.Message, "Job train-workerset-ws-0") || !strings.Contains(c.Message, "Job train-workerset-ws-3") {
 		t.Errorf("a template change while pods run: TemplateDrift %+v", c)
 	}
 	if j := h.workerJob(0); j.Spec.Template.Spec.Containers[0].Image != "train:1" {
 		t.Errorf("the worker Job was replaced while its pods ran")
 	}
-	if j := h.workerJob(2); j.Spec.Template.Spec.Containers[0].Image != "train:2" {
-		t.Errorf("the Job a scale up adds runs %s, want the new template's train:2", j.Spec.Template.Spec.Containers[0].Image)
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-workerset-ws-3"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Job a scale up adds was created with another template than its running peers': %v", err)
 	}
 
 	if err := h.c.DeleteAllOf(h.ctx, &corev1.Pod{}, client.InNamespace("ml")); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []*batchv1.Job{h.workerJob(0), h.workerJob(1), h.master()} {
+	for _, j := range []*batchv1.Job{h.workerJob(0), h.workerJob(1), h.workerJob(2), h.master()} {
 		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
 		if err := h.c.Status().Update(h.ctx, j); err != nil {
 			t.Fatal(err)
@@ -226,13 +234,15 @@ func TestWorkerJobTemplateChangeAndScale(t *testing.T) {
 		t.Fatalf("the worker Job with the old template was not deleted once no pod ran: %v", err)
 	}
 	h.reconcile()
-	if j := h.workerJob(0); j.Spec.Template.Spec.Containers[0].Image != "train:2" {
-		t.Errorf("the new worker Job runs %s, want train:2", j.Spec.Template.Spec.Containers[0].Image)
+	for i := range 4 {
+		if j := h.workerJob(i); j.Spec.Template.Spec.Containers[0].Image != "train:2" {
+			t.Errorf("worker Job %d runs %s, want train:2", i, j.Spec.Template.Spec.Containers[0].Image)
+		}
 	}
 
 	h.r.adapter = resizedAdapter{replicas: 1, image: "train:2"}
 	h.reconcile()
-	for _, name := range []string{"train-workerset-ws-1", "train-workerset-ws-2"} {
+	for _, name := range []string{"train-workerset-ws-1", "train-workerset-ws-2", "train-workerset-ws-3"} {
 		if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: name}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 			t.Errorf("scaled down to 1: Job %s remains (%v)", name, err)
 		}

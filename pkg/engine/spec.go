@@ -196,7 +196,12 @@ type WorkerSet struct {
 	// BackoffLimit times; then its Job, and the job, fail.
 	RunsToCompletion bool
 	BackoffLimit     int32
-	Replicas         int32
+	// PodFailurePolicy and ActiveDeadlineSeconds are each Job's, for a set that runs to
+	// completion: failures no retry can fix (kubeflow's restartPolicy ExitCode), and a bound on
+	// the worker's run time (a job without a master's runPolicy.activeDeadlineSeconds).
+	PodFailurePolicy      *batchv1.PodFailurePolicy
+	ActiveDeadlineSeconds *int64
+	Replicas              int32
 	// Slots is the number of processes each pod of the set runs.
 	Slots    int32
 	Template corev1.PodTemplateSpec
@@ -238,6 +243,13 @@ type Gang interface {
 // to completion (one Job per pod), after DecoratePod.
 type IndexedDecorator interface {
 	DecorateIndexedPod(s *Spec, ws *WorkerSet, index int32, tmpl *corev1.PodTemplateSpec)
+}
+
+// ServicePorter is implemented by backends whose processes listen on a port peers reach through
+// the job's headless Service (a torch master's): the Service names it, so that tools that look
+// ports up by name find it. DNS works without it.
+type ServicePorter interface {
+	ServicePorts(s *Spec) []corev1.ServicePort
 }
 
 // Generator is implemented by backends with children whose data is generated once, such as key

@@ -61,10 +61,12 @@ func userManifests(t *testing.T) []userManifest {
 			out = append(out, userManifest{name: fmt.Sprintf("examples/%s#%d", filepath.Base(f), i+1), obj: obj})
 		}
 	}
-	// kubeflow's published MPIJobs, kept as published (test/manifests/kubeflow): only the
-	// apiVersion is changed, as a user moving to troupe would.
+	// kubeflow's published MPIJobs and PyTorchJobs, kept as published (test/manifests/kubeflow,
+	// test/manifests/training-operator): only the apiVersion is changed, as a user moving to
+	// troupe would.
 	kubeflow, _ := filepath.Glob(filepath.Join("..", "manifests", "kubeflow", "*.yaml"))
-	for _, f := range kubeflow {
+	trainingOperator, _ := filepath.Glob(filepath.Join("..", "manifests", "training-operator", "*.yaml"))
+	for _, f := range slices.Concat(kubeflow, trainingOperator) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +76,7 @@ func userManifests(t *testing.T) []userManifest {
 			t.Fatalf("%s: %v", f, err)
 		}
 		obj["apiVersion"] = troupev1.GroupVersion.String()
-		out = append(out, userManifest{name: "kubeflow/" + filepath.Base(f), obj: obj})
+		out = append(out, userManifest{name: filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f), obj: obj})
 	}
 	docs, _ := filepath.Glob(filepath.Join(seedsDir, "*.md"))
 	for _, d := range docs {
@@ -100,8 +102,9 @@ func userManifests(t *testing.T) []userManifest {
 			out = append(out, userManifest{name: "seeds/" + filepath.Base(d) + "#" + ex.name, obj: obj})
 		}
 	}
-	if len(files) == 0 || len(docs) == 0 || len(kubeflow) == 0 {
-		t.Fatalf("found %d example files, %d seed documents and %d kubeflow manifests", len(files), len(docs), len(kubeflow))
+	if len(files) == 0 || len(docs) == 0 || len(kubeflow) == 0 || len(trainingOperator) == 0 {
+		t.Fatalf("found %d example files, %d seed documents, %d kubeflow MPIJobs and %d training-operator manifests",
+			len(files), len(docs), len(kubeflow), len(trainingOperator))
 	}
 	return out
 }
@@ -230,9 +233,11 @@ func mutableChanges(user kubectlUser, job *unstructured.Unstructured) []mutableC
 		changes = append(changes, mutableChange{"runMode pause", []string{"spec", "runMode", "pause", "enabled"}, true})
 	}
 	lowest, highest := int64(1), int64(troupev1.MaxWorkerReplicas)
-	if minR, found, _ := unstructured.NestedInt64(job.Object, "spec", "elastic", "minReplicas"); found {
-		highest, _, _ = unstructured.NestedInt64(job.Object, "spec", "elastic", "maxReplicas")
-		lowest = minR
+	for _, elastic := range []string{"elastic", "elasticPolicy"} { // HorovodJob's, PyTorchJob's
+		if minR, found, _ := unstructured.NestedInt64(job.Object, "spec", elastic, "minReplicas"); found {
+			highest, _, _ = unstructured.NestedInt64(job.Object, "spec", elastic, "maxReplicas")
+			lowest = minR
+		}
 	}
 	for _, p := range workerCounts(job.Object["spec"], []string{"spec"}) {
 		n, _, _ := unstructured.NestedInt64(job.Object, p...)
@@ -259,7 +264,7 @@ func workerCounts(v any, at []string) [][]string {
 	for _, k := range sortedKeys(m) {
 		p := append(slices.Clone(at), k)
 		switch {
-		case k == "template" || strings.HasSuffix(k, "Template") || k == "elastic":
+		case k == "template" || strings.HasSuffix(k, "Template") || k == "elastic" || k == "elasticPolicy":
 		case k == "Launcher" || k == "Master": // kubeflow's forms: one pod, not a worker count
 		case k == "replicas" || k == "numWorkers":
 			if _, isNumber := m[k].(int64); isNumber {

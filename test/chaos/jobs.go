@@ -59,11 +59,10 @@ func (s shape) want() troupev1.JobPhase {
 // window; masters run between minRun and maxRun.
 func shapes(seed uint64, n int, window, minRun, maxRun time.Duration) []shape {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	kindsInTurn := []string{"MPIJob", "HorovodJob", "ChainerJob"}
-	prefix := map[string]string{"MPIJob": "mpi", "HorovodJob": "hvd", "ChainerJob": "cj"}
+	prefix := map[string]string{"MPIJob": "mpi", "HorovodJob": "hvd", "ChainerJob": "cj", "PyTorchJob": "ptj"}
 	var out []shape
 	for i := range n {
-		s := shape{Kind: kindsInTurn[i%3]}
+		s := shape{Kind: kindNames[i%len(kindNames)]}
 		s.Name = fmt.Sprintf("%s-%03d", prefix[s.Kind], i)
 		sets := 1
 		if s.Kind == "ChainerJob" {
@@ -147,6 +146,16 @@ func (s shape) object(ns string) client.Object {
 			j.Spec.WorkerSets[setName(i)] = troupev1.ChainerWorkerSet{Replicas: ptr.To(n), Template: worker(troupev1.ChainerMainContainer)}
 		}
 		return j
+	case "PyTorchJob":
+		master.Spec.Containers = []corev1.Container{{Name: troupev1.PyTorchMainContainer, Image: image}}
+		never := troupev1.ReplicaRestartNever
+		return &troupev1.PyTorchJob{ObjectMeta: meta, Spec: troupev1.PyTorchJobSpec{
+			PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{
+				Master: &troupev1.ReplicaSpec{Template: master, RestartPolicy: never},
+				Worker: &troupev1.ReplicaSpec{Replicas: ptr.To(s.Sets[0]), Template: worker(troupev1.PyTorchMainContainer)},
+			},
+			RunPolicy: run, SchedulingPolicy: sched,
+		}}
 	default:
 		master.Spec.Containers = []corev1.Container{{Name: "launcher", Image: image}}
 		container := troupev1.MPIWorkerContainer
@@ -166,8 +175,11 @@ func (s shape) object(ns string) client.Object {
 
 // scalePatch is the merge patch that scales the first worker set to n.
 func (s shape) scalePatch(n int32) string {
-	if s.Kind == "ChainerJob" {
+	switch s.Kind {
+	case "ChainerJob":
 		return fmt.Sprintf(`{"spec":{"workerSets":{%q:{"replicas":%d}}}}`, setName(0), n)
+	case "PyTorchJob":
+		return fmt.Sprintf(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"replicas":%d}}}}`, n)
 	}
 	return fmt.Sprintf(`{"spec":{"worker":{"replicas":%d}}}`, n)
 }

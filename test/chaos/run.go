@@ -176,7 +176,8 @@ func (p *pass) running() []shape {
 	return out
 }
 
-var kindNames = []string{"MPIJob", "HorovodJob", "ChainerJob"}
+// kindNames are the kinds the chaos run creates, in turn.
+var kindNames = []string{"MPIJob", "HorovodJob", "ChainerJob", "PyTorchJob"}
 
 // listJobs lists the jobs of one kind in ns.
 func listJobs(ctx context.Context, c client.Client, kind, ns string) ([]engine.Object, error) {
@@ -200,6 +201,14 @@ func listJobs(ctx context.Context, c client.Client, kind, ns string) ([]engine.O
 		}
 	case "ChainerJob":
 		var l troupev1.ChainerJobList
+		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case "PyTorchJob":
+		var l troupev1.PyTorchJobList
 		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}

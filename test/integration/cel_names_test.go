@@ -41,6 +41,12 @@ func TestCRDNameMessagesAreTheWebhooks(t *testing.T) {
 		return &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: troupev1.HorovodJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{Worker: w}}}
 	}
+	pytorch := func(name string) *troupev1.PyTorchJob {
+		return &troupev1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: troupev1.PyTorchJobSpec{PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{Master: &troupev1.ReplicaSpec{
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: troupev1.PyTorchMainContainer, Image: "train:1"}}}},
+			}}}}
+	}
 	for _, tc := range []struct {
 		name string
 		job  client.Object
@@ -57,6 +63,7 @@ func TestCRDNameMessagesAreTheWebhooks(t *testing.T) {
 		{name: "mpi too long", job: mpi(long(46)), want: "would have 53 characters"},
 		{name: "mpi longer than a DNS label", job: mpi(long(70)), want: "would have 77 characters"},
 		{name: "horovod too long", job: horovod(long(50)), want: "would have 57 characters"},
+		{name: "pytorch too long", job: pytorch(long(52)), want: "would have 64 characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errs field.ErrorList
@@ -67,6 +74,8 @@ func TestCRDNameMessagesAreTheWebhooks(t *testing.T) {
 				errs = webhooks.ValidateMPIJob(j)
 			case *troupev1.HorovodJob:
 				errs = webhooks.ValidateHorovodJob(j)
+			case *troupev1.PyTorchJob:
+				errs = webhooks.ValidatePyTorchJob(j)
 			}
 			if len(errs) == 0 {
 				t.Fatal("the webhook admits the job")

@@ -197,3 +197,5 @@ func (j *ChainerJob) JobStatus() *JobStatus { return &j.Status }
 func (s *ChainerJobSpec) WorkerSetNames() []string {
 	return slices.Sorted(maps.Keys(s.WorkerSets))
 }
+
+func init() { registerKind(&ChainerJob{}, &ChainerJobList{}) }

@@ -66,7 +66,8 @@ type RunPolicy struct {
 	CleanPodPolicyOn *CleanPodPolicyOn `json:"cleanPodPolicyOn,omitempty"`
 
 	// managedBy names the controller that runs the job, as a batch Job's spec.managedBy does:
-	// unset, "troupe.dev/troupe-operator" or kubeflow's "kubeflow.org/mpi-operator" is troupe;
+	// unset, "troupe.dev/troupe-operator" or kubeflow's "kubeflow.org/mpi-operator" and
+	// "kubeflow.org/training-operator" is troupe;
 	// any other value (for example
 	// "kueue.x-k8s.io/multikueue") leaves the job, its children and its status to that
 	// controller, and troupe-operator does nothing with it. It cannot change.

@@ -77,3 +77,5 @@ type HorovodJobList struct {
 
 // JobStatus lets the shared engine read and write the status every troupe kind shares.
 func (j *HorovodJob) JobStatus() *JobStatus { return &j.Status }
+
+func init() { registerKind(&HorovodJob{}, &HorovodJobList{}) }

@@ -66,8 +66,9 @@ type MPIReplicaSpecs struct {
 // ReplicaSpec is one replica type of kubeflow's forms: how many pods, their template and how
 // they restart.
 type ReplicaSpec struct {
-	// replicas is the number of pods. The launcher's is 1; the workers' defaults to 0 (as
-	// kubeflow's does), at most 4095.
+	// replicas is the number of pods, at most 4095. A master's or launcher's is 1; the
+	// default of the others is kubeflow's for the kind (an MPIJob's workers 0, a PyTorchJob's
+	// replicas 1).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4095
 	// +optional

@@ -338,3 +338,5 @@ type MPIJobList struct {
 
 // JobStatus lets the shared engine read and write the status every troupe kind shares.
 func (j *MPIJob) JobStatus() *JobStatus { return &j.Status }
+
+func init() { registerKind(&MPIJob{}, &MPIJobList{}) }

@@ -70,6 +70,14 @@ func TestCRDNameLimitsAreTheGoFunctions(t *testing.T) {
 			fmt.Sprintf("StatefulSet \"%%s%s%%s\"", chainerWorkerSetInfix),
 		},
 	}, {
+		plural: "pytorchjobs",
+		want: []string{
+			fmt.Sprintf("self.metadata.name.size() <= %d", PyTorchLastWorkerJob.MaxJobName()),
+			fmt.Sprintf("self.metadata.name.size() + %d]", len(PyTorchLastWorkerJob.Suffix)),
+			fmt.Sprintf("the %s \"%%s%s\"", PyTorchLastWorkerJob.What, PyTorchLastWorkerJob.Suffix),
+			fmt.Sprintf("more than %d'", PyTorchLastWorkerJob.Max),
+		},
+	}, {
 		plural: "mpijobs",
 		want: []string{
 			fmt.Sprintf("self.metadata.name.size() <= %d", mpi.MaxJobName()),

@@ -19,6 +19,10 @@ const ManagedByTroupeOperator = "troupe.dev/troupe-operator"
 // manifests carry: where troupe serves MPIJob, it means troupe too.
 const ManagedByKubeflowMPIOperator = "kubeflow.org/mpi-operator"
 
+// ManagedByKubeflowTrainingOperator is kubeflow training-operator's runPolicy.managedBy value
+// (its kubeflow.org/v1 PyTorchJobs and MPIJobs): where troupe serves the kind, it means troupe.
+const ManagedByKubeflowTrainingOperator = "kubeflow.org/training-operator"
+
 // Reasons of ConditionAdmitted besides Kueue's own eviction reasons (Preempted, ...).
 const (
 	ReasonQueued   = "Pending"
@@ -66,7 +70,8 @@ var (
 
 // ManagedElsewhere reports whether runPolicy.managedBy gives the job to another controller.
 func (p *RunPolicy) ManagedElsewhere() bool {
-	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator && *p.ManagedBy != ManagedByKubeflowMPIOperator
+	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator && *p.ManagedBy != ManagedByKubeflowMPIOperator &&
+		*p.ManagedBy != ManagedByKubeflowTrainingOperator
 }
 
 // JobRunPolicy returns the job's run policy.

@@ -24,6 +24,10 @@ const (
 	// AnnotationTemplateHash records, on a worker StatefulSet, a hash of the pod template the
 	// operator last wrote; a different one is written only while the job has no live pod.
 	AnnotationTemplateHash = "troupe.dev/template-hash"
+	// AnnotationSetTemplateHash records, on each Job of a worker set that runs to completion, a
+	// hash of the set's pod template before each pod's own hostname and index were added: the
+	// Jobs of one set started from one template carry the same.
+	AnnotationSetTemplateHash = "troupe.dev/set-template-hash"
 
 	// LabelRestartAttempt is the restart attempt (status.restarts when it was created: 0, 1,
 	// ...) on every pod of a job with runPolicy.failurePolicy; the operator deletes pods of

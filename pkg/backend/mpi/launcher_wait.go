@@ -114,35 +114,6 @@ func WaitFailurePolicy(tmpl *corev1.PodTemplateSpec) *batchv1.PodFailurePolicy {
 	}}}
 }
 
-// ExitCodeFailurePolicy adds to policy (nil: none yet) the rules of a launcher that restarts
-// by exit code (kubeflow's restartPolicy ExitCode): an exit of its main container (the
-// template's first, as in kubeflow) from 1 to 127 is the program's own failure and fails the
-// job at once; 128 and above (killed by a signal: preempted, out of memory) is retried within
-// the backoff limit.
-func ExitCodeFailurePolicy(policy *batchv1.PodFailurePolicy, tmpl *corev1.PodTemplateSpec) *batchv1.PodFailurePolicy {
-	main := mainContainerOf(tmpl, "")
-	if main == nil {
-		return policy
-	}
-	out := &batchv1.PodFailurePolicy{}
-	if policy != nil {
-		out = policy.DeepCopy()
-	}
-	codes := make([]int32, 0, 127)
-	for c := int32(1); c <= 127; c++ {
-		codes = append(codes, c)
-	}
-	out.Rules = append(out.Rules, batchv1.PodFailurePolicyRule{
-		Action: batchv1.PodFailurePolicyActionFailJob,
-		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-			ContainerName: ptr.To(main.Name),
-			Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-			Values:        codes,
-		},
-	})
-	return out
-}
-
 // LauncherWaitContainer names the launcher's wait init container to the engine
 // (engine.LauncherWaiter), which reports the wait by it.
 func (Backend) LauncherWaitContainer() string { return WaitContainerName }

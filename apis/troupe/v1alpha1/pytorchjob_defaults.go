@@ -1,0 +1,83 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
+
+// SetDefaults fills a PyTorchJob's defaults, kubeflow's where kubeflow has one: one pod per
+// replica type restarting OnFailure, the main container's pytorchjob-port 23456, the
+// clean-pod policy None, the elastic bounds from each other or the workers' count, nprocPerNode
+// auto; then troupe's run and scheduling policy defaults and the pods' retries (6, a batch
+// Job's). It is idempotent.
+func (j *PyTorchJob) SetDefaults(o OperatorDefaults) {
+	s := &j.Spec
+	for _, r := range []*ReplicaSpec{s.PyTorchReplicaSpecs.Master, s.PyTorchReplicaSpecs.Worker} {
+		if r == nil {
+			continue
+		}
+		if r.Replicas == nil {
+			r.Replicas = ptr.To[int32](1)
+		}
+		if r.RestartPolicy == "" {
+			r.RestartPolicy = ReplicaRestartOnFailure
+		}
+		setPyTorchPort(&r.Template.Spec)
+	}
+	if e := s.ElasticPolicy; e != nil {
+		switch {
+		case e.MinReplicas == nil && e.MaxReplicas != nil:
+			e.MinReplicas = ptr.To(*e.MaxReplicas)
+		case e.MaxReplicas == nil && e.MinReplicas != nil:
+			e.MaxReplicas = ptr.To(*e.MinReplicas)
+		case e.MinReplicas == nil && s.PyTorchReplicaSpecs.Worker != nil:
+			e.MinReplicas = ptr.To(*s.PyTorchReplicaSpecs.Worker.Replicas)
+			e.MaxReplicas = ptr.To(*s.PyTorchReplicaSpecs.Worker.Replicas)
+		}
+	}
+	if s.NprocPerNode == nil && (s.ElasticPolicy == nil || s.ElasticPolicy.NProcPerNode == nil) {
+		s.NprocPerNode = ptr.To(PyTorchDefaultNprocPerNode)
+	}
+	if s.RunPolicy.CleanPodPolicy == nil && s.RunPolicy.CleanUpWorkers == nil {
+		s.RunPolicy.CleanPodPolicy = ptr.To(CleanPodPolicyNone)
+	}
+	// runPolicy.schedulingPolicy is not copied into spec.schedulingPolicy: the adapter folds it
+	// in, so that a later change of it is not shadowed by an earlier copy (as for MPIJob).
+	setPolicyDefaults(&s.RunPolicy, &s.SchedulingPolicy, o)
+	if s.RunPolicy.BackoffLimit == nil {
+		s.RunPolicy.BackoffLimit = ptr.To(DefaultBackoffLimit)
+	}
+}
+
+// setPyTorchPort gives the pytorch container kubeflow's port, pytorchjob-port 23456, unless
+// it names a port so already.
+func setPyTorchPort(pod *corev1.PodSpec) {
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if c.Name != PyTorchMainContainer {
+			continue
+		}
+		for _, p := range c.Ports {
+			if p.Name == PyTorchPortName {
+				return
+			}
+		}
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PyTorchPortName, ContainerPort: PyTorchDefaultPort, Protocol: corev1.ProtocolTCP})
+		return
+	}
+}
+
+// PyTorchPort is the pytorchjob-port of a template's pytorch container (defaulted: it has one).
+func PyTorchPort(tmpl *corev1.PodTemplateSpec) int32 {
+	for _, c := range tmpl.Spec.Containers {
+		if c.Name != PyTorchMainContainer {
+			continue
+		}
+		for _, p := range c.Ports {
+			if p.Name == PyTorchPortName {
+				return p.ContainerPort
+			}
+		}
+	}
+	return PyTorchDefaultPort
+}

@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/torch"
+	"github.com/troupe-dev/troupe/pkg/engine"
+)
+
+// PyTorchJobNameLabel names the PyTorchJob on every child and pod.
+const PyTorchJobNameLabel = "pytorchjob.troupe.dev/name"
+
+// PyTorchJob adapts PyTorchJob to the engine: the Master is the engine's master (rank 0), the
+// Workers a worker set that runs to completion (a batch Job per pod); a job of Workers alone has
+// no master and ends with them. The torch backend gives every pod its environment.
+type PyTorchJob struct {
+	Options
+}
+
+var _ engine.Adapter = PyTorchJob{}
+
+// NewObject returns an empty PyTorchJob.
+func (PyTorchJob) NewObject() engine.Object { return &troupev1.PyTorchJob{} }
+
+// NameLabel is the PyTorchJob name label.
+func (PyTorchJob) NameLabel() string { return PyTorchJobNameLabel }
+
+// Describe turns a PyTorchJob into the engine's Spec.
+func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
+	stored, ok := obj.(*troupev1.PyTorchJob)
+	if !ok {
+		return fmt.Errorf("expected a PyTorchJob, got %T", obj)
+	}
+	job := defaulted(stored, a.Options)
+	spec := &job.Spec
+	if cs := spec.RunPolicy.SchedulingPolicy.Contradictions(&spec.SchedulingPolicy); len(cs) > 0 {
+		return fmt.Errorf("spec.runPolicy.schedulingPolicy.%s: %v contradicts spec.schedulingPolicy.%s (%v); give it once",
+			cs[0].Field, cs[0].Given, cs[0].SpecField, cs[0].Spec)
+	}
+	r := spec.PyTorchReplicaSpecs
+	if r.Master == nil && r.Worker == nil {
+		return fmt.Errorf("spec.pytorchReplicaSpecs: give the Master, the Worker or both")
+	}
+	sp := spec.RunPolicy.SchedulingPolicy.FoldInto(spec.SchedulingPolicy)
+	g, err := gangFor(sp, a.Options)
+	if err != nil {
+		return err
+	}
+	s.Gang = g
+	s.MainContainer = troupev1.PyTorchMainContainer
+	s.RunPolicy = spec.RunPolicy
+	s.SchedulingPolicy = sp
+
+	var rankZero *corev1.PodTemplateSpec
+	if m := r.Master; m != nil {
+		tmpl, err := pytorchTemplate("Master", m)
+		if err != nil {
+			return err
+		}
+		s.Master = masterOf(troupev1.PyTorchMasterJob.For(job.Name), tmpl, spec.RunPolicy.BackoffLimit, spec.RunPolicy.ActiveDeadlineSeconds)
+		if m.RestartPolicy == troupev1.ReplicaRestartExitCode {
+			s.Master.PodFailurePolicy = engine.ExitCodeFailurePolicy(nil, &tmpl, troupev1.PyTorchMainContainer)
+		}
+		rankZero = &s.Master.Template
+	}
+	if w := r.Worker; w != nil {
+		tmpl, err := pytorchTemplate("Worker", w)
+		if err != nil {
+			return err
+		}
+		ws := engine.WorkerSet{
+			Name:             troupev1.PyTorchWorkerSetName,
+			ChildName:        job.Name + "-" + troupev1.PyTorchWorkerSetName, // its Jobs: <ChildName>-<i>
+			RunsToCompletion: true,
+			BackoffLimit:     *spec.RunPolicy.BackoffLimit,
+			Replicas:         *w.Replicas,
+			Slots:            1,
+			Template:         tmpl,
+		}
+		if w.RestartPolicy == troupev1.ReplicaRestartExitCode {
+			ws.PodFailurePolicy = engine.ExitCodeFailurePolicy(nil, &tmpl, troupev1.PyTorchMainContainer)
+		}
+		if r.Master == nil {
+			ws.ActiveDeadlineSeconds = spec.RunPolicy.ActiveDeadlineSeconds // no master to bound
+		}
+		s.WorkerSets = []engine.WorkerSet{ws}
+		if rankZero == nil {
+			rankZero = &s.WorkerSets[0].Template
+		}
+	}
+	s.Backend = torchBackend(spec, troupev1.PyTorchPort(rankZero))
+	describeUserInputs(s, nil, a.Options, scaleSubresourceHint("pytorchjob", job.Name))
+	return nil
+}
+
+// pytorchTemplate is a replica's pod template with its restartPolicy (ExitCode runs as Never,
+// its pod failure policy deciding), once it is known to have the pytorch container.
+func pytorchTemplate(replica string, rs *troupev1.ReplicaSpec) (corev1.PodTemplateSpec, error) {
+	path := "spec.pytorchReplicaSpecs." + replica + ".template"
+	if err := requireMainContainer(path, &rs.Template, troupev1.PyTorchMainContainer); err != nil {
+		return corev1.PodTemplateSpec{}, err
+	}
+	if rs.RestartPolicy == troupev1.ReplicaRestartAlways {
+		return corev1.PodTemplateSpec{}, fmt.Errorf("spec.pytorchReplicaSpecs.%s.restartPolicy: a batch Job's pod cannot restart Always", replica)
+	}
+	tmpl := *rs.Template.DeepCopy()
+	tmpl.Spec.RestartPolicy = rs.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure)
+	return tmpl, nil
+}
+
+// torchBackend is the torch backend of a defaulted PyTorchJob whose rank 0 listens on port.
+func torchBackend(spec *troupev1.PyTorchJobSpec, port int32) torch.Backend {
+	b := torch.Backend{Port: port, NprocPerNode: ptr.Deref(spec.NprocPerNode, "")}
+	e := spec.ElasticPolicy
+	if e == nil {
+		return b
+	}
+	if e.NProcPerNode != nil { // kubeflow's deprecated spelling
+		b.NprocPerNode = fmt.Sprint(*e.NProcPerNode)
+	}
+	conf := make([]string, 0, len(e.RDZVConf))
+	for _, c := range e.RDZVConf {
+		conf = append(conf, c.Key+"="+c.Value)
+	}
+	b.Elastic = &torch.Elastic{
+		MinReplicas: ptr.Deref(e.MinReplicas, 1), MaxReplicas: ptr.Deref(e.MaxReplicas, 1),
+		RDZVBackend: string(ptr.Deref(e.RDZVBackend, troupev1.RDZVBackendC10D)),
+		RDZVHost:    ptr.Deref(e.RDZVHost, ""), RDZVPort: ptr.Deref(e.RDZVPort, 0),
+		RDZVID: ptr.Deref(e.RDZVID, ""), RDZVConf: strings.Join(conf, ","),
+		Standalone: ptr.Deref(e.Standalone, false), MaxRestarts: e.MaxRestarts,
+	}
+	return b
+}

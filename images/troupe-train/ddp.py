@@ -1,0 +1,109 @@
+"""Data-parallel training with torch.distributed: the troupe-train image's PyTorch program.
+
+The same model and data as train.py (a small network on scikit-learn's bundled digits, no
+download), trained with DistributedDataParallel over the gloo backend (CPU). It joins its
+peers the way a PyTorchJob's pods are told to: torch.distributed's env:// (MASTER_ADDR,
+MASTER_PORT, WORLD_SIZE, RANK), directly or under torchrun, which sets them for each process
+it starts (static, or elastic with a c10d rendezvous). It prints each rank's host, the mean
+training loss of every epoch and, on rank 0, the test accuracy and the world size it ended
+with; it exits non-zero if the ranks end with different weights.
+
+An elastic run starts over when workers come or go (torchrun restarts the group with the new
+world size; this program keeps no checkpoint); --epoch-seconds paces the epochs so that a scale
+can happen mid-run.
+
+Run with, for example: torchrun --nnodes=2 ... /opt/troupe/ddp.py --epochs 20
+"""
+
+import argparse
+import datetime
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epoch-seconds", type=float, default=0.0,
+                   help="make every epoch last at least this long")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    print(f"rank {rank} of {size} on host {socket.gethostname()} (restart {restart})", flush=True)
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=0.25, random_state=args.seed, stratify=y)
+    x_shard = torch.from_numpy(x_train[rank::size])
+    y_shard = torch.from_numpy(y_train[rank::size])
+
+    torch.manual_seed(args.seed)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    # Every rank takes the same number of steps: the smallest shard's.
+    steps = torch.tensor([len(x_shard) // args.batch_size])
+    dist.all_reduce(steps, op=dist.ReduceOp.MIN)
+    steps = int(steps.item())
+    for epoch in range(1, args.epochs + 1):
+        started = time.monotonic()
+        order = torch.randperm(len(x_shard), generator=torch.Generator().manual_seed(epoch))
+        total = torch.zeros(1)
+        for step in range(steps):
+            idx = order[step * args.batch_size:(step + 1) * args.batch_size]
+            opt.zero_grad()
+            loss = loss_fn(model(x_shard[idx]), y_shard[idx])
+            loss.backward()  # DDP averages the gradients over the ranks here
+            opt.step()
+            total += loss.detach()
+        dist.all_reduce(total)
+        if rank == 0:
+            print(f"epoch {epoch} loss {total.item() / max(steps, 1) / size:.4f} world size {size}",
+                  flush=True)
+        time.sleep(max(0.0, args.epoch_seconds - (time.monotonic() - started)))
+
+    with torch.no_grad():
+        pred = model(torch.from_numpy(x_test)).argmax(dim=1).numpy()
+    accuracy = float((pred == y_test).mean())
+
+    # Every rank must hold exactly rank 0's weights.
+    mine = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    reference = mine.clone()
+    dist.broadcast(reference, src=0)
+    differ = torch.tensor([int(not torch.equal(mine, reference))])
+    dist.all_reduce(differ)
+    if rank == 0:
+        print(f"test accuracy {accuracy:.4f}", flush=True)
+        print(f"final world size {size}", flush=True)
+        if differ.item():
+            print(f"error: {differ.item()} of {size} ranks disagree with rank 0 on the final weights",
+                  flush=True)
+        else:
+            print(f"all {size} ranks agree on the final weights", flush=True)
+    dist.destroy_process_group()
+    return 1 if differ.item() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

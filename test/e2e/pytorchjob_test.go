@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/backend/torch"
+)
+
+// trainingOperatorManifest reads one of training-operator's published PyTorchJobs
+// (test/manifests/training-operator) with only its apiVersion changed, into namespace ns.
+func trainingOperatorManifest(t *testing.T, file, ns string) *troupev1.PyTorchJob {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj["apiVersion"] != "kubeflow.org/v1" || obj["kind"] != "PyTorchJob" {
+		t.Fatalf("%s is not training-operator's kubeflow.org/v1 PyTorchJob", file)
+	}
+	obj["apiVersion"] = troupev1.GroupVersion.String()
+	data, _ = yaml.Marshal(obj)
+	job := &troupev1.PyTorchJob{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	job.Namespace = ns
+	return job
+}
+
+// Every PyTorchJob training-operator publishes, with only apiVersion changed, runs to Succeeded
+// on the simulated cluster (its master's success, or every worker's without a master): a Job per
+// pod, each pod with torch's environment naming rank 0's host and its own rank.
+func TestTrainingOperatorExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "manifests", "training-operator", "*.yaml"))
+	if err != nil || len(files) < 8 {
+		t.Fatalf("found %d of training-operator's manifests (%v), want the 8 published", len(files), err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ns := newNamespace(t)
+			job := trainingOperatorManifest(t, f, ns)
+			published := job.DeepCopy()
+			if err := k8s.Create(ctx, job); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			r := published.Spec.PyTorchReplicaSpecs
+			rankZero := job.Name + "-master"
+			if r.Master == nil {
+				rankZero = job.Name + "-worker-0"
+			}
+			workers := int(ptr.Deref(ptr.Deref(r.Worker, troupev1.ReplicaSpec{}).Replicas, 1))
+			if r.Worker == nil {
+				workers = 0
+			}
+			var jobs batchv1.JobList
+			eventually(t, "the Jobs of "+job.Name, func(ctx context.Context) (bool, error) {
+				err := k8s.List(ctx, &jobs, client.InNamespace(ns))
+				return err == nil && len(jobs.Items) == workers+int(ptrBool(r.Master != nil)), err
+			})
+			for _, j := range jobs.Items {
+				var main *corev1.Container
+				for i := range j.Spec.Template.Spec.Containers {
+					if c := &j.Spec.Template.Spec.Containers[i]; c.Name == troupev1.PyTorchMainContainer {
+						main = c
+					}
+				}
+				env := map[string]string{}
+				for _, e := range main.Env {
+					env[e.Name] = e.Value
+				}
+				wantAddr := rankZero + "." + job.Name + "." + ns + ".svc"
+				if env[torch.EnvMasterAddr] != wantAddr || env[torch.EnvMasterPort] == "" || env[torch.EnvPETMasterAddr] != wantAddr {
+					t.Errorf("Job %s: MASTER_ADDR %q, PET_MASTER_ADDR %q, MASTER_PORT %q; want rank 0's %s", j.Name,
+						env[torch.EnvMasterAddr], env[torch.EnvPETMasterAddr], env[torch.EnvMasterPort], wantAddr)
+				}
+				if published.Spec.ElasticPolicy != nil {
+					if !strings.HasPrefix(env[torch.EnvPETRDZVEndpoint], job.Name+"-worker-0."+job.Name+"."+ns+".svc:") {
+						t.Errorf("Job %s: PET_RDZV_ENDPOINT %q, want the first worker's", j.Name, env[torch.EnvPETRDZVEndpoint])
+					}
+				} else if env[torch.EnvRank] == "" || env[torch.EnvWorldSize] == "" {
+					t.Errorf("Job %s: RANK %q, WORLD_SIZE %q", j.Name, env[torch.EnvRank], env[torch.EnvWorldSize])
+				}
+				if j.Spec.Template.Spec.Hostname != j.Name || j.Spec.Template.Spec.Subdomain != job.Name {
+					t.Errorf("Job %s: pod hostname %q, subdomain %q", j.Name, j.Spec.Template.Spec.Hostname, j.Spec.Template.Spec.Subdomain)
+				}
+			}
+			waitForPyTorchJob(t, ns, job.Name, "Succeeded", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+		})
+	}
+}
+
+func ptrBool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func waitForPyTorchJob(t *testing.T, ns, name, what string, pred func(*troupev1.PyTorchJob) bool) *troupev1.PyTorchJob {
+	t.Helper()
+	job := &troupev1.PyTorchJob{}
+	eventually(t, "PyTorchJob "+name+" "+what, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
+		return err == nil && pred(job), err
+	})
+	return job
+}
+
+// An elastic PyTorchJob scales with kubectl scale, within its bounds: scaled up, it gets the new
+// worker's Job (the others keep theirs: their pods keep running); scaled down, the Job of the
+// index gone is deleted; past its bounds the scale is refused naming them.
+func TestPyTorchJobElasticScale(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	job := &troupev1.PyTorchJob{}
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "pytorchjob-elastic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Namespace = ns
+	// Long enough to scale it while its workers run.
+	job.Spec.PyTorchReplicaSpecs.Worker.Template.Annotations = map[string]string{"troupe.dev/sim-duration": "60s"}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	name := job.Name
+	uids := func(want int) map[string]string {
+		var jobs batchv1.JobList
+		eventually(t, "the worker Jobs of "+name, func(ctx context.Context) (bool, error) {
+			err := k8s.List(ctx, &jobs, client.InNamespace(ns))
+			return err == nil && len(jobs.Items) == want, err
+		})
+		out := map[string]string{}
+		for _, j := range jobs.Items {
+			out[j.Name] = string(j.UID)
+		}
+		return out
+	}
+	waitForPyTorchJob(t, ns, name, "Running with 2 workers", func(j *troupev1.PyTorchJob) bool {
+		return j.Status.Phase == troupev1.JobRunning && j.Status.Workers == "2/2"
+	})
+	before := uids(2)
+	if out, err := kubectl("scale", "-n", ns, "pytorchjob/"+name, "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale to 3: %v: %s", err, out)
+	}
+	after := uids(3)
+	for n, uid := range before {
+		if after[n] != uid {
+			t.Errorf("scaling up replaced Job %s", n)
+		}
+	}
+	if _, ok := after[name+"-worker-2"]; !ok {
+		t.Errorf("scaled to 3: Jobs %v lack %s-worker-2", after, name)
+	}
+	waitForPyTorchJob(t, ns, name, "with 3 workers ready", func(j *troupev1.PyTorchJob) bool { return j.Status.Workers == "3/3" })
+	out, err := kubectl("scale", "-n", ns, "pytorchjob/"+name, "--replicas=4")
+	if err == nil || !strings.Contains(out, "elasticPolicy") {
+		t.Errorf("kubectl scale past maxReplicas: %v: %s; want a refusal naming elasticPolicy", err, out)
+	}
+	if out, err := kubectl("scale", "-n", ns, "pytorchjob/"+name, "--replicas=2"); err != nil {
+		t.Fatalf("kubectl scale to 2: %v: %s", err, out)
+	}
+	if after := uids(2); after[name+"-worker-2"] != "" {
+		t.Errorf("scaled down to 2: Job %s-worker-2 remains", name)
+	}
+}
