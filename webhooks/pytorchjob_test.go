@@ -45,7 +45,7 @@ func TestPyTorchJobUpdates(t *testing.T) {
 		"template": {func(j *troupev1.PyTorchJob) {
 			j.Spec.PyTorchReplicaSpecs.Worker.Template.Spec.Containers[0].Image = "train:2"
 		}, "spec.pytorchReplicaSpecs.Worker.template"},
-		"rendezvous": {func(j *troupev1.PyTorchJob) { j.Spec.ElasticPolicy.MaxRestarts = ptr.To[int32](3) }, "spec.elasticPolicy"},
+		"rendezvous":     {func(j *troupev1.PyTorchJob) { j.Spec.ElasticPolicy.MaxRestarts = ptr.To[int32](3) }, "spec.elasticPolicy"},
 		"master removed": {func(j *troupev1.PyTorchJob) { j.Spec.PyTorchReplicaSpecs.Master = nil }, "spec.pytorchReplicaSpecs.Master"},
 		"a label":        {func(j *troupev1.PyTorchJob) { j.Labels = map[string]string{"team": "vision"} }, ""},
 	} {

@@ -65,8 +65,8 @@ const (
 	ReasonWorkersRunning    = "WorkersRunning"
 	ReasonWorkersSucceeded  = "WorkersSucceeded"
 	ReasonWorkersNotRunning = "WorkersNotRunning"
-	ReasonPodsFailed       = "PodsFailed"
-	ReasonNoPodFailures    = "NoPodFailures"
+	ReasonPodsFailed        = "PodsFailed"
+	ReasonNoPodFailures     = "NoPodFailures"
 	// ReasonFailedCreate: the API server refused to create pods of the job (a ResourceQuota,
 	// Pod Security admission); the message is the API server's.
 	ReasonFailedCreate    = "FailedCreate"
