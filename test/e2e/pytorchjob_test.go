@@ -113,14 +113,13 @@ func ptrBool(b bool) int {
 	return 0
 }
 
-func waitForPyTorchJob(t *testing.T, ns, name, what string, pred func(*troupev1.PyTorchJob) bool) *troupev1.PyTorchJob {
+func waitForPyTorchJob(t *testing.T, ns, name, what string, pred func(*troupev1.PyTorchJob) bool) {
 	t.Helper()
 	job := &troupev1.PyTorchJob{}
 	eventually(t, "PyTorchJob "+name+" "+what, func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
 		return err == nil && pred(job), err
 	})
-	return job
 }
 
 // An elastic PyTorchJob scales with kubectl scale, within its bounds: scaled up, it gets the new
