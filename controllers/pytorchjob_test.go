@@ -145,3 +145,25 @@ func names(jobs []*batchv1.Job) []string {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// The pods get kubeflow's port on their pytorch container (the stored spec keeps the containers
+// as written); a port of that name the user gives is rank 0's and is kept.
+func TestPyTorchPort(t *testing.T) {
+	job := &troupev1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ml"}, Spec: troupev1.PyTorchJobSpec{
+		PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{Master: pytorchReplica(1, ""), Worker: pytorchReplica(1, "")},
+	}}
+	job.Spec.PyTorchReplicaSpecs.Master.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: torch.PortName, ContainerPort: 29500}}
+	_, jobs := describePyTorch(t, job)
+	for _, j := range jobs {
+		ports := j.Spec.Template.Spec.Containers[0].Ports
+		if len(ports) != 1 || ports[0].Name != torch.PortName || ports[0].ContainerPort != 29500 {
+			t.Errorf("Job %s: ports %+v, want pytorchjob-port 29500", j.Name, ports)
+		}
+		if got := pytorchEnv(j)[torch.EnvMasterPort]; got != "29500" {
+			t.Errorf("Job %s: MASTER_PORT %s, want 29500", j.Name, got)
+		}
+	}
+	if ports := job.Spec.PyTorchReplicaSpecs.Worker.Template.Spec.Containers[0].Ports; len(ports) != 0 {
+		t.Errorf("the stored worker container got ports %+v", ports)
+	}
+}

@@ -6,8 +6,7 @@ import (
 )
 
 // SetDefaults fills a PyTorchJob's defaults, kubeflow's where kubeflow has one: one pod per
-// replica type restarting OnFailure, the main container's pytorchjob-port 23456, the
-// clean-pod policy None, the elastic bounds from each other or the workers' count, nprocPerNode
+// replica type restarting OnFailure, the clean-pod policy None, the elastic bounds from each other or the workers' count, nprocPerNode
 // auto; then troupe's run and scheduling policy defaults and the pods' retries (6, a batch
 // Job's). It is idempotent.
 func (j *PyTorchJob) SetDefaults(o OperatorDefaults) {
@@ -22,7 +21,10 @@ func (j *PyTorchJob) SetDefaults(o OperatorDefaults) {
 		if r.RestartPolicy == "" {
 			r.RestartPolicy = ReplicaRestartOnFailure
 		}
-		setPyTorchPort(&r.Template.Spec)
+		// kubeflow writes its pytorchjob-port into the container here; troupe leaves the
+		// user's containers as written (a default inside a list would replace the list, and
+		// with it the manager of every field in it) and the torch backend gives the pods the
+		// port (PyTorchPort).
 	}
 	if e := s.ElasticPolicy; e != nil {
 		switch {
@@ -49,25 +51,8 @@ func (j *PyTorchJob) SetDefaults(o OperatorDefaults) {
 	}
 }
 
-// setPyTorchPort gives the pytorch container kubeflow's port, pytorchjob-port 23456, unless
-// it names a port so already.
-func setPyTorchPort(pod *corev1.PodSpec) {
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		if c.Name != PyTorchMainContainer {
-			continue
-		}
-		for _, p := range c.Ports {
-			if p.Name == PyTorchPortName {
-				return
-			}
-		}
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PyTorchPortName, ContainerPort: PyTorchDefaultPort, Protocol: corev1.ProtocolTCP})
-		return
-	}
-}
-
-// PyTorchPort is the pytorchjob-port of a template's pytorch container (defaulted: it has one).
+// PyTorchPort is the pytorchjob-port of a template's pytorch container, else kubeflow's default
+// 23456.
 func PyTorchPort(tmpl *corev1.PodTemplateSpec) int32 {
 	for _, c := range tmpl.Spec.Containers {
 		if c.Name != PyTorchMainContainer {

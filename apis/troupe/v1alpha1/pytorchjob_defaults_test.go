@@ -16,8 +16,9 @@ func pytorchReplica(replicas *int32, ports ...corev1.ContainerPort) *ReplicaSpec
 }
 
 // kubeflow's defaults of a PyTorchJob: one pod per replica type restarting OnFailure, the
-// pytorch container's pytorchjob-port (not the sidecar's, and not over a port of that name the
-// user gave), the clean-pod policy None, nprocPerNode auto, the pods' retries 6; idempotent.
+// clean-pod policy None, nprocPerNode auto, the pods' retries 6; idempotent. The containers are
+// left as written (the torch backend gives the pods the port): rank 0's port is the one the
+// pytorch container names pytorchjob-port, else 23456.
 func TestPyTorchJobDefaults(t *testing.T) {
 	j := &PyTorchJob{Spec: PyTorchJobSpec{PyTorchReplicaSpecs: PyTorchReplicaSpecs{
 		Master: pytorchReplica(nil),

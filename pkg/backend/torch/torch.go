@@ -43,8 +43,12 @@ const (
 	LabelReplicaIndex = "training.kubeflow.org/replica-index"
 )
 
-// PortName is the Service port of rank 0's (and the rendezvous') port.
-const PortName = "pytorchjob-port"
+// PortName is the name of rank 0's (and the rendezvous') port, on the pytorch container and the
+// Service; MainContainer is the container that gets it.
+const (
+	PortName      = "pytorchjob-port"
+	MainContainer = "pytorch"
+)
 
 // Backend wires a job's torch processes together: rank 0 is the master's pod (the Spec's
 // master), else the first worker's; the workers' ranks follow.
@@ -128,6 +132,7 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 		}
 	}
 	addEnv(tmpl, env)
+	b.addPort(tmpl)
 	if tmpl.Labels == nil {
 		tmpl.Labels = map[string]string{}
 	}
@@ -178,6 +183,23 @@ func (b Backend) elasticEnv(s *engine.Spec, e *Elastic) []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: EnvPETStandalone, Value: ""})
 	}
 	return env
+}
+
+// addPort gives the pytorch container the job's port by kubeflow's name, unless it names a
+// port so: the port rank 0 (and an elastic job's rendezvous) listens on.
+func (b Backend) addPort(tmpl *corev1.PodTemplateSpec) {
+	for i := range tmpl.Spec.Containers {
+		c := &tmpl.Spec.Containers[i]
+		if c.Name != MainContainer {
+			continue
+		}
+		for _, p := range c.Ports {
+			if p.Name == PortName {
+				return
+			}
+		}
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PortName, ContainerPort: b.Port, Protocol: corev1.ProtocolTCP})
+	}
 }
 
 // addEnv sets env in every container of tmpl: a variable the container sets itself is kept
