@@ -1,12 +1,10 @@
 package controllers
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
@@ -101,39 +99,5 @@ func TestHorovodElastic(t *testing.T) {
 	job.Spec.Transport = troupev1.MPITransportKubeExec
 	if _, err := describeHorovod(t, job); err == nil || !strings.Contains(err.Error(), "spec.elastic") {
 		t.Errorf("elastic over KubeExec: error %v, want one naming spec.elastic", err)
-	}
-}
-
-// Every example is a valid object of its kind that its adapter can run.
-func TestExamplesDescribe(t *testing.T) {
-	files, err := os.ReadDir("../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters := map[string]engine.Adapter{
-		"ChainerJob": ChainerJob{}, "MPIJob": MPIJob{}, "HorovodJob": HorovodJob{}, "PyTorchJob": PyTorchJob{},
-	}
-	for _, f := range files {
-		b, err := os.ReadFile("../examples/" + f.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(b, &meta); err != nil {
-			t.Fatalf("%s: %v", f.Name(), err)
-		}
-		a, ok := adapters[meta.Kind]
-		if !ok {
-			t.Errorf("%s: kind %q has no adapter", f.Name(), meta.Kind)
-			continue
-		}
-		job := a.NewObject()
-		if err := yaml.UnmarshalStrict(b, job); err != nil {
-			t.Errorf("%s: does not fit %s: %v", f.Name(), meta.Kind, err)
-			continue
-		}
-		if err := a.Describe(job, &engine.Spec{Name: job.GetName(), Namespace: "ns"}); err != nil {
-			t.Errorf("%s: %v", f.Name(), err)
-		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
@@ -89,8 +90,9 @@ func TestKubectlView(t *testing.T) {
 // accepted by the API server, and every webhook reaches the operator through its Service.
 func TestInstallManifests(t *testing.T) {
 	out := kubectl(t, "kustomize", "../../deploy")
-	if n := strings.Count(out, "name: troupe-webhook-service\n      namespace: troupe-system"); n != 6 {
-		t.Errorf("%d webhooks point at troupe-system/troupe-webhook-service, want all 6:\n%s", n, out)
+	// Two webhooks (defaulting and validation) per registered kind.
+	if n, want := strings.Count(out, "name: troupe-webhook-service\n      namespace: troupe-system"), 2*len(kinds.All()); n != want {
+		t.Errorf("%d webhooks point at troupe-system/troupe-webhook-service, want all %d:\n%s", n, want, out)
 	}
 	if strings.Contains(out, "namespace: system\n") {
 		t.Errorf("a webhook still points at the placeholder namespace")
