@@ -98,8 +98,9 @@ func TestPyTorchJobWithMaster(t *testing.T) {
 	}
 }
 
-// Workers alone, elastic: no master, the rendezvous hosted by the first worker on its port,
-// torchrun's node bounds, no fixed ranks or world size (torchrun gives them).
+// Workers alone, elastic: no master, the rendezvous hosted by the first worker on its port
+// (its agent told it hosts the store, the others told they do not), torchrun's node bounds, no
+// fixed ranks or world size (torchrun gives them).
 func TestPyTorchJobElasticWorkersAlone(t *testing.T) {
 	job := &troupev1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "ml"}, Spec: troupev1.PyTorchJobSpec{
 		ElasticPolicy: &troupev1.PyTorchElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3),
@@ -115,9 +116,11 @@ func TestPyTorchJobElasticWorkersAlone(t *testing.T) {
 		"PYTHONUNBUFFERED": "1", torch.EnvMasterAddr: "echo-worker-0.echo.ml.svc", torch.EnvMasterPort: "23456",
 		torch.EnvPETMasterAddr: "echo-worker-0.echo.ml.svc", torch.EnvPETMasterPort: "23456", torch.EnvPETNprocPerNode: "auto",
 		torch.EnvPETRDZVEndpoint: "echo-worker-0.echo.ml.svc:23456", torch.EnvPETRDZVBackend: "c10d", torch.EnvPETNNodes: "1:3",
-		torch.EnvPETMaxRestarts: "100", torch.EnvPETRDZVConf: "timeout=60,join_timeout=30",
+		torch.EnvPETMaxRestarts: "100",
 	}
-	for _, j := range jobs {
+	for i, j := range jobs {
+		// The first worker's agent hosts the rendezvous store, and each agent is told so.
+		want[torch.EnvPETRDZVConf] = "timeout=60,join_timeout=30,is_host=" + map[bool]string{true: "true", false: "false"}[i == 0]
 		if diff := cmp.Diff(want, pytorchEnv(j)); diff != "" {
 			t.Errorf("%s's environment (-want +got):\n%s", j.Name, diff)
 		}

@@ -12,7 +12,8 @@ An elastic run starts over when workers come or go (torchrun restarts the group 
 world size; this program keeps no checkpoint); --epoch-seconds paces the epochs so that a scale
 can happen mid-run.
 
-Run with, for example: torchrun --nnodes=2 ... /opt/troupe/ddp.py --epochs 20
+Run with, for example: python3 /opt/troupe/torchrun /opt/troupe/ddp.py --epochs 20 (the PET_*
+environment of a PyTorchJob's pods gives torchrun the rest).
 """
 
 import argparse

@@ -153,7 +153,7 @@ func TestPyTorchElasticScale(t *testing.T) {
 	needTrainImage(t)
 	ns := namespace(t, "realnode-elastic")
 	describeOnFailure(t, ns)
-	cmd := append([]string{"python3", "-m", "torch.distributed.run"}, ddpArgs[1:]...)
+	cmd := append([]string{"python3", "/opt/troupe/torchrun"}, ddpArgs[1:]...)
 	cmd = append(cmd, "--epoch-seconds", "1")
 	mustKubectl(t, pytorchExample(t, "pytorchjob-elastic.yaml", cmd), "apply", "-n", ns, "-f", "-")
 	start := time.Now()
@@ -161,7 +161,8 @@ func TestPyTorchElasticScale(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Minute)
 	for !strings.Contains(strings.Join(slices.Collect(maps.Values(podLogs(t, ns, "pytorch-elastic"))), "\n"), "world size 2") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no epoch with world size 2 in 4 minutes: %v", podLogs(t, ns, "pytorch-elastic"))
+			previous, _ := kubectl("", "logs", "-n", ns, "-l", "pytorchjob.troupe.dev/name=pytorch-elastic", "-c", "pytorch", "--previous", "--tail=40")
+			t.Fatalf("no epoch with world size 2 in 4 minutes: %v\nthe containers that ended before:\n%s", podLogs(t, ns, "pytorch-elastic"), previous)
 		}
 		time.Sleep(2 * time.Second)
 	}

@@ -118,7 +118,7 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 		env = append(env, corev1.EnvVar{Name: EnvPETNprocPerNode, Value: b.NprocPerNode})
 	}
 	if e := b.Elastic; e != nil {
-		env = append(env, b.elasticEnv(s, e)...)
+		env = append(env, b.elasticEnv(s, ws, e)...)
 	} else {
 		perNode := int32(1)
 		if n, err := strconv.Atoi(b.NprocPerNode); err == nil && n > 0 {
@@ -145,10 +145,15 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 }
 
 // DecorateIndexedPod gives worker index its rank, after the master's (rank 0) when there is
-// one, and kubeflow's replica-index label. An elastic job's ranks are torchrun's to give.
+// one, and kubeflow's replica-index label. An elastic job's ranks are torchrun's to give; with
+// the c10d rendezvous troupe places (the first worker, rdzvHost unset), each worker is told
+// whether its agent hosts the rendezvous store (rdzvConf).
 func (b Backend) DecorateIndexedPod(s *engine.Spec, _ *engine.WorkerSet, index int32, tmpl *corev1.PodTemplateSpec) {
 	tmpl.Labels[LabelReplicaIndex] = strconv.Itoa(int(index))
 	if b.Elastic != nil {
+		if b.placesRendezvous() {
+			addEnv(tmpl, []corev1.EnvVar{{Name: EnvPETRDZVConf, Value: b.rdzvConf(index == 0)}})
+		}
 		return
 	}
 	rank := strconv.Itoa(int(s.MasterPods() + index))
@@ -157,7 +162,7 @@ func (b Backend) DecorateIndexedPod(s *engine.Spec, _ *engine.WorkerSet, index i
 
 // elasticEnv is torchrun's rendezvous: the endpoint (the first worker's host and the job's port
 // unless the spec names others), the backend, the bounds of the node count and the options.
-func (b Backend) elasticEnv(s *engine.Spec, e *Elastic) []corev1.EnvVar {
+func (b Backend) elasticEnv(s *engine.Spec, ws *engine.WorkerSet, e *Elastic) []corev1.EnvVar {
 	host, port := e.RDZVHost, e.RDZVPort
 	if host == "" && len(s.WorkerSets) > 0 {
 		host = s.HostName(s.WorkerSets[0].ChildName + "-0")
@@ -176,7 +181,12 @@ func (b Backend) elasticEnv(s *engine.Spec, e *Elastic) []corev1.EnvVar {
 	if e.RDZVID != "" {
 		env = append(env, corev1.EnvVar{Name: EnvPETRDZVID, Value: e.RDZVID})
 	}
-	if e.RDZVConf != "" {
+	switch {
+	case b.placesRendezvous() && ws == nil:
+		// A master's agent joins the first worker's rendezvous (each worker is told whether
+		// it hosts it: DecorateIndexedPod).
+		env = append(env, corev1.EnvVar{Name: EnvPETRDZVConf, Value: b.rdzvConf(false)})
+	case !b.placesRendezvous() && e.RDZVConf != "":
 		env = append(env, corev1.EnvVar{Name: EnvPETRDZVConf, Value: e.RDZVConf})
 	}
 	if e.Standalone {
@@ -200,6 +210,26 @@ func (b Backend) addPort(tmpl *corev1.PodTemplateSpec) {
 		}
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: PortName, ContainerPort: b.Port, Protocol: corev1.ProtocolTCP})
 	}
+}
+
+// placesRendezvous says troupe chose where an elastic job's c10d rendezvous is (the first
+// worker's agent hosts its store), rather than the spec (rdzvHost) or another backend (etcd).
+func (b Backend) placesRendezvous() bool {
+	return b.Elastic != nil && b.Elastic.RDZVHost == "" && b.Elastic.RDZVBackend == string(rdzvC10D)
+}
+
+// rdzvC10D is torch's c10d rendezvous backend.
+const rdzvC10D = "c10d"
+
+// rdzvConf is the rendezvous configuration of a pod whose agent hosts the store or not: the
+// spec's, and is_host. torch would otherwise decide by resolving the endpoint's name as the agent
+// starts, which a pod whose DNS record is not out yet gets wrong, and then no agent hosts it.
+func (b Backend) rdzvConf(isHost bool) string {
+	conf := []string{"is_host=" + strconv.FormatBool(isHost)}
+	if b.Elastic.RDZVConf != "" {
+		conf = append([]string{b.Elastic.RDZVConf}, conf...)
+	}
+	return strings.Join(conf, ",")
 }
 
 // addEnv sets env in every container of tmpl: a variable the container sets itself is kept
