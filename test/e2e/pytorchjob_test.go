@@ -183,3 +183,84 @@ func TestPyTorchJobElasticScale(t *testing.T) {
 		t.Errorf("scaled down to 2: Job %s-worker-2 remains", name)
 	}
 }
+
+// pytorchExample is examples/pytorchjob.yaml (a Master and two Workers) in namespace ns.
+func pytorchExample(t *testing.T, ns string) *troupev1.PyTorchJob {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "pytorchjob.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &troupev1.PyTorchJob{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Namespace = ns
+	return job
+}
+
+// Two PyTorchJobs of a Master and 2 Workers x 3 CPU on a pool of two 4-CPU nodes, with each
+// gang scheduler: one job is bound whole while none of the other's pods is, then both succeed
+// (the workers' Jobs are the gang's members as a StatefulSet's pods are).
+func TestGangPyTorchJobs(t *testing.T) {
+	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
+		t.Run(string(g), func(t *testing.T) {
+			ns := newNamespace(t)
+			gangPool(t, ns)
+			jobs := [2]string{"ptj-a", "ptj-b"}
+			for _, name := range jobs {
+				job := pytorchExample(t, ns)
+				job.Name = name
+				job.Spec.SchedulingPolicy.Gang = ptr.To(g)
+				r := job.Spec.PyTorchReplicaSpecs
+				onPool(&r.Worker.Template, ns, "3")
+				r.Worker.Template.Annotations = map[string]string{simDurationAnnot: "8s"}
+				r.Master.Template.Annotations = map[string]string{simDurationAnnot: "8s"}
+				if err := k8s.Create(context.Background(), job); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first, second := watchGang(t, ns, "pytorchjob.troupe.dev/name", jobs)
+			noneBound(t, ns, "pytorchjob.troupe.dev/name", second, first+" is bound whole")
+			for _, name := range []string{first, second} {
+				waitForPyTorchJob(t, ns, name, "Succeeded", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+			}
+		})
+	}
+}
+
+// A PyTorchJob created suspended in a namespace that enforces Pod Security "restricted" has no
+// pod (its master's and workers' Jobs suspended) until it is resumed; then the Job controller
+// creates every pod, which passes "restricted", and the job succeeds.
+func TestPyTorchJobSuspendedRestricted(t *testing.T) {
+	ctx := context.Background()
+	ns := restrictedNamespace(t)
+	job := pytorchExample(t, ns)
+	job.Spec.RunPolicy.Suspend = ptr.To(true)
+	restrictedTemplate(&job.Spec.PyTorchReplicaSpecs.Master.Template)
+	restrictedTemplate(&job.Spec.PyTorchReplicaSpecs.Worker.Template)
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	waitForPyTorchJob(t, ns, job.Name, "Suspended", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobSuspended })
+	var jobs batchv1.JobList
+	eventually(t, "the three Jobs, suspended", func(ctx context.Context) (bool, error) {
+		if err := k8s.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, j := range jobs.Items {
+			if !ptr.Deref(j.Spec.Suspend, false) {
+				return false, nil
+			}
+		}
+		return len(jobs.Items) == 3, nil
+	})
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil || len(pods.Items) > 0 {
+		t.Errorf("a suspended job has %d pods (%v)", len(pods.Items), err)
+	}
+	if out, err := kubectl("patch", "-n", ns, "pytorchjob/"+job.Name, "--type=merge", "-p", `{"spec":{"runPolicy":{"suspend":false}}}`); err != nil {
+		t.Fatalf("resume: %v: %s", err, out)
+	}
+	waitForPyTorchJob(t, ns, job.Name, "Succeeded", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+}
