@@ -162,9 +162,16 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 		return j.Status.Restarts == 1
 	})
 	c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionRestarting)
-	if want := "attempt 1 of 1: worker pod mpi-example-worker-1 failed (Evicted)"; c == nil || c.Message != want {
-		t.Errorf("Restarting condition %+v, want message %q", c, want)
+	// The StatefulSet controller replaces a failed pod at once: a pass that comes after that
+	// (a loaded machine) no longer sees it failed, only that the pod it recorded is gone.
+	said := []string{
+		"attempt 1 of 1: worker pod mpi-example-worker-1 failed (Evicted)",
+		"attempt 1 of 1: worker pod mpi-example-worker-1 was deleted",
 	}
+	if c == nil || !slices.Contains(said, c.Message) {
+		t.Fatalf("Restarting condition %+v, want a message of %q", c, said)
+	}
+	restartMessage := c.Message
 	waitForExampleMPIJob(t, ns, "Succeeded after one restart", func(j *troupev1.MPIJob) bool {
 		j.DeepCopyInto(&job)
 		return j.Status.Phase == troupev1.JobSucceeded
@@ -212,7 +219,7 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 	if created < 3 {
 		t.Errorf("%d worker pods of attempt 1 were created, want the 3 workers", created)
 	}
-	waitForRestartingEvent(t, ns, "attempt 1 of 1: worker pod mpi-example-worker-1 failed (Evicted)")
+	waitForRestartingEvent(t, ns, restartMessage)
 }
 
 // With maxRestarts 0, a worker evicted while the launcher runs fails the job with a message
