@@ -115,3 +115,14 @@ func requireMainContainer(path string, tmpl *corev1.PodTemplateSpec, name string
 	}
 	return fmt.Errorf("%s.spec.containers: must contain a container named %q", path, name)
 }
+
+// schedulingClash refuses a kubeflow-style runPolicy.schedulingPolicy that says otherwise than
+// spec.schedulingPolicy (the webhook refuses it; a job stored without the webhook must not run
+// as one of the two says while the other says otherwise), naming the first field.
+func schedulingClash(k *troupev1.KubeflowSchedulingPolicy, sp *troupev1.SchedulingPolicy) error {
+	if cs := k.Contradictions(sp); len(cs) > 0 {
+		return fmt.Errorf("spec.runPolicy.schedulingPolicy.%s: %v contradicts spec.schedulingPolicy.%s (%v); give it once",
+			cs[0].Field, cs[0].Given, cs[0].SpecField, cs[0].Spec)
+	}
+	return nil
+}

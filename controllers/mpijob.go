@@ -34,11 +34,8 @@ func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
 		return fmt.Errorf("expected an MPIJob, got %T", obj)
 	}
 	job := defaulted(stored, a.Options)
-	// The webhook refuses it; a job stored without the webhook must not run as one of the two
-	// says while the other says otherwise.
-	if cs := job.Spec.RunPolicy.SchedulingPolicy.Contradictions(&job.Spec.SchedulingPolicy); len(cs) > 0 {
-		return fmt.Errorf("spec.runPolicy.schedulingPolicy.%s: %v contradicts spec.schedulingPolicy.%s (%v); give it once",
-			cs[0].Field, cs[0].Given, cs[0].SpecField, cs[0].Spec)
+	if err := schedulingClash(job.Spec.RunPolicy.SchedulingPolicy, &job.Spec.SchedulingPolicy); err != nil {
+		return err
 	}
 	p, mainContainer := job.Spec.ProgramWithDefaults()
 	form := mpiForm{

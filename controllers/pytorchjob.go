@@ -38,9 +38,8 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	job := defaulted(stored, a.Options)
 	spec := &job.Spec
-	if cs := spec.RunPolicy.SchedulingPolicy.Contradictions(&spec.SchedulingPolicy); len(cs) > 0 {
-		return fmt.Errorf("spec.runPolicy.schedulingPolicy.%s: %v contradicts spec.schedulingPolicy.%s (%v); give it once",
-			cs[0].Field, cs[0].Given, cs[0].SpecField, cs[0].Spec)
+	if err := schedulingClash(spec.RunPolicy.SchedulingPolicy, &spec.SchedulingPolicy); err != nil {
+		return err
 	}
 	r := spec.PyTorchReplicaSpecs
 	if r.Master == nil && r.Worker == nil {

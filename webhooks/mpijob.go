@@ -190,19 +190,22 @@ func kubeflowWarnings(s *troupev1.MPIJobSpec) admission.Warnings {
 	if r == nil {
 		return nil
 	}
+	specs := field.NewPath("spec", "mpiReplicaSpecs")
 	var out admission.Warnings
-	warn := func(name string, rs *troupev1.ReplicaSpec, runsAs corev1.RestartPolicy) {
-		if rs == nil || rs.Template.Spec.RestartPolicy == "" || rs.Template.Spec.RestartPolicy == runsAs {
-			return
-		}
-		out = append(out, fmt.Sprintf("spec.mpiReplicaSpecs.%s.template.spec.restartPolicy: %s gives way to the replica's restartPolicy %s; its pods restart %s",
-			name, rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs))
-	}
 	if r.Launcher != nil {
-		warn("Launcher", r.Launcher, r.Launcher.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure))
+		out = append(out, replicaRestartWarnings(specs.Child("Launcher"), r.Launcher, r.Launcher.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure))...)
 	}
-	warn("Worker", r.Worker, corev1.RestartPolicyAlways)
-	return out
+	return append(out, replicaRestartWarnings(specs.Child("Worker"), r.Worker, corev1.RestartPolicyAlways)...)
+}
+
+// replicaRestartWarnings says, of a replica of kubeflow's forms (at path) whose pods restart
+// runsAs, that its template's own restartPolicy gives way to that, when it says otherwise.
+func replicaRestartWarnings(path *field.Path, rs *troupev1.ReplicaSpec, runsAs corev1.RestartPolicy) admission.Warnings {
+	if rs == nil || rs.Template.Spec.RestartPolicy == "" || rs.Template.Spec.RestartPolicy == runsAs {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("%s: %s gives way to the replica's restartPolicy %s; its pods restart %s",
+		path.Child("template", "spec", "restartPolicy"), rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs)}
 }
 
 // ValidateCreate refuses an MPIJob that could not run as written.

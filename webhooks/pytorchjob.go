@@ -146,13 +146,9 @@ func validateElasticPolicy(spec *field.Path, s *troupev1.PyTorchJobSpec) field.E
 func pytorchWarnings(s *troupev1.PyTorchJobSpec) admission.Warnings {
 	var out admission.Warnings
 	for _, name := range pytorchReplicas {
-		rs := pytorchReplica(&s.PyTorchReplicaSpecs, name)
-		if rs == nil || rs.Template.Spec.RestartPolicy == "" {
-			continue
-		}
-		if runsAs := rs.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure); rs.Template.Spec.RestartPolicy != runsAs {
-			out = append(out, fmt.Sprintf("spec.pytorchReplicaSpecs.%s.template.spec.restartPolicy: %s gives way to the replica's restartPolicy %s; its pods restart %s",
-				name, rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs))
+		if rs := pytorchReplica(&s.PyTorchReplicaSpecs, name); rs != nil {
+			out = append(out, replicaRestartWarnings(field.NewPath("spec", "pytorchReplicaSpecs", name), rs,
+				rs.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure))...)
 		}
 	}
 	if e := s.ElasticPolicy; e != nil && e.NProcPerNode != nil {
