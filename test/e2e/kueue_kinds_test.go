@@ -64,3 +64,54 @@ func TestKueueAdmitsEveryKind(t *testing.T) {
 		})
 	}
 }
+
+// TestKueueAdmitsPyTorchJobs runs two PyTorchJobs through a queue: one of a Master and 2
+// Workers (pod sets master=1 and worker=2) and one of 3 Workers and no Master (one pod set,
+// worker=3). Each is stored suspended, admitted, has every pod on the flavor's tainted pool (the
+// Kueue node label and toleration reach the pods of the per-worker Jobs), and Succeeds, its
+// Workload Finished.
+func TestKueueAdmitsPyTorchJobs(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	withMaster := pytorchExample(t, ns)
+	withMaster.Name = "ptj-master"
+	workersOnly := pytorchExample(t, ns)
+	workersOnly.Name = "ptj-workers"
+	workersOnly.Spec.PyTorchReplicaSpecs.Master = nil
+	workersOnly.Spec.PyTorchReplicaSpecs.Worker.Replicas = ptr.To[int32](3)
+	for _, job := range []*troupev1.PyTorchJob{withMaster, workersOnly} {
+		for _, r := range []*troupev1.ReplicaSpec{job.Spec.PyTorchReplicaSpecs.Master, job.Spec.PyTorchReplicaSpecs.Worker} {
+			if r != nil {
+				requestCPU(&r.Template, "1")
+				r.Template.Annotations = map[string]string{simDurationAnnot: "8s"}
+			}
+		}
+		job.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+		createJob(t, job)
+	}
+	for job, podSets := range map[*troupev1.PyTorchJob]string{withMaster: "master=1,worker=2", workersOnly: "worker=3"} {
+		eventually(t, job.Name+" admitted", func(ctx context.Context) (bool, error) {
+			got := &troupev1.PyTorchJob{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+				return false, err
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionAdmitted); c == nil || c.Status != metav1.ConditionTrue {
+				return false, fmt.Errorf("Admitted: %+v", c)
+			}
+			return true, nil
+		})
+		expectWorkloadPodSets(t, kc, job, podSets)
+		expectPlacedOnPool(t, job, pool)
+	}
+	for _, job := range []*troupev1.PyTorchJob{withMaster, workersOnly} {
+		waitPhase(t, job, troupev1.JobSucceeded)
+		eventually(t, job.Name+"'s Workload Finished", func(ctx context.Context) (bool, error) {
+			wl, err := jobWorkload(ctx, kc, job)
+			return wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadFinished), err
+		})
+	}
+}

@@ -9,6 +9,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -263,4 +265,56 @@ func TestPyTorchJobSuspendedRestricted(t *testing.T) {
 		t.Fatalf("resume: %v: %s", err, out)
 	}
 	waitForPyTorchJob(t, ns, job.Name, "Succeeded", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
+}
+
+// A PyTorchJob whose workers fail in every attempt, under runPolicy.failurePolicy.maxRestarts 1:
+// the first worker Job to fail restarts the job as a whole (the master's and the workers' Jobs
+// made again, each pod of attempt 1 created only once no pod of attempt 0 is left), the second
+// attempt fails the same way and the job Fails naming the worker Job and the attempt. The
+// restart is counted on the operator's metrics under the kind PyTorchJob.
+func TestPyTorchJobWorkerFailureRestartsTheJob(t *testing.T) {
+	ns := newNamespace(t)
+	history := watchPods(t, ns)
+	job := pytorchExample(t, ns)
+	r := job.Spec.PyTorchReplicaSpecs
+	r.Master.Template.Annotations = map[string]string{simDurationAnnot: "3600s"}
+	r.Worker.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
+	r.Worker.Template.Annotations = map[string]string{simDurationAnnot: "1s"}
+	job.Spec.RunPolicy.BackoffLimit = ptr.To[int32](0)
+	job.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 1}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	got := &troupev1.PyTorchJob{}
+	waitForPyTorchJob(t, ns, job.Name, "Failed", func(j *troupev1.PyTorchJob) bool {
+		j.DeepCopyInto(got)
+		return j.Status.Phase == troupev1.JobFailed
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionFailed)
+	if got.Status.Restarts != 1 || c == nil || !strings.Contains(c.Message, "worker Job "+job.Name+"-worker-") ||
+		!strings.HasSuffix(c.Message, "in attempt 1; no restart left (runPolicy.failurePolicy.maxRestarts: 1)") {
+		t.Errorf("restarts %d, Failed condition %+v", got.Status.Restarts, c)
+	}
+	waitForRestartingEvent(t, ns, "attempt 1 of 1: worker Job "+job.Name+"-worker-")
+	waitForMetrics(t, []check{{name: "troupe_job_restarts_total", kind: "PyTorchJob", ns: ns, want: 1}})
+
+	history.mu.Lock()
+	created := map[string]int{}
+	for _, e := range history.events {
+		if f := strings.Fields(e); len(f) == 3 && f[0] == string(watch.Added) {
+			// A Job's pod is named <job>-<5 random characters>: count per Job and attempt.
+			created[f[1][:strings.LastIndex(f[1], "-")]+" "+f[2]]++
+		}
+	}
+	history.mu.Unlock()
+	for _, child := range []string{"master", "worker-0", "worker-1"} {
+		for _, attempt := range []string{"0", "1"} {
+			if n := created[job.Name+"-"+child+" "+attempt]; n != 1 {
+				t.Errorf("%d pods of %s-%s in attempt %s, want 1 (all created: %v)", n, job.Name, child, attempt, created)
+			}
+		}
+	}
+	if why := history.overlap("0", "1"); why != "" {
+		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
+	}
 }
