@@ -9,7 +9,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +80,22 @@ func TestTrainingOperatorExamples(t *testing.T) {
 				err := k8s.List(ctx, &jobs, client.InNamespace(ns))
 				return err == nil && len(jobs.Items) == workers+int(ptrBool(r.Master != nil)), err
 			})
+			// On a network plugin that enforces NetworkPolicies, ranks reach each other only if
+			// the job's policy selects every pod and lets them in from each other.
+			var np networkingv1.NetworkPolicy
+			eventually(t, "the NetworkPolicy of "+job.Name, func(ctx context.Context) (bool, error) {
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &np)
+				return err == nil, client.IgnoreNotFound(err)
+			})
+			selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].PodSelector == nil ||
+				!equality.Semantic.DeepEqual(*np.Spec.Ingress[0].From[0].PodSelector, np.Spec.PodSelector) {
+				t.Errorf("NetworkPolicy %s: selector %v (%v), ingress %+v: want the job's pods let in from each other", np.Name, np.Spec.PodSelector, err, np.Spec.Ingress)
+			}
 			for _, j := range jobs.Items {
+				if selector == nil || !selector.Matches(labels.Set(j.Spec.Template.Labels)) {
+					t.Errorf("Job %s: its pods (labels %v) are outside the job's NetworkPolicy %v", j.Name, j.Spec.Template.Labels, np.Spec.PodSelector)
+				}
 				var main *corev1.Container
 				for i := range j.Spec.Template.Spec.Containers {
 					if c := &j.Spec.Template.Spec.Containers[i]; c.Name == troupev1.PyTorchMainContainer {
