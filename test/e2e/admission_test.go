@@ -13,6 +13,8 @@ func TestKubectlCreateOfABadSpec(t *testing.T) {
 	for file, want := range map[string]string{
 		"chainer-gpu-fraction.yaml": "spec.workerSets[ws0].template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"500m\": nvidia.com/gpu is an extended resource: must be a whole number",
 		"mpi-nothing-to-run.yaml":   "spec.worker.cmd: Required value: nothing to run",
+		// kubectl validates strictly: the field it does not know is named, not pruned.
+		"pytorchjob-lowercase-replica-keys.yaml": `unknown field "spec.pytorchReplicaSpecs.master"`,
 	} {
 		out, err := kubectl("create", "-n", ns, "-f", filepath.Join(repoRoot, "test", "testdata", "admission", "bad", file))
 		if err == nil {
