@@ -66,6 +66,7 @@ func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
 		c.Env = withDefaults(c.Env, horovodDefaults)
 	}
 	if elastic != nil {
+		s.ElasticWorkers = true
 		b := s.Backend.(mpi.Backend)
 		b.DiscoverHosts = true
 		b.WaitMinHosts = elastic.MinReplicas

@@ -54,6 +54,7 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 	s.MainContainer = troupev1.PyTorchMainContainer
 	s.RunPolicy = spec.RunPolicy
 	s.SchedulingPolicy = sp
+	s.ElasticWorkers = spec.ElasticPolicy != nil
 
 	var rankZero *corev1.PodTemplateSpec
 	if m := r.Master; m != nil {

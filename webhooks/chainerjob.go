@@ -103,7 +103,7 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	}
 	errs = append(errs, validateLaunch(spec, &s.MPILaunch)...)
 	errs = append(errs, validateUserInputs(spec, s.AppCodesToSync, &s.MPILaunch, troupev1.MPITransportKubeExec, chainerTemplates(s))...)
-	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
+	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy, jobReplicas{master: string(troupev1.ReplicaMaster), workers: s.WorkerSetNames()})...)
 	errs = append(errs, validatePodCount(spec.Child("workerSets"), totalPods)...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, totalPods, "master")...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), s.RunMode, chainerReplicaTypes)...)

@@ -54,8 +54,9 @@ func oneOf[T ~string](allowed []T, v T) bool {
 	return false
 }
 
-// validateRunPolicy checks the shared run policy.
-func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
+// validateRunPolicy checks the shared run policy of a job whose replicas (for the failure
+// policy's rules) are these.
+func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy, replicas jobReplicas) field.ErrorList {
 	var errs field.ErrorList
 	if c := rp.CleanPodPolicy; c != nil && !oneOf(cleanPodPolicies, *c) {
 		errs = append(errs, field.NotSupported(p.Child("cleanPodPolicy"), *c, cleanPodPolicies))
@@ -67,19 +68,22 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy) field.ErrorList {
 	errs = append(errs, atLeast(p.Child("ttlSecondsAfterFinished"), rp.TTLSecondsAfterFinished, 0)...)
 	errs = append(errs, atLeast(p.Child("workerRestartLimit"), rp.WorkerRestartLimit, 1)...)
 	errs = append(errs, validateCleanPodPolicyOn(p, rp)...)
-	errs = append(errs, validateFailurePolicy(p.Child("failurePolicy"), rp.FailurePolicy)...)
+	errs = append(errs, validateFailurePolicy(p.Child("failurePolicy"), rp.FailurePolicy, replicas)...)
 	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)
 }
 
-// validateFailurePolicy checks the whole-job restarts: 0 to troupev1.MaxRestartsLimit.
-func validateFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy) field.ErrorList {
+// validateFailurePolicy checks the whole-job restarts (0 to troupev1.MaxRestartsLimit) and the
+// rules.
+func validateFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy, replicas jobReplicas) field.ErrorList {
 	if fp == nil {
 		return nil
 	}
+	var errs field.ErrorList
 	if n := fp.MaxRestarts; n > troupev1.MaxRestartsLimit {
-		return field.ErrorList{field.Invalid(p.Child("maxRestarts"), n, fmt.Sprintf("must be no more than %d", troupev1.MaxRestartsLimit))}
+		errs = append(errs, field.Invalid(p.Child("maxRestarts"), n, fmt.Sprintf("must be no more than %d", troupev1.MaxRestartsLimit)))
 	}
-	return atLeast(p.Child("maxRestarts"), &fp.MaxRestarts, 0)
+	errs = append(errs, atLeast(p.Child("maxRestarts"), &fp.MaxRestarts, 0)...)
+	return append(errs, validateFailureRules(p.Child("rules"), fp.Rules, replicas)...)
 }
 
 // failurePolicyUpdate refuses a changed failure policy: the pods of a job with one carry their

@@ -60,11 +60,7 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "transport"),
 			"elastic Horovod starts its workers with ssh itself: use transport SSH"))
 	}
-	if job.Spec.RunPolicy.FailurePolicy != nil {
-		errs = append(errs, field.Forbidden(field.NewPath("spec", "runPolicy", "failurePolicy"),
-			"elastic Horovod keeps training when workers come and go; a restart of the whole job is for jobs without elastic"))
-	}
-	return errs
+	return append(errs, validateElasticFailurePolicy(field.NewPath("spec", "runPolicy", "failurePolicy"), job.Spec.RunPolicy.FailurePolicy)...)
 }
 
 // ValidateCreate refuses a HorovodJob that could not run as written.

@@ -90,7 +90,8 @@ func validateMPIProgram(name string, p *troupev1.MPIProgramSpec, mainContainer s
 	}
 	errs = append(errs, validateLaunch(spec, &p.MPILaunch)...)
 	errs = append(errs, validateUserInputs(spec, p.AppCodesToSync, &p.MPILaunch, troupev1.MPITransportSSH, mpiTemplates(p, at))...)
-	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy)...)
+	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &p.RunPolicy,
+		jobReplicas{master: string(troupev1.ReplicaLauncher), workers: []string{troupev1.MPIWorkerSetName}})...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &p.SchedulingPolicy, int64(replicas)+1, "launcher")...)
 	errs = append(errs, validateRunMode(spec.Child("runMode"), p.RunMode, mpiReplicaTypes)...)
 	errs = append(errs, validateT9kScheduler(spec, p)...)

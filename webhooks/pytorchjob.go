@@ -101,7 +101,7 @@ func ValidatePyTorchJob(job *troupev1.PyTorchJob) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("nprocPerNode"), *n, "must be auto, cpu, gpu or a number of processes from 1 to 9999"))
 	}
 	errs = append(errs, validateCredentialRefs(spec, nil, nil, templates)...)
-	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy)...)
+	errs = append(errs, validateRunPolicy(spec.Child("runPolicy"), &s.RunPolicy, pytorchReplicaNames(s))...)
 	errs = append(errs, validateSchedulingPolicy(spec.Child("schedulingPolicy"), &s.SchedulingPolicy, pods, troupev1.PyTorchPodSetMaster)...)
 	return append(errs, validateSchedulingPolicyClash(spec, s.RunPolicy.SchedulingPolicy, &s.SchedulingPolicy)...)
 }
@@ -130,15 +130,24 @@ func validateElasticPolicy(spec *field.Path, s *troupev1.PyTorchJobSpec) field.E
 	if e.NProcPerNode != nil && s.NprocPerNode != nil {
 		errs = append(errs, field.Forbidden(p.Child("nProcPerNode"), "must not be used with spec.nprocPerNode"))
 	}
+	errs = append(errs, validateElasticFailurePolicy(spec.Child("runPolicy", "failurePolicy"), s.RunPolicy.FailurePolicy)...)
 	if len(e.Metrics) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("metrics"),
 			"troupe creates no HorizontalPodAutoscaler: leave metrics out and scale the workers with kubectl scale pytorchjob/<name> --replicas=N (between minReplicas and maxReplicas)"))
 	}
-	if s.RunPolicy.FailurePolicy != nil {
-		errs = append(errs, field.Forbidden(spec.Child("runPolicy", "failurePolicy"),
-			"torch elastic restarts its worker group itself (elasticPolicy.maxRestarts); a restart of the whole job is for jobs without elastic"))
-	}
 	return errs
+}
+
+// pytorchReplicaNames are a PyTorchJob's replicas as failure policy rules name them.
+func pytorchReplicaNames(s *troupev1.PyTorchJobSpec) jobReplicas {
+	var r jobReplicas
+	if s.PyTorchReplicaSpecs.Master != nil {
+		r.master = troupev1.PyTorchPodSetMaster
+	}
+	if s.PyTorchReplicaSpecs.Worker != nil {
+		r.workers = []string{troupev1.PyTorchWorkerSetName}
+	}
+	return r
 }
 
 // pytorchWarnings tell what troupe changes of what the user wrote: a template's restartPolicy

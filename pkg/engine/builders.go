@@ -132,6 +132,14 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 	if tmpl.Spec.RestartPolicy == "" {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
+	failurePolicy := s.Master.PodFailurePolicy.DeepCopy()
+	// A pod failure policy needs a pod that is not restarted in place.
+	if rules := s.masterExitCodeRules(); len(rules) > 0 && tmpl.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		if failurePolicy == nil {
+			failurePolicy = &batchv1.PodFailurePolicy{}
+		}
+		failurePolicy.Rules = append(failurePolicy.Rules, rules...)
+	}
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: s.childMeta(s.Master.JobName, s.MasterLabels()),
@@ -141,7 +149,7 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 			BackoffLimit:          ptr.To(s.Master.BackoffLimit),
 			ActiveDeadlineSeconds: s.Master.ActiveDeadlineSeconds,
 			Suspend:               ptr.To(s.Suspended()),
-			PodFailurePolicy:      s.Master.PodFailurePolicy.DeepCopy(),
+			PodFailurePolicy:      failurePolicy,
 			PodReplacementPolicy:  ptr.To(batchv1.Failed),
 			Template:              tmpl,
 		},

@@ -196,12 +196,12 @@ func joinCauses(causes []setCause) string {
 // crashLoopingWorker names a worker pod of the current attempt whose containers the kubelet
 // restarted runPolicy.workerRestartLimit times, and how it last exited; "" when none did, the
 // job has no limit, or its workers are released.
-func crashLoopingWorker(s *Spec, obs *Observed) string {
+func crashLoopingWorker(s *Spec, obs *Observed) (string, Failure) {
 	limit := s.RunPolicy.WorkerRestartLimit
 	if limit == nil || s.Suspended() || s.Paused() {
-		return ""
+		return "", Failure{}
 	}
-	var looping []string
+	var looping []finding
 	for i := range s.WorkerSets {
 		for _, p := range obs.AttemptWorkerPods[s.WorkerSets[i].Name] {
 			if !p.DeletionTimestamp.IsZero() {
@@ -215,10 +215,12 @@ func crashLoopingWorker(s *Spec, obs *Observed) string {
 				if exit := lastExit(cs); exit != nil {
 					why = fmt.Sprintf("worker pod %s crash-looped: %s", p.Name, exitDetail(cs, exit))
 				}
-				looping = append(looping, why)
+				f := podFailure(s.WorkerSets[i].Name, p)
+				f.Reason = troupev1.FailureCrashLoop
+				looping = append(looping, finding{why, f})
 				break
 			}
 		}
 	}
-	return firstOf(looping)
+	return firstFinding(looping)
 }

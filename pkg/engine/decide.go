@@ -30,6 +30,9 @@ type decision struct {
 	// of earlier attempts and a paused job's, deleted rather than left to the garbage collector.
 	deleteMasterJob *batchv1.Job
 	deletePods      []*corev1.Pod
+	// replaceWorkerJob is a failed worker Job a failure policy rule ignores: deleted, and made
+	// again as a missing child.
+	replaceWorkerJob *batchv1.Job
 }
 
 // decide makes, once, every decision of a pass that the observation bears on: the restart
@@ -38,7 +41,8 @@ type decision struct {
 // decided before the observation), the observation and the previous status.
 func decide(s *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	restart := planRestart(s, obs, prev)
-	d := decision{plan: s.Plan, obs: obs, suspendLauncher: restart.launcherToStop, deletePods: restart.staleMasterPods}
+	d := decision{plan: s.Plan, obs: obs, suspendLauncher: restart.launcherToStop, deletePods: restart.staleMasterPods,
+		replaceWorkerJob: restart.replaceWorkerJob}
 	if j := restart.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
 		d.deleteMasterJob = j
 	}
@@ -69,6 +73,12 @@ func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
 		stopped.Spec.Suspend = ptr.To(true)
 		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+		}
+	}
+	if j := d.replaceWorkerJob; j != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("a failure policy rule ignores the failed worker Job: making it again", "job", j.Name)
+		if err := r.deleteWorkerJob(ctx, j); err != nil {
+			return err
 		}
 	}
 	if j := d.deleteMasterJob; j != nil {

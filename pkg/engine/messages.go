@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -26,19 +25,6 @@ import (
 // or the nodes' verdict), the end of a container's termination message (a log's end says why it
 // exited).
 const maxCauseText = 512
-
-// firstOf is the first of several findings in sort order, with how many more there are; ""
-// when there are none.
-func firstOf(findings []string) string {
-	if len(findings) == 0 {
-		return ""
-	}
-	slices.Sort(findings)
-	if len(findings) > 1 {
-		return fmt.Sprintf("%s (and %d more)", findings[0], len(findings)-1)
-	}
-	return findings[0]
-}
 
 // lastBytes is the end of s, at most maxCauseText bytes, cut on a rune boundary ("..." marks
 // a cut).

@@ -88,6 +88,8 @@ type Observed struct {
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secrets.go).
 	Secrets SecretIntegrity
+	// GoneWorkers are why worker pods the watch saw deleted were lost, by pod UID (gone_pods.go).
+	GoneWorkers map[types.UID]troupev1.FailureReason
 
 	// current holds every owned child found, by kind and name.
 	current map[ChildRef]client.Object
@@ -102,7 +104,8 @@ type Observed struct {
 // that lost its owner reference is filed to be adopted back (claim; act adopts it). observe
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
-	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[ChildRef]client.Object{}}
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[ChildRef]client.Object{},
+		GoneWorkers: r.gone.of(job.GetUID())}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	for _, want := range ids {

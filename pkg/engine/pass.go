@@ -106,6 +106,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 		owned:      owned,
 		deferred:   newDeferredWrites(countsWriteDelay),
 		podCreates: newPodCreatePace(),
+		gone:       newGoneWorkers(),
 	}, nil
 }
 
@@ -125,7 +126,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.gvk.Kind).
 		For(r.adapter.NewObject()).
-		Watches(&corev1.Pod{}, podToJob, builder.WithPredicates(podChanged))
+		Watches(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, gone: r.gone, now: r.clock.Now}, builder.WithPredicates(podChanged))
 	for _, t := range childTypes {
 		if t.metadataOnly {
 			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (OwnedSecret)

@@ -48,6 +48,8 @@ type Reconciler struct {
 	deferred *deferredWrites
 	// podCreates paces the lookups of refused pods (podCreatePace, below).
 	podCreates *podCreatePace
+	// gone remembers why worker pods the watch saw deleted were lost (gone_pods.go).
+	gone *goneWorkers
 }
 
 // conflictRecheck is how often a job whose child names are taken, or whose Secrets are

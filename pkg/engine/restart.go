@@ -66,6 +66,9 @@ type restartPlan struct {
 	// launcherToStop is the master Job of a job that failed because a worker was lost with no
 	// restart left: suspended, so that its launcher does not run on against a broken group.
 	launcherToStop *batchv1.Job
+	// replaceWorkerJob is a failed worker Job a rule with action Ignore gave up: deleted, so
+	// that the worker set makes it again.
+	replaceWorkerJob *batchv1.Job
 }
 
 // forgetsMaster says the observed master Job is not the job's master for the rest of the pass:
@@ -85,13 +88,7 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 		return p
 	}
 	if s.RunPolicy.FailurePolicy == nil {
-		// No restarts: a worker set's failed Job fails the job, and so does a worker in a
-		// crash loop (runPolicy.workerRestartLimit).
-		if why := failedWorkerJob(s, obs); why != "" {
-			p.seen = RestartObservation{Cause: why, WorkerLost: true}
-		} else if why := crashLoopingWorker(s, obs); why != "" {
-			p.seen = RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
-		}
+		p.seen = failureWithoutRestarts(s, obs)
 		return p
 	}
 	p.state.Attempt = prev.Restarts
@@ -114,8 +111,41 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	clean := p.seen.Clean
 	p.seen = attemptFailure(s, obs, prev)
 	p.seen.Clean = clean
-	p.state.Deciding = p.seen.Cause != "" && p.state.Attempt < s.maxRestarts()
+	if p.seen.Cause == "" {
+		return p
+	}
+	p.seen.Decision = decideFailure(s.RunPolicy.FailurePolicy, p.seen.Failure, s.replicaMainContainer(p.seen.Failure.Replica))
+	if s.ElasticWorkers && p.seen.Decision.Rule == "" {
+		// Elastic workers come and go: what no rule names is handled as without a policy.
+		p.seen = failureWithoutRestarts(s, obs)
+		p.seen.Clean = clean
+		return p
+	}
+	switch d := p.seen.Decision; {
+	case d.Action == troupev1.IgnoreAction && p.seen.WorkerLost:
+		// The worker is replaced and the job goes on: a failed worker Job is made again, a
+		// StatefulSet replaces its pod by itself.
+		p.replaceWorkerJob = failedWorkerJobOf(s, obs) // nil for a StatefulSet's
+		p.seen = RestartObservation{Clean: clean}
+	case d.Action == troupev1.RestartJobAndIgnoreMaxRestartsAction:
+		p.state.Deciding = true
+	case d.Action == troupev1.RestartJobAction:
+		p.state.Deciding = countedRestarts(prev) < s.maxRestarts()
+	}
 	return p
+}
+
+// failureWithoutRestarts is what fails a job that does not restart: a worker set's failed Job,
+// or a worker in a crash loop (runPolicy.workerRestartLimit). A lost worker pod does not: its
+// StatefulSet replaces it.
+func failureWithoutRestarts(s *Spec, obs *Observed) RestartObservation {
+	if why, f := failedWorkerJob(s, obs); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, Failure: f}
+	}
+	if why, f := crashLoopingWorker(s, obs); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true, Failure: f}
+	}
+	return RestartObservation{}
 }
 
 // statefulSetsAtAttempt says every worker StatefulSet has the current attempt's template and
@@ -187,21 +217,37 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 	if j := obs.MasterJob; j != nil {
 		if c := terminalJobCondition(j); c != nil {
 			if c.Type == batchv1.JobFailed && c.Reason != batchv1.JobReasonDeadlineExceeded {
-				return RestartObservation{Cause: masterJobFailure(s, j, c, obs.MasterPods, workerCauses(s, obs))}
+				return RestartObservation{Cause: masterJobFailure(s, j, c, obs.MasterPods, workerCauses(s, obs)),
+					Failure: failureOfPods(string(s.masterType()), obs.MasterPods)}
 			}
 			return RestartObservation{}
 		}
 	}
-	if why := failedWorkerJob(s, obs); why != "" {
-		return RestartObservation{Cause: why, WorkerLost: true}
+	if why, f := failedWorkerJob(s, obs); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, Failure: f}
 	}
-	if why := lostWorker(s, obs, prev); why != "" {
-		return RestartObservation{Cause: why, WorkerLost: true}
+	if why, f := lostWorker(s, obs, prev); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, Failure: f}
 	}
-	if why := crashLoopingWorker(s, obs); why != "" {
-		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true}
+	if why, f := crashLoopingWorker(s, obs); why != "" {
+		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true, Failure: f}
 	}
 	return RestartObservation{}
+}
+
+// failureOfPods is the Failure of the last of pods that failed (by creation), or a Failure
+// of reason Error when none did (its pods were deleted with their Job).
+func failureOfPods(replica string, pods []*corev1.Pod) Failure {
+	var last *corev1.Pod
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodFailed && (last == nil || last.CreationTimestamp.Before(&p.CreationTimestamp)) {
+			last = p
+		}
+	}
+	if last == nil {
+		return Failure{Replica: replica, Reason: troupev1.FailureError}
+	}
+	return podFailure(replica, last)
 }
 
 // lostWorker says which worker pod of the current attempt was lost while the launcher ran:
@@ -210,14 +256,14 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 // the launcher ran is not a loss: its StatefulSet replaces it and the launcher waits for it.
 // Workers released (suspended, paused) or beyond the job's replicas (a scale-down) are not
 // lost either.
-func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
+func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) (string, Failure) {
 	if prev.Phase != troupev1.JobRunning || s.Suspended() || s.Paused() {
-		return ""
+		return "", Failure{}
 	}
-	wanted := map[string]bool{}
+	wanted := map[string]string{} // hostname: its worker set
 	for i := range s.WorkerSets {
 		for _, h := range s.WorkerSets[i].WorkerHostnames() {
-			wanted[h] = true
+			wanted[h] = s.WorkerSets[i].Name
 		}
 	}
 	byUID, byName := map[types.UID]*corev1.Pod{}, map[string]*corev1.Pod{}
@@ -226,7 +272,7 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 			byUID[p.UID], byName[podHostname(p)] = p, p
 		}
 	}
-	var lost []string
+	var lost []finding
 	recorded := map[types.UID]bool{}
 	for _, t := range prev.Tasks {
 		if t.Type != troupev1.ReplicaWorker {
@@ -236,37 +282,97 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) string {
 			recorded[ref.UID] = true
 			p := byUID[ref.UID]
 			// A pod is wanted by its hostname; a StatefulSet's pod, named so, also once gone.
-			if !wanted[ref.Name] && (p == nil || !wanted[podHostname(p)]) {
+			if wanted[ref.Name] == "" && (p == nil || wanted[podHostname(p)] == "") {
 				continue
 			}
 			switch {
 			case p != nil:
 				if why := podLost(p); why != "" {
-					lost = append(lost, why)
+					lost = append(lost, finding{why, podFailure(setOfPod(p), p)})
 				}
 			case byName[ref.Name] != nil:
-				lost = append(lost, fmt.Sprintf("worker pod %s was deleted and created again", ref.Name))
+				lost = append(lost, finding{fmt.Sprintf("worker pod %s was deleted and created again", ref.Name),
+					goneWorkerFailure(obs, ref.UID, setOfPod(byName[ref.Name]))})
 			default:
-				lost = append(lost, fmt.Sprintf("worker pod %s was deleted", ref.Name))
+				lost = append(lost, finding{fmt.Sprintf("worker pod %s was deleted", ref.Name), goneWorkerFailure(obs, ref.UID, wanted[ref.Name])})
 			}
 		}
 	}
 	for _, p := range byUID {
-		if !recorded[p.UID] && wanted[podHostname(p)] {
+		if !recorded[p.UID] && wanted[podHostname(p)] != "" {
 			if why := podLost(p); why != "" {
-				lost = append(lost, why)
+				lost = append(lost, finding{why, podFailure(setOfPod(p), p)})
 			}
 		}
 	}
-	return firstOf(lost)
+	return firstFinding(lost)
+}
+
+// finding is one failure seen, with the words that say it.
+type finding struct {
+	why     string
+	failure Failure
+}
+
+// firstFinding is the first of the findings by their words, saying how many more there are,
+// with its Failure: the same one on every pass.
+func firstFinding(found []finding) (string, Failure) {
+	if len(found) == 0 {
+		return "", Failure{}
+	}
+	slices.SortFunc(found, func(a, b finding) int { return strings.Compare(a.why, b.why) })
+	if len(found) > 1 {
+		return fmt.Sprintf("%s (and %d more)", found[0].why, len(found)-1), found[0].failure
+	}
+	return found[0].why, found[0].failure
+}
+
+// setOfPod is the worker set a worker pod belongs to, by its label.
+func setOfPod(p *corev1.Pod) string { return p.Labels[troupev1.LabelWorkerSet] }
+
+// goneWorkerFailure is the Failure of a worker pod that is gone: the reason its last state
+// said when the watch saw it deleted (a drain's eviction), else Deleted.
+func goneWorkerFailure(obs *Observed, uid types.UID, set string) Failure {
+	reason, ok := obs.GoneWorkers[uid]
+	if !ok {
+		reason = troupev1.FailureDeleted
+	}
+	return Failure{Replica: set, Reason: reason}
 }
 
 // failedWorkerJob says which worker Job (of a set that runs to completion) failed in the current
 // attempt, and why: its pod failed more often than its backoffLimit allows, with the cause its
 // pods share. "" when none did, or the workers are released.
-func failedWorkerJob(s *Spec, obs *Observed) string {
+func failedWorkerJob(s *Spec, obs *Observed) (string, Failure) {
+	j, ws := failedWorkerJobOf(s, obs), ""
+	if j == nil {
+		return "", Failure{}
+	}
+	ws = j.Labels[troupev1.LabelWorkerSet]
+	c := terminalJobCondition(j)
+	why := fmt.Sprintf("worker Job %s failed (%s", j.Name, c.Reason)
+	if c.Message != "" {
+		why += ": " + c.Message
+	}
+	why += ")"
+	var pods []*corev1.Pod
+	for _, p := range obs.AttemptWorkerPods[ws] {
+		if metav1.IsControlledBy(p, j) {
+			pods = append(pods, p)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	if cause, ok := causeOfSet(ws, pods); ok {
+		why += "; " + cause.String()
+	}
+	return why, failureOfPods(ws, pods)
+}
+
+// failedWorkerJobOf is the first worker Job (by name, set by set) of the current attempt that
+// failed, or nil; none while the workers are released.
+func failedWorkerJobOf(s *Spec, obs *Observed) *batchv1.Job {
 	if s.Suspended() || s.Paused() {
-		return ""
+		return nil
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
@@ -276,29 +382,12 @@ func failedWorkerJob(s *Spec, obs *Observed) string {
 			if attemptOf(j.Spec.Template.Labels) != obs.Attempt {
 				continue
 			}
-			c := terminalJobCondition(j)
-			if c == nil || c.Type != batchv1.JobFailed {
-				continue
+			if c := terminalJobCondition(j); c != nil && c.Type == batchv1.JobFailed {
+				return j
 			}
-			why := fmt.Sprintf("worker Job %s failed (%s", j.Name, c.Reason)
-			if c.Message != "" {
-				why += ": " + c.Message
-			}
-			why += ")"
-			var pods []*corev1.Pod
-			for _, p := range obs.AttemptWorkerPods[ws.Name] {
-				if metav1.IsControlledBy(p, j) {
-					pods = append(pods, p)
-				}
-			}
-			slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-			if cause, ok := causeOfSet(ws.Name, pods); ok {
-				why += "; " + cause.String()
-			}
-			return why
 		}
 	}
-	return ""
+	return nil
 }
 
 // podLost says how a pod that exists was lost, or "" while it lives.
@@ -332,7 +421,7 @@ func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troup
 		return p, prev.Restarts
 	case s.Plan.Restart.Deciding:
 		return troupev1.JobRestarting, prev.Restarts + 1
-	case s.Plan.RestartSeen.Cause != "" && s.Plan.RestartSeen.WorkerLost:
+	case s.Plan.RestartSeen.Cause != "" && (s.Plan.RestartSeen.WorkerLost || s.Plan.RestartSeen.Decision.Action == troupev1.FailJobAction):
 		return troupev1.JobFailed, prev.Restarts
 	case p == troupev1.JobSuspended || p == troupev1.JobPaused:
 		return p, prev.Restarts
@@ -354,8 +443,7 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 	last := meta.FindStatusCondition(prev.Conditions, t)
 	switch {
 	case s.Plan.Restart.Deciding:
-		set(newCondition(t, true, troupev1.ReasonStoppingAttempt,
-			fmt.Sprintf("attempt %d of %d: %s", prev.Restarts+1, s.maxRestarts(), s.Plan.RestartSeen.Cause)))
+		set(newCondition(t, true, troupev1.ReasonStoppingAttempt, restartMessage(s, prev)))
 	case last == nil:
 	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && phase != troupev1.JobFailed:
 		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
@@ -373,7 +461,16 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 	if s.Plan.RestartSeen.Cause == "" || s.Plan.Restart.Deciding || phase != troupev1.JobFailed {
 		return
 	}
+	seen := s.Plan.RestartSeen
+	if d := seen.Decision; d.Action == troupev1.FailJobAction {
+		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonFailJobRule,
+			fmt.Sprintf("%s: %s in attempt %d", d, seen.Cause, s.Plan.Restart.Attempt)))
+		return
+	}
 	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Plan.Restart.Attempt, s.maxRestarts())
+	if seen.Decision.Rule != "" {
+		left += "; " + seen.Decision.String()
+	}
 	reason := troupev1.ReasonWorkerFailed
 	if s.Plan.RestartSeen.CrashLoop {
 		reason = troupev1.ReasonWorkerCrashLooping
@@ -389,4 +486,25 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		c.Message += left
 		set(c)
 	}
+}
+
+// restartMessage is the Restarting condition's message for the restart being recorded: which
+// restart, whether it counts toward maxRestarts, the rule that decided it and the cause, for
+// example `attempt 2 of 3: worker pod train-worker-1 failed (Error)` or `restart 3, not counted
+// toward maxRestarts (a disruption): worker pod train-worker-0 was disrupted (...)`.
+func restartMessage(s *Spec, prev *troupev1.JobStatus) string {
+	seen := s.Plan.RestartSeen
+	d := seen.Decision
+	if !d.Counted() {
+		who := "a disruption"
+		if d.Rule != "" {
+			who = fmt.Sprintf("rule %q", d.Rule)
+		}
+		return fmt.Sprintf("restart %d, not counted toward maxRestarts (%s): %s", prev.Restarts+1, who, seen.Cause)
+	}
+	msg := fmt.Sprintf("attempt %d of %d: ", countedRestarts(prev)+1, s.maxRestarts())
+	if d.Rule != "" {
+		msg += d.String() + ": "
+	}
+	return msg + seen.Cause
 }

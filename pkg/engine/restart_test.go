@@ -90,7 +90,7 @@ func TestLostWorker(t *testing.T) {
 			}
 			obs := &Observed{Attempt: currentAttempt(s, &tt.prev)} // as observe splits the pods
 			obs.setPods(tt.pods)
-			if got := lostWorker(s, obs, &tt.prev); got != tt.want {
+			if got, _ := lostWorker(s, obs, &tt.prev); got != tt.want {
 				t.Errorf("lostWorker = %q, want %q", got, tt.want)
 			}
 		})

@@ -136,6 +136,11 @@ type Spec struct {
 	Master     Master
 	WorkerSets []WorkerSet
 
+	// ElasticWorkers says the framework follows its workers as they come and go (elastic
+	// Horovod, torch elastic): the failure policy's rules may ignore a lost worker or fail the
+	// job, and a failure no rule names is handled as without a policy.
+	ElasticWorkers bool
+
 	RunPolicy        troupev1.RunPolicy
 	SchedulingPolicy troupev1.SchedulingPolicy
 
@@ -463,6 +468,10 @@ type RestartObservation struct {
 	CrashLoop bool
 	// Clean says no pod, master Job or worker pod template of an earlier attempt is left.
 	Clean bool
+	// Failure is the failure Cause says, as the failure policy's rules match it, and
+	// Decision what the policy made of it.
+	Failure  Failure
+	Decision FailureDecision
 }
 
 // holdsMaster says the master Job is not a desired child while a restart stops the old

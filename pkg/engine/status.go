@@ -36,6 +36,10 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
 	st.Phase = runModePhase(s, prev, phase(s, obs, prev))
 	st.Phase, st.Restarts = restartPhase(s, prev, st.Phase)
+	st.UncountedRestarts, st.RestartsByReason = prev.UncountedRestarts, slices.Clone(prev.RestartsByReason)
+	if s.Plan.Restart.Deciding {
+		countRestart(&st, s.Plan.RestartSeen.Failure.Reason, s.Plan.RestartSeen.Decision.Counted())
+	}
 
 	set := func(c metav1.Condition) {
 		c.ObservedGeneration, c.LastTransitionTime = generation, now

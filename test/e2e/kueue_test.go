@@ -62,7 +62,10 @@ func TestKueueAdmission(t *testing.T) {
 	waitPhase(t, second, troupev1.JobSucceeded)
 
 	// A job of higher priority preempts a running one, which resumes after it and succeeds.
+	// Kueue's preemption suspends it, which is no failure: a job with no restart to spend
+	// runs again.
 	victim := queuedChainerJob("victim", ns, low, "10s")
+	victim.Spec.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{MaxRestarts: 0}
 	createJob(t, victim)
 	waitPhase(t, victim, troupev1.JobRunning)
 	expectPlacedOnPool(t, victim, pool)
@@ -81,6 +84,9 @@ func TestKueueAdmission(t *testing.T) {
 	waitPhase(t, victim, troupev1.JobSucceeded)
 	if c, _, err := admittedCondition(ctx, victim); err != nil || c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("victim's Admitted condition after its second run: %+v (%v), want True", c, err)
+	}
+	if job := getJob(t, victim); job.Status.Restarts != 0 {
+		t.Errorf("the preempted victim spent %d restarts of its budget of 0", job.Status.Restarts)
 	}
 }
 

@@ -105,9 +105,10 @@ func watchPods(t *testing.T, ns string) *podHistory {
 	return h
 }
 
-// overlap returns the first pod of attempt next created while a pod of attempt prev still
-// existed, or "".
-func (h *podHistory) overlap(prev, next string) string {
+// overlapOfFirstRestart returns the first pod of attempt 1 created while a pod of attempt 0
+// still existed, or "".
+func (h *podHistory) overlapOfFirstRestart() string {
+	const prev, next = "0", "1"
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	live := map[string]bool{}
@@ -163,10 +164,11 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 	})
 	c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionRestarting)
 	// The StatefulSet controller replaces a failed pod at once: a pass that comes after that
-	// (a loaded machine) no longer sees it failed, only that the pod it recorded is gone.
+	// (a loaded machine) no longer sees it failed, only that the pod it recorded is gone (and
+	// the reason the watch saw when it went). An eviction is a disruption: not counted.
 	said := []string{
-		"attempt 1 of 1: worker pod mpi-example-worker-1 failed (Evicted)",
-		"attempt 1 of 1: worker pod mpi-example-worker-1 was deleted",
+		"restart 1, not counted toward maxRestarts (a disruption): worker pod mpi-example-worker-1 failed (Evicted)",
+		"restart 1, not counted toward maxRestarts (a disruption): worker pod mpi-example-worker-1 was deleted",
 	}
 	if c == nil || !slices.Contains(said, c.Message) {
 		t.Fatalf("Restarting condition %+v, want a message of %q", c, said)
@@ -176,8 +178,9 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 		j.DeepCopyInto(&job)
 		return j.Status.Phase == troupev1.JobSucceeded
 	})
-	if job.Status.Restarts != 1 {
-		t.Errorf("status.restarts = %d, want 1", job.Status.Restarts)
+	if job.Status.Restarts != 1 || job.Status.UncountedRestarts != 1 ||
+		!slices.Equal(job.Status.RestartsByReason, []troupev1.RestartCount{{Reason: troupev1.FailureEvicted, Count: 1}}) {
+		t.Errorf("restarts %d, uncounted %d, by reason %v; want 1 Evicted, not counted", job.Status.Restarts, job.Status.UncountedRestarts, job.Status.RestartsByReason)
 	}
 	// The operator counts the restart once on its metrics endpoint.
 	waitForMetrics(t, []check{{name: "troupe_job_restarts_total", kind: "MPIJob", ns: ns, want: 1}})
@@ -205,7 +208,7 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 	history.mu.Lock()
 	t.Logf("pods created and deleted, with their attempt: %s", strings.Join(history.events, "; "))
 	history.mu.Unlock()
-	if why := history.overlap("0", "1"); why != "" {
+	if why := history.overlapOfFirstRestart(); why != "" {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 	history.mu.Lock()
@@ -222,12 +225,15 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 	waitForRestartingEvent(t, ns, restartMessage)
 }
 
-// With maxRestarts 0, a worker evicted while the launcher runs fails the job with a message
-// naming the pod, and the launcher is stopped.
+// With maxRestarts 0 and a rule that counts evictions (RestartJob), a worker evicted while the
+// launcher runs fails the job with a message naming the pod and the rule, and the launcher is
+// stopped.
 func TestWorkerLostWithoutRestartFailsTheJob(t *testing.T) {
 	ns := newNamespace(t)
 	// The launcher would run for an hour: only the operator can stop it within the test.
-	restartJob(t, ns, "3600s", &troupev1.FailurePolicy{MaxRestarts: 0})
+	restartJob(t, ns, "3600s", &troupev1.FailurePolicy{MaxRestarts: 0, Rules: []troupev1.FailureRule{
+		{Name: "evictions-count", Action: troupev1.RestartJobAction, OnReasons: []troupev1.FailureReason{troupev1.FailureEvicted}},
+	}})
 	evictPod(t, ns, "mpi-example-worker-2")
 
 	var job troupev1.MPIJob
@@ -237,7 +243,7 @@ func TestWorkerLostWithoutRestartFailsTheJob(t *testing.T) {
 	})
 	c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionFailed)
 	if c == nil || c.Reason != troupev1.ReasonWorkerFailed || !strings.HasPrefix(c.Message, "worker pod mpi-example-worker-2 ") ||
-		!strings.HasSuffix(c.Message, " in attempt 0; no restart left (runPolicy.failurePolicy.maxRestarts: 0)") {
+		!strings.HasSuffix(c.Message, ` in attempt 0; no restart left (runPolicy.failurePolicy.maxRestarts: 0); rule "evictions-count" (RestartJob)`) {
 		t.Errorf("Failed condition %+v", c)
 	}
 	if job.Status.Restarts != 0 {
@@ -318,7 +324,7 @@ func TestFailingMasterRestartsThenFails(t *testing.T) {
 	if masters["0"] != 1 || masters["1"] != 1 || len(masters) != 2 {
 		t.Errorf("master pods created per attempt: %v, want one of attempt 0 and one of attempt 1", masters)
 	}
-	if why := history.overlap("0", "1"); why != "" {
+	if why := history.overlapOfFirstRestart(); why != "" {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 }
@@ -375,7 +381,7 @@ func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
 	if job.Status.Restarts != 1 {
 		t.Errorf("status.restarts = %d, want 1", job.Status.Restarts)
 	}
-	if why := history.overlap("0", "1"); why != "" {
+	if why := history.overlapOfFirstRestart(); why != "" {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
 	}
 	// The restart is the old process's to report. Its event may be lost: events are written

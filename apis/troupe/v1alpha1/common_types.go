@@ -84,9 +84,11 @@ type RunPolicy struct {
 	// fails, is evicted or deleted while the launcher runs, or the launcher Job fails (after its
 	// backoffLimit). The launcher and every worker are deleted, and once all of them are gone,
 	// created again, up to maxRestarts times; then the job fails. Unset: no restart, and a lost
-	// worker does not end the job (its StatefulSet replaces it). Not for elastic HorovodJobs,
-	// which follow their workers as they come and go. It cannot change once the job exists.
-	// See docs/failure-handling.md.
+	// worker does not end the job (its StatefulSet replaces it). rules act on why an attempt
+	// failed (exit codes, reasons, replicas); a disruption (eviction, preemption, lost node)
+	// restarts without counting. Elastic jobs, which follow their workers as they come and go,
+	// take only rules that Ignore or FailJob. It cannot change once the job exists. See
+	// docs/failure-handling.md.
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 
@@ -330,6 +332,18 @@ type JobStatus struct {
 	// the attempt its pods belong to, as their label troupe.dev/restart-attempt says.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
+
+	// uncountedRestarts counts the restarts that did not count toward
+	// runPolicy.failurePolicy.maxRestarts: disruptions, and failures a rule with action
+	// RestartJobAndIgnoreMaxRestarts matched. restarts - uncountedRestarts is the budget spent.
+	// +optional
+	UncountedRestarts int32 `json:"uncountedRestarts,omitempty"`
+
+	// restartsByReason counts the job's restarts by why their attempt failed.
+	// +listType=map
+	// +listMapKey=reason
+	// +optional
+	RestartsByReason []RestartCount `json:"restartsByReason,omitempty"`
 
 	// generatedSecrets records each Secret the operator generated for the job (its SSH keys)
 	// as the operator wrote it, so that a change or deletion by anyone else is noticed.

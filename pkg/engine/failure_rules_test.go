@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+// Each way a pod fails has the reason the rules match: a disruption first (the DisruptionTarget
+// condition's reason), then the kubelet's reason for the pod, then how its containers ended.
+func TestPodFailureReason(t *testing.T) {
+	disrupted := func(reason string) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}}}}
+	}
+	exited := func(code int32, reason string) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodFailed,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}}}}
+	}
+	for want, status := range map[troupev1.FailureReason]corev1.PodStatus{
+		troupev1.FailurePreempted:        disrupted(corev1.PodReasonPreemptionByScheduler),
+		troupev1.FailureEvicted:          disrupted("EvictionByEvictionAPI"),
+		troupev1.FailureNodeLost:         disrupted("DeletionByTaintManager"),
+		troupev1.FailureDeadlineExceeded: {Phase: corev1.PodFailed, Reason: "DeadlineExceeded"},
+		troupev1.FailureOOMKilled:        exited(137, "OOMKilled"),
+		troupev1.FailureError:            exited(3, "Error"),
+	} {
+		p := &corev1.Pod{Status: status}
+		if got := podFailure("worker", p).Reason; got != want {
+			t.Errorf("%+v: reason %s, want %s", status, got, want)
+		}
+	}
+	deleted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptr.To(metav1.Now())}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if got := podFailure("worker", deleted).Reason; got != troupev1.FailureDeleted {
+		t.Errorf("a running pod being deleted: %s, want Deleted", got)
+	}
+	if f := podFailure("worker", &corev1.Pod{Status: exited(3, "Error")}); f.ExitCodes["c"] != 3 {
+		t.Errorf("exit codes %v, want c: 3", f.ExitCodes)
+	}
+}
+
+// The first rule that matches decides, each criterion it gives must hold, and without one a
+// disruption restarts uncounted and anything else restarts counted.
+func TestDecideFailure(t *testing.T) {
+	fp := &troupev1.FailurePolicy{MaxRestarts: 3, Rules: []troupev1.FailureRule{
+		{Name: "bug", Action: troupev1.FailJobAction, OnReplicas: []string{"launcher"},
+			OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{1}, Ranges: []troupev1.ExitCodeRange{{From: 3, To: 9}}}},
+		{Name: "sidecar", Action: troupev1.RestartJobAndIgnoreMaxRestartsAction,
+			OnExitCodes: &troupev1.ExitCodeMatch{ContainerName: ptr.To("log"), Values: []int32{2}}},
+		{Name: "oom", Action: troupev1.RestartJobAction, OnReasons: []troupev1.FailureReason{troupev1.FailureOOMKilled}},
+		{Name: "lost-worker", Action: troupev1.IgnoreAction, OnReplicas: []string{"worker"}, OnReasons: []troupev1.FailureReason{troupev1.FailureNodeLost}},
+	}}
+	for _, tt := range []struct {
+		f    Failure
+		want FailureDecision
+	}{
+		{Failure{Replica: "launcher", Reason: troupev1.FailureError, ExitCodes: map[string]int32{"mpi": 5}}, FailureDecision{"bug", troupev1.FailJobAction}},
+		{Failure{Replica: "launcher", Reason: troupev1.FailureError, ExitCodes: map[string]int32{"mpi": 2}}, FailureDecision{"", troupev1.RestartJobAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailureError, ExitCodes: map[string]int32{"mpi": 5}}, FailureDecision{"", troupev1.RestartJobAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailureError, ExitCodes: map[string]int32{"log": 2}}, FailureDecision{"sidecar", troupev1.RestartJobAndIgnoreMaxRestartsAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailureOOMKilled, ExitCodes: map[string]int32{"mpi": 137}}, FailureDecision{"oom", troupev1.RestartJobAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailureNodeLost}, FailureDecision{"lost-worker", troupev1.IgnoreAction}},
+		{Failure{Replica: "launcher", Reason: troupev1.FailureNodeLost}, FailureDecision{"", troupev1.RestartJobAndIgnoreMaxRestartsAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailurePreempted}, FailureDecision{"", troupev1.RestartJobAndIgnoreMaxRestartsAction}},
+		{Failure{Replica: "worker", Reason: troupev1.FailureDeleted}, FailureDecision{"", troupev1.RestartJobAction}},
+	} {
+		if got := decideFailure(fp, tt.f, "mpi"); got != tt.want {
+			t.Errorf("%+v: %+v, want %+v", tt.f, got, tt.want)
+		}
+	}
+}
+
+// A rule on the master's exit codes alone becomes a FailJob rule of the master Job's pod failure
+// policy, so the exit ends the Job without its retries; rules that also ask for a reason, that
+// Ignore, or that name only workers do not.
+func TestMasterExitCodeRules(t *testing.T) {
+	s := &Spec{MainContainer: "mpi", RunMode: RunMode{MasterType: troupev1.ReplicaLauncher},
+		Master: Master{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "launcher"}}}}}}
+	s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{
+		{Name: "bug", Action: troupev1.FailJobAction, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{7, 1}, Ranges: []troupev1.ExitCodeRange{{From: 3, To: 4}}}},
+		{Name: "worker-bug", Action: troupev1.FailJobAction, OnReplicas: []string{"worker"}, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{2}}},
+		{Name: "oom", Action: troupev1.RestartJobAction, OnReasons: []troupev1.FailureReason{troupev1.FailureOOMKilled}, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{137}}},
+	}}
+	rules := BuildMasterJob(s).Spec.PodFailurePolicy.Rules
+	if len(rules) != 1 || *rules[0].OnExitCodes.ContainerName != "launcher" || len(rules[0].OnExitCodes.Values) != 4 ||
+		rules[0].OnExitCodes.Values[0] != 1 || rules[0].OnExitCodes.Values[3] != 7 {
+		t.Errorf("pod failure policy rules %+v, want one FailJob on the launcher's 1, 3, 4, 7", rules)
+	}
+}
