@@ -124,7 +124,7 @@ func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
 	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
 	errs = append(errs, unchanged(spec.Child("appCodesToSync"), o.AppCodesToSync, n.AppCodesToSync)...)
-	errs = append(errs, failurePolicyUpdate(spec, &o.RunPolicy, &n.RunPolicy)...)
+	errs = append(errs, fixedRunPolicyUpdate(spec, &o.RunPolicy, &n.RunPolicy)...)
 	errs = append(errs, validateTemplateUpdate(spec.Child("master", "template"), &o.Master.Template, &n.Master.Template, suspended)...)
 	if oldNames, newNames := o.WorkerSetNames(), n.WorkerSetNames(); !slices.Equal(oldNames, newNames) {
 		had := "none"

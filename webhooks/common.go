@@ -69,6 +69,7 @@ func validateRunPolicy(p *field.Path, rp *troupev1.RunPolicy, replicas jobReplic
 	errs = append(errs, atLeast(p.Child("workerRestartLimit"), rp.WorkerRestartLimit, 1)...)
 	errs = append(errs, validateCleanPodPolicyOn(p, rp)...)
 	errs = append(errs, validateFailurePolicy(p.Child("failurePolicy"), rp.FailurePolicy, replicas)...)
+	errs = append(errs, validateStorage(p.Child("storage"), rp.Storage, replicas)...)
 	return append(errs, validateJobLimits(p, rp.BackoffLimit, rp.ActiveDeadlineSeconds)...)
 }
 
@@ -86,10 +87,12 @@ func validateFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy, replicas j
 	return append(errs, validateFailureRules(p.Child("rules"), fp.Rules, replicas)...)
 }
 
-// failurePolicyUpdate refuses a changed failure policy: the pods of a job with one carry their
-// restart attempt, and a count changed under a restart would make the attempts disagree.
-func failurePolicyUpdate(spec *field.Path, o, n *troupev1.RunPolicy) field.ErrorList {
-	return unchanged(spec.Child("runPolicy", "failurePolicy"), o.FailurePolicy, n.FailurePolicy)
+// fixedRunPolicyUpdate refuses a changed failure policy or storage: the pods of a job with a
+// failure policy carry their restart attempt, and a count changed under a restart would make
+// the attempts disagree; a StatefulSet's claim templates cannot change.
+func fixedRunPolicyUpdate(spec *field.Path, o, n *troupev1.RunPolicy) field.ErrorList {
+	errs := unchanged(spec.Child("runPolicy", "failurePolicy"), o.FailurePolicy, n.FailurePolicy)
+	return append(errs, unchanged(spec.Child("runPolicy", "storage"), o.Storage, n.Storage)...)
 }
 
 // validateJobLimits checks the retries and the deadline of a batch Job: the run policy's, or a

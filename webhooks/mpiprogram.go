@@ -117,7 +117,7 @@ func validateMPIProgramUpdate(o, n *troupev1.MPIProgramSpec, at programPaths) fi
 	errs = append(errs, unchanged(spec.Child("ssh"), o.SSH, n.SSH)...)
 	errs = append(errs, validateRunModeUpdate(spec.Child("runMode"), o.RunMode, n.RunMode)...)
 	errs = append(errs, unchanged(spec.Child("appCodesToSync"), o.AppCodesToSync, n.AppCodesToSync)...)
-	errs = append(errs, failurePolicyUpdate(spec, &o.RunPolicy, &n.RunPolicy)...)
+	errs = append(errs, fixedRunPolicyUpdate(spec, &o.RunPolicy, &n.RunPolicy)...)
 	oldLaunch, newLaunch := launcherTemplate(o), launcherTemplate(n)
 	switch {
 	case (oldLaunch == nil) != (newLaunch == nil):

@@ -201,7 +201,7 @@ func (w PyTorchJob) ValidateUpdate(ctx context.Context, old, job *troupev1.PyTor
 	errs = append(errs, unchanged(spec.Child("elasticPolicy"), old.Spec.ElasticPolicy, job.Spec.ElasticPolicy)...)
 	errs = append(errs, unchanged(spec.Child("nprocPerNode"), old.Spec.NprocPerNode, job.Spec.NprocPerNode)...)
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(old.Spec.SchedulingPolicy.Gang, ""), ptr.Deref(job.Spec.SchedulingPolicy.Gang, ""))...)
-	errs = append(errs, failurePolicyUpdate(spec, &old.Spec.RunPolicy, &job.Spec.RunPolicy)...)
+	errs = append(errs, fixedRunPolicyUpdate(spec, &old.Spec.RunPolicy, &job.Spec.RunPolicy)...)
 	errs = append(errs, validateQueueUpdate(old, job)...)
 	return nil, invalid("PyTorchJob", job.Name, errs)
 }

@@ -8,9 +8,12 @@ it starts (static, or elastic with a c10d rendezvous). It prints each rank's hos
 training loss of every epoch and, on rank 0, the test accuracy and the world size it ended
 with; it exits non-zero if the ranks end with different weights.
 
-An elastic run starts over when workers come or go (torchrun restarts the group with the new
-world size; this program keeps no checkpoint); --epoch-seconds paces the epochs so that a scale
-can happen mid-run.
+With --checkpoint-dir, rank 0 saves the model and the epoch there every --checkpoint-every
+epochs (a new file renamed over the old one, so a kill mid-write leaves the last whole one) and,
+at start, resumes from the checkpoint it finds, saying so; DistributedDataParallel then gives
+every rank rank 0's weights. Without it, an elastic run starts over when workers come or go
+(torchrun restarts the group with the new world size). --epoch-seconds paces the epochs so that
+a scale or a kill can happen mid-run.
 
 Run with, for example: python3 /opt/troupe/torchrun /opt/troupe/ddp.py --epochs 20 (the PET_*
 environment of a PyTorchJob's pods gives torchrun the rest).
@@ -38,7 +41,29 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epoch-seconds", type=float, default=0.0,
                    help="make every epoch last at least this long")
+    p.add_argument("--checkpoint-dir", default="",
+                   help="rank 0 saves its checkpoint here and resumes from it")
+    p.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints")
     return p.parse_args()
+
+
+def load_checkpoint(directory, module):
+    """Loads rank 0's checkpoint into module; returns the epoch it was saved after (0: none)."""
+    path = os.path.join(directory, "checkpoint.pt")
+    if not directory or not os.path.exists(path):
+        return 0
+    saved = torch.load(path)
+    module.load_state_dict(saved["model"])
+    print(f"resuming from the checkpoint of epoch {saved['epoch']} ({path})", flush=True)
+    return int(saved["epoch"])
+
+
+def save_checkpoint(directory, module, epoch):
+    """Saves module and epoch to a new file and renames it over the last checkpoint."""
+    path = os.path.join(directory, "checkpoint.pt")
+    torch.save({"epoch": epoch, "model": module.state_dict()}, path + ".new")
+    os.replace(path + ".new", path)
+    print(f"checkpoint of epoch {epoch} saved", flush=True)
 
 
 def main():
@@ -58,8 +83,13 @@ def main():
     y_shard = torch.from_numpy(y_train[rank::size])
 
     torch.manual_seed(args.seed)
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
-        torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)))
+    module = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    # Rank 0 loads the checkpoint before DDP wraps the module: DDP copies rank 0's weights to
+    # every rank. Every rank then starts after the checkpoint's epoch (plain SGD keeps no state).
+    first = torch.tensor([load_checkpoint(args.checkpoint_dir, module) if rank == 0 else 0])
+    dist.broadcast(first, src=0)
+    first = int(first.item()) + 1
+    model = torch.nn.parallel.DistributedDataParallel(module)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -67,7 +97,7 @@ def main():
     steps = torch.tensor([len(x_shard) // args.batch_size])
     dist.all_reduce(steps, op=dist.ReduceOp.MIN)
     steps = int(steps.item())
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
         order = torch.randperm(len(x_shard), generator=torch.Generator().manual_seed(epoch))
         total = torch.zeros(1)
@@ -82,6 +112,8 @@ def main():
         if rank == 0:
             print(f"epoch {epoch} loss {total.item() / max(steps, 1) / size:.4f} world size {size}",
                   flush=True)
+            if args.checkpoint_dir and epoch % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint_dir, module, epoch)
         time.sleep(max(0.0, args.epoch_seconds - (time.monotonic() - started)))
 
     with torch.no_grad():

@@ -71,6 +71,12 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return Acted{Adopted: adopted, Expired: expired}, err
 		}
 	}
+	// Claims before the pods that mount them.
+	if !s.Plan.Ended() {
+		if _, err := r.ensureClaims(ctx, s); err != nil {
+			return Acted{Adopted: adopted}, err
+		}
+	}
 	acted, err := r.syncChildren(ctx, job, s, obs, adopted)
 	acted.Adopted = adopted
 	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed

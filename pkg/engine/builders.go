@@ -184,6 +184,7 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 			Template:            tmpl,
 		},
 	}
+	s.withStatefulSetClaims(sts, ws)
 	setTemplateHash(sts, &sts.Spec.Template)
 	return withSpecHash(sts)
 }
@@ -211,6 +212,9 @@ func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 		name := podOrdinalName(ws.ChildName, i)
 		tmpl := *base.DeepCopy()
 		tmpl.Spec.Hostname = name
+		for _, t := range s.claimTemplatesOf(ws) {
+			withClaimVolume(&tmpl, t.Name, workerClaimName(t.Name, name))
+		}
 		if d, ok := s.Backend.(IndexedDecorator); ok {
 			d.DecorateIndexedPod(s, ws, i, &tmpl)
 		}
@@ -336,6 +340,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 		s.Gang.DecoratePod(s, &tmpl)
 	}
 	s.CodeSync.decoratePod(s, &tmpl)
+	s.withSharedClaims(&tmpl)
 	s.applyRunMode(&tmpl, ws)
 	s.labelRestartAttempt(&tmpl)
 	endWithLogTail(&tmpl)

@@ -51,6 +51,8 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	for _, t := range childTypes {
 		opts.ByObject[t.cacheObject()] = cache.ByObject{Label: ours}
 	}
+	// Claims the engine made (storage.go): read to know they exist, never watched for passes.
+	opts.ByObject[&corev1.PersistentVolumeClaim{}] = cache.ByObject{Label: ours}
 	for _, o := range owned {
 		opts.ByObject[o] = cache.ByObject{Label: ours}
 	}

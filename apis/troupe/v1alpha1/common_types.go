@@ -92,6 +92,12 @@ type RunPolicy struct {
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// storage makes volume claims for the job's pods: one per worker pod (claimTemplates) or
+	// one per job (sharedClaims), kept across whole-job restarts, deleted with the job or
+	// retained. It cannot change once the job exists. See docs/storage.md.
+	// +optional
+	Storage *Storage `json:"storage,omitempty"`
+
 	// workerRestartLimit is how many times the containers of one worker pod may be restarted
 	// by the kubelet (a crash loop) in one attempt before the worker counts as failed: the job
 	// then restarts under failurePolicy, or fails with reason WorkerCrashLooping, instead of

@@ -240,6 +240,7 @@ func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
 // +kubebuilder:validation:XValidation:rule="has(self.mpiHome) == has(oldSelf.mpiHome) && (!has(self.mpiHome) || self.mpiHome == oldSelf.mpiHome)",fieldPath=".mpiHome",messageExpression="has(oldSelf.mpiHome) ? 'cannot change once the job exists (was \\\"%s\\\")'.format([oldSelf.mpiHome]) : 'cannot change once the job exists (was unset)'"
 // +kubebuilder:validation:XValidation:rule="(has(self.launcher) && has(self.launcher.template)) == (has(oldSelf.launcher) && has(oldSelf.launcher.template))",fieldPath=".launcher.template",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.failurePolicy)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy) && self.runPolicy.failurePolicy == oldSelf.runPolicy.failurePolicy) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy))",message="runPolicy.failurePolicy: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"
 type MPIProgramSpec struct {
 	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
 	// (spec.workerTemplate).

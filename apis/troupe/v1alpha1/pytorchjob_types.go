@@ -149,6 +149,7 @@ type PyTorchElasticPolicy struct {
 // +kubebuilder:validation:XValidation:rule="has(self.elasticPolicy) == has(oldSelf.elasticPolicy)",fieldPath=".elasticPolicy",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="has(self.pytorchReplicaSpecs.Master) == has(oldSelf.pytorchReplicaSpecs.Master)",fieldPath=".pytorchReplicaSpecs.Master",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || !has(self.runPolicy) || !has(self.runPolicy.failurePolicy) || (self.runPolicy.failurePolicy.maxRestarts == 0 && (!has(self.runPolicy.failurePolicy.rules) || self.runPolicy.failurePolicy.rules.all(r, r.action == 'Ignore' || r.action == 'FailJob')))",fieldPath=".runPolicy.failurePolicy",message="torch elastic keeps training when workers come and go and is not restarted as a whole: maxRestarts must be 0 and a rule may Ignore a lost worker or FailJob"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"
 type PyTorchJobSpec struct {
 	// runPolicy is the lifecycle policy: kubeflow's fields (cleanPodPolicy, default None here
 	// as in kubeflow; ttlSecondsAfterFinished, activeDeadlineSeconds, backoffLimit, suspend,

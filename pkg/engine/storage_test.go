@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+)
+
+func claimSpec(size string) corev1.PersistentVolumeClaimSpec {
+	return corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+	}
+}
+
+// claimOf is the claim a pod template's volume name is backed by, or "".
+func claimOf(tmpl *corev1.PodTemplateSpec, name string) string {
+	for _, v := range tmpl.Spec.Volumes {
+		if v.Name == name && v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	return ""
+}
+
+// runPolicy.storage: a StatefulSet set gets its claim templates as volumeClaimTemplates (kept
+// when scaled down, deleted with it unless retained) and no volume of the same name of its
+// own; a set of Jobs gets one claim per index, mounted in that index's Job; shared claims are
+// mounted in every pod; the engine builds the claims it makes itself, owned by the job unless
+// retained.
+func TestStorageClaims(t *testing.T) {
+	for _, retention := range []troupev1.ClaimRetention{troupev1.ClaimRetentionDelete, troupev1.ClaimRetentionRetain} {
+		s := testSpec()
+		s.WorkerSets[1].RunsToCompletion = true
+		s.WorkerSets[1].Replicas = 2
+		s.WorkerSets[0].Template.Spec.Volumes = []corev1.Volume{{Name: "ckpt", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		s.RunPolicy.Storage = &troupev1.Storage{
+			ClaimTemplates: []troupev1.WorkerClaimTemplate{{Name: "ckpt", Spec: claimSpec("1Gi")}},
+			SharedClaims:   []troupev1.SharedClaim{{Name: "data", Spec: claimSpec("5Gi")}},
+			Retention:      ptr.To(retention),
+		}
+		sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+		wantDeleted := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+		if retention == troupev1.ClaimRetentionRetain {
+			wantDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		}
+		if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != "ckpt" ||
+			sts.Spec.PersistentVolumeClaimRetentionPolicy == nil || sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted != wantDeleted ||
+			sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+			t.Errorf("%s: StatefulSet claims %+v, retention %+v", retention, sts.Spec.VolumeClaimTemplates, sts.Spec.PersistentVolumeClaimRetentionPolicy)
+		}
+		if slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "ckpt" }) {
+			t.Errorf("%s: the StatefulSet's template keeps its own volume ckpt, which the claim replaces", retention)
+		}
+		if got := claimOf(&sts.Spec.Template, "data"); got != "train-data" {
+			t.Errorf("%s: worker volume data is claim %q, want train-data", retention, got)
+		}
+		jobs := BuildWorkerJobs(s, &s.WorkerSets[1], false)
+		for i, j := range jobs {
+			want := "ckpt-train-workerset-gpu-" + string(rune('0'+i))
+			if got := claimOf(&j.Spec.Template, "ckpt"); got != want || claimOf(&j.Spec.Template, "data") != "train-data" {
+				t.Errorf("%s: Job %s mounts ckpt %q, data %q; want %s and train-data", retention, j.Name, got, claimOf(&j.Spec.Template, "data"), want)
+			}
+		}
+		var master *batchv1.Job = BuildMasterJob(s)
+		if got := claimOf(&master.Spec.Template, "data"); got != "train-data" {
+			t.Errorf("%s: master volume data is claim %q", retention, got)
+		}
+		var names []string
+		for _, c := range BuildClaims(s) {
+			names = append(names, c.Name)
+			if owned := len(c.OwnerReferences) == 1; owned != (retention == troupev1.ClaimRetentionDelete) {
+				t.Errorf("%s: claim %s has owners %v", retention, c.Name, c.OwnerReferences)
+			}
+			if c.Labels[troupev1.LabelManagedBy] != troupev1.ManagedByTroupe || c.Labels[troupev1.LabelJobUID] != "uid-1" {
+				t.Errorf("%s: claim %s labels %v: the cache would not hold it", retention, c.Name, c.Labels)
+			}
+		}
+		if want := []string{"train-data", "ckpt-train-workerset-gpu-0", "ckpt-train-workerset-gpu-1"}; !slices.Equal(names, want) {
+			t.Errorf("%s: claims %v, want %v", retention, names, want)
+		}
+	}
+}
+
+// A job without storage has no claim and its children are as before.
+func TestNoStorageNoClaims(t *testing.T) {
+	s := testSpec()
+	if c := BuildClaims(s); c != nil {
+		t.Errorf("claims %v", c)
+	}
+	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+	if sts.Spec.VolumeClaimTemplates != nil || sts.Spec.PersistentVolumeClaimRetentionPolicy != nil {
+		t.Errorf("StatefulSet %+v", sts.Spec)
+	}
+}
