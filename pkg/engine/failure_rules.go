@@ -45,7 +45,7 @@ func (d FailureDecision) String() string {
 		return fmt.Sprintf("rule %q (%s)", d.Rule, d.Action)
 	}
 	if d.Action == troupev1.RestartJobAndIgnoreMaxRestartsAction {
-		return "a disruption, not counted toward maxRestarts"
+		return fmt.Sprintf("default rule %q (%s)", troupev1.DisruptionsRule, d.Action)
 	}
 	return ""
 }

@@ -491,12 +491,12 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 // restartMessage is the Restarting condition's message for the restart being recorded: which
 // restart, whether it counts toward maxRestarts, the rule that decided it and the cause, for
 // example `attempt 2 of 3: worker pod train-worker-1 failed (Error)` or `restart 3, not counted
-// toward maxRestarts (a disruption): worker pod train-worker-0 was disrupted (...)`.
+// toward maxRestarts (default rule "disruptions"): worker pod train-worker-0 was disrupted (...)`.
 func restartMessage(s *Spec, prev *troupev1.JobStatus) string {
 	seen := s.Plan.RestartSeen
 	d := seen.Decision
 	if !d.Counted() {
-		who := "a disruption"
+		who := fmt.Sprintf("default rule %q", troupev1.DisruptionsRule)
 		if d.Rule != "" {
 			who = fmt.Sprintf("rule %q", d.Rule)
 		}

@@ -91,7 +91,7 @@ func TestDrainedWorkerRestartsWithoutSpendingTheBudget(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, troupev1.ConditionRestarting)
 	if got.Status.Phase != troupev1.JobSucceeded || got.Status.Restarts != 1 || got.Status.UncountedRestarts != 1 ||
 		!slices.Equal(got.Status.RestartsByReason, []troupev1.RestartCount{{Reason: troupev1.FailureEvicted, Count: 1}}) ||
-		c == nil || !strings.HasPrefix(c.Message, "restart 1, not counted toward maxRestarts (a disruption): worker pod mpi-example-worker-") {
+		c == nil || !strings.HasPrefix(c.Message, `restart 1, not counted toward maxRestarts (default rule "disruptions"): worker pod mpi-example-worker-`) {
 		t.Errorf("phase %s, restarts %d (uncounted %d, by reason %v), Restarting %+v; want Succeeded after one eviction not counted",
 			got.Status.Phase, got.Status.Restarts, got.Status.UncountedRestarts, got.Status.RestartsByReason, c)
 	}

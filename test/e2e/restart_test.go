@@ -167,8 +167,8 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 	// (a loaded machine) no longer sees it failed, only that the pod it recorded is gone (and
 	// the reason the watch saw when it went). An eviction is a disruption: not counted.
 	said := []string{
-		"restart 1, not counted toward maxRestarts (a disruption): worker pod mpi-example-worker-1 failed (Evicted)",
-		"restart 1, not counted toward maxRestarts (a disruption): worker pod mpi-example-worker-1 was deleted",
+		`restart 1, not counted toward maxRestarts (default rule "disruptions"): worker pod mpi-example-worker-1 failed (Evicted)`,
+		`restart 1, not counted toward maxRestarts (default rule "disruptions"): worker pod mpi-example-worker-1 was deleted`,
 	}
 	if c == nil || !slices.Contains(said, c.Message) {
 		t.Fatalf("Restarting condition %+v, want a message of %q", c, said)

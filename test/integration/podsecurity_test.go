@@ -51,14 +51,27 @@ func podFrom(t *testing.T, ns, name string, tmpl *corev1.PodTemplateSpec) error 
 
 // When the user's templates pass the Pod Security Standard "restricted", so does every pod
 // troupe makes of them in a namespace that enforces it: the launcher with its troupe-wait init
-// container, a generated launcher, the git clones, and the SSH workers with their sshd.
+// container, a generated launcher, the git clones, the SSH workers with their sshd, and the
+// volume claims of the job's storage.
 func TestPodsPassRestrictedPodSecurity(t *testing.T) {
 	ns := restrictedNamespace(t)
 	job := smallMPIJob(t, ns)
 	restrictedTemplate(&job.Spec.Worker.Template)
 	job.Spec.AppCodesToSync = []troupev1.AppCode{{Name: "app", GitRepo: "https://git.example.com/app.git", MountPath: "/code"}}
+	// Claims of the job's storage: persistentVolumeClaim volumes, which "restricted" allows.
+	job.Spec.RunPolicy.Storage = &troupev1.Storage{
+		ClaimTemplates: []troupev1.WorkerClaimTemplate{{Name: "ckpt", Spec: testClaimSpec("1Gi")}},
+		SharedClaims:   []troupev1.SharedClaim{{Name: "data", Spec: testClaimSpec("1Gi")}},
+	}
 	createMPIJob(t, job)
 	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "mpi-example-worker")
+	for _, c := range sts.Spec.VolumeClaimTemplates { // as the StatefulSet controller mounts them
+		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, corev1.Volume{Name: c.Name,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-mpi-example-worker-0"}}})
+	}
+	if volumeClaim(&sts.Spec.Template, "ckpt") == "" || volumeClaim(&sts.Spec.Template, "data") == "" {
+		t.Fatalf("the worker pod would mount no claim: %v", sts.Spec.Template.Spec.Volumes)
+	}
 	launcher := waitFor(t, &batchv1.Job{}, ns, "mpi-example-launcher")
 	if len(launcher.Spec.Template.Spec.InitContainers) == 0 || len(sts.Spec.Template.Spec.InitContainers) == 0 {
 		t.Fatalf("no init containers to judge: launcher %v, workers %v", launcher.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.InitContainers)

@@ -158,6 +158,11 @@ type RestartCount struct {
 	Count int32 `json:"count"`
 }
 
+// DisruptionsRule names the default rule that restarts a job without counting toward
+// maxRestarts when a pod was Evicted, Preempted or its node lost, and no rule of the user's
+// matched: the Restarting condition's message names it.
+const DisruptionsRule = "disruptions"
+
 // ReasonFailJobRule is the Failed condition's reason when a failure policy rule with action
 // FailJob matched; the message names the rule and the failure.
 const ReasonFailJobRule = "FailJobRule"
