@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -69,7 +68,7 @@ func TestStorageClaims(t *testing.T) {
 				t.Errorf("%s: Job %s mounts ckpt %q, data %q; want %s and train-data", retention, j.Name, got, claimOf(&j.Spec.Template, "data"), want)
 			}
 		}
-		var master *batchv1.Job = BuildMasterJob(s)
+		master := BuildMasterJob(s)
 		if got := claimOf(&master.Spec.Template, "data"); got != "train-data" {
 			t.Errorf("%s: master volume data is claim %q", retention, got)
 		}
