@@ -40,7 +40,7 @@ func validateFailureRules(p *field.Path, rules []troupev1.FailureRule, replicas 
 	for i := range rules {
 		r, rp := &rules[i], p.Index(i)
 		if names[r.Name] {
-			errs = append(errs, field.Duplicate(rp.Child("name"), r.Name))
+			errs = append(errs, field.Duplicate(rp, r.Name)) // as the CRD's list map says it
 		}
 		names[r.Name] = true
 		if !oneOf(failureActions, r.Action) {
@@ -69,14 +69,15 @@ func validateFailureRules(p *field.Path, rules []troupev1.FailureRule, replicas 
 	return errs
 }
 
-// validateElasticFailurePolicy refuses what would restart an elastic job as a whole: it keeps
-// training as workers come and go, so its failure policy may only Ignore a lost worker or fail
-// the job (FailJob), with maxRestarts 0.
-func validateElasticFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy) field.ErrorList {
+// validateElasticFailurePolicy refuses what would restart an elastic job as a whole: framework
+// (elastic Horovod, torch elastic) keeps training as workers come and go, so its failure policy
+// may only Ignore a lost worker or fail the job (FailJob), with maxRestarts 0. The words are the
+// CRD rule's.
+func validateElasticFailurePolicy(p *field.Path, fp *troupev1.FailurePolicy, framework string) field.ErrorList {
 	if fp == nil {
 		return nil
 	}
-	const why = "an elastic job keeps training as workers come and go and is not restarted as a whole"
+	why := framework + " keeps training when workers come and go and is not restarted as a whole"
 	var errs field.ErrorList
 	if fp.MaxRestarts != 0 {
 		errs = append(errs, field.Invalid(p.Child("maxRestarts"), fp.MaxRestarts, why+": must be 0"))
@@ -110,7 +111,7 @@ func validateExitCodes(p *field.Path, m *troupev1.ExitCodeMatch) field.ErrorList
 	for i, r := range m.Ranges {
 		at := p.Child("ranges").Index(i)
 		if r.From < 1 || r.To > 255 || r.From > r.To {
-			errs = append(errs, field.Invalid(at, fmt.Sprintf("%d-%d", r.From, r.To), "a range is from..to within 1 to 255, from not above to"))
+			errs = append(errs, field.Invalid(at, fmt.Sprintf("%d-%d", r.From, r.To), "from must not be above to, both within 1 to 255"))
 			continue
 		}
 		for c := r.From; c <= r.To; c++ {

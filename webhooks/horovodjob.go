@@ -60,7 +60,7 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "transport"),
 			"elastic Horovod starts its workers with ssh itself: use transport SSH"))
 	}
-	return append(errs, validateElasticFailurePolicy(field.NewPath("spec", "runPolicy", "failurePolicy"), job.Spec.RunPolicy.FailurePolicy)...)
+	return append(errs, validateElasticFailurePolicy(field.NewPath("spec", "runPolicy", "failurePolicy"), job.Spec.RunPolicy.FailurePolicy, "elastic Horovod")...)
 }
 
 // ValidateCreate refuses a HorovodJob that could not run as written.

@@ -130,7 +130,7 @@ func validateElasticPolicy(spec *field.Path, s *troupev1.PyTorchJobSpec) field.E
 	if e.NProcPerNode != nil && s.NprocPerNode != nil {
 		errs = append(errs, field.Forbidden(p.Child("nProcPerNode"), "must not be used with spec.nprocPerNode"))
 	}
-	errs = append(errs, validateElasticFailurePolicy(spec.Child("runPolicy", "failurePolicy"), s.RunPolicy.FailurePolicy)...)
+	errs = append(errs, validateElasticFailurePolicy(spec.Child("runPolicy", "failurePolicy"), s.RunPolicy.FailurePolicy, "torch elastic")...)
 	if len(e.Metrics) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("metrics"),
 			"troupe creates no HorizontalPodAutoscaler: leave metrics out and scale the workers with kubectl scale pytorchjob/<name> --replicas=N (between minReplicas and maxReplicas)"))

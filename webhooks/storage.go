@@ -17,6 +17,16 @@ func validateStorage(p *field.Path, st *troupev1.Storage, replicas jobReplicas) 
 		return nil
 	}
 	var errs field.ErrorList
+	shared := map[string]bool{}
+	for _, c := range st.SharedClaims {
+		shared[c.Name] = true
+	}
+	for i := range st.ClaimTemplates {
+		if name := st.ClaimTemplates[i].Name; shared[name] {
+			errs = append(errs, field.Invalid(p.Child("claimTemplates").Index(i).Child("name"), name,
+				"a claim template and a shared claim must not have one name: each is a volume of the pods"))
+		}
+	}
 	for i := range st.ClaimTemplates {
 		t, tp := &st.ClaimTemplates[i], p.Child("claimTemplates").Index(i)
 		for j, set := range t.WorkerSets {

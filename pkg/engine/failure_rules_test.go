@@ -3,7 +3,9 @@ package engine
 import (
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -89,5 +91,44 @@ func TestMasterExitCodeRules(t *testing.T) {
 	if len(rules) != 1 || *rules[0].OnExitCodes.ContainerName != "launcher" || len(rules[0].OnExitCodes.Values) != 4 ||
 		rules[0].OnExitCodes.Values[0] != 1 || rules[0].OnExitCodes.Values[3] != 7 {
 		t.Errorf("pod failure policy rules %+v, want one FailJob on the launcher's 1, 3, 4, 7", rules)
+	}
+}
+
+// ignoringAdapter is completingAdapter for an elastic set whose failure policy ignores a failed
+// worker.
+type ignoringAdapter struct{ completingAdapter }
+
+func (a ignoringAdapter) Describe(job Object, s *Spec) error {
+	if err := a.completingAdapter.Describe(job, s); err != nil {
+		return err
+	}
+	s.ElasticWorkers = true
+	s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{
+		{Name: "lost-worker", Action: troupev1.IgnoreAction, OnReplicas: []string{"ws"}},
+	}}
+	return nil
+}
+
+// An elastic job whose rule ignores a lost worker keeps running when a worker Job fails: the
+// Job is deleted (by its UID) and made again, with no restart and no failure.
+func TestIgnoredWorkerJobIsMadeAgain(t *testing.T) {
+	h := newRestartHarness(t, nil)
+	h.r.adapter = ignoringAdapter{}
+	h.reconcile()
+	h.workerJobPodsRun(2)
+	h.reconcile()
+	failed := h.workerJob(1)
+	finishedJob(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit")(failed)
+	if err := h.c.Status().Update(h.ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	st := h.reconcile()
+	if st.Phase == troupev1.JobFailed || st.Restarts != 0 || meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed) != nil {
+		t.Fatalf("phase %s, restarts %d, conditions %+v: an ignored worker ended or restarted the job", st.Phase, st.Restarts, st.Conditions)
+	}
+	h.reconcile()
+	if again := h.workerJob(1); terminalJobCondition(again) != nil || !again.DeletionTimestamp.IsZero() {
+		t.Errorf("worker Job %s after the ignored failure: conditions %+v, deletion %v; want it made again, new", again.Name,
+			again.Status.Conditions, again.DeletionTimestamp)
 	}
 }
