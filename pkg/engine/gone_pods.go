@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -46,10 +45,7 @@ func (g *goneWorkers) record(p *corev1.Pod, now time.Time) {
 	if job == "" || p.Labels[troupev1.LabelRole] != troupev1.RoleWorker {
 		return
 	}
-	oom := slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool {
-		exit := lastExit(cs)
-		return exit != nil && exit.Reason == "OOMKilled"
-	})
+	reason := podFailure("", p).Reason // as a pass would read the pod
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for j, pods := range g.jobs {
@@ -65,7 +61,7 @@ func (g *goneWorkers) record(p *corev1.Pod, now time.Time) {
 	if g.jobs[job] == nil {
 		g.jobs[job] = map[types.UID]goneWorker{}
 	}
-	g.jobs[job][p.UID] = goneWorker{reason: podFailureReason(p, oom), at: now}
+	g.jobs[job][p.UID] = goneWorker{reason: reason, at: now}
 }
 
 // of is why the job's worker pods that went were lost, by pod UID.
