@@ -6,7 +6,7 @@
 # restarts the operator and the example.
 #
 # REAL=1 (make demo REAL=1): the cluster gets this machine as a real node (containerd, images of
-# make images), troupe is installed from deploy/ as a user installs it (kubectl apply -k: the
+# make images), troupe is installed from config/ as a user installs it (kubectl apply -k: the
 # operator image, two replicas, webhooks behind their Service) and the training example
 # (examples/chainerjob-mn-realnode.yaml, troupe-train) really runs, to Succeeded from mpiexec's
 # exit code. The kwok nodes are tainted for the demo so that troupe's pods run on the real node.
@@ -43,8 +43,8 @@ if [[ ${REAL:-} == 1 ]]; then
   kubectl taint node "$real" troupe.dev/real-node=true:NoSchedule- >/dev/null 2>&1 || true
   kubectl get nodes -o wide
 
-  step "installing troupe: kubectl apply --server-side -k deploy/"
-  kubectl apply --server-side --force-conflicts -k deploy/ | grep -v unchanged || true
+  step "installing troupe: kubectl apply --server-side -k config/"
+  kubectl apply --server-side --force-conflicts -k config/ | grep -v unchanged || true
   kubectl -n troupe-system rollout status deployment/troupe-operator --timeout=300s
   kubectl -n troupe-system get pods -o wide
 
@@ -82,7 +82,7 @@ export KUBECONFIG
 kubectl get nodes -L nvidia.com/gpu.present
 
 step "installing the CRDs"
-kubectl apply --server-side -f deploy/crds/
+kubectl apply --server-side -f config/crds/
 kubectl wait --for=condition=Established --timeout=60s crd/chainerjobs.troupe.dev
 
 step "starting troupe-operator (log: $DEMO_DIR/operator.log)"

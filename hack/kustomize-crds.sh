@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Keeps deploy/kustomization.yaml listing exactly the CRDs of deploy/crds (make manifests runs it
+# Keeps config/kustomization.yaml listing exactly the CRDs of config/crds (make manifests runs it
 # after controller-gen): a new kind's CRD is installed without editing the file, a removed one
 # is dropped, and the lines already there keep their order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-k=deploy/kustomization.yaml
-present=$(cd deploy && ls crds/*.yaml | sort)
+k=config/kustomization.yaml
+present=$(cd config && ls crds/*.yaml | sort)
 # Write the kept lines and, after the last CRD line, the CRDs not yet listed.
 awk -v present="$present" '
 BEGIN { n = split(present, files, "\n"); for (i = 1; i <= n; i++) have[files[i]] = 1 }

@@ -43,7 +43,7 @@ VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 TROUPE_CACHE ?= $(HOME)/.cache/troupe
 
 # Images (make images, hack/images/build.sh): names are $(IMAGE_REGISTRY)/<image>:$(IMAGE_TAG),
-# the operator's defaults (--agent-image, deploy/). The Debian images are made from this suite
+# the operator's defaults (--agent-image, config/ and deploy/). The Debian images are made from this suite
 # of the machine's apt sources.
 IMAGE_REGISTRY ?= ghcr.io/troupe-dev
 IMAGE_TAG ?= v0.1.0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # webhooks-local.sh PORT: point the cluster in $KUBECONFIG at admission webhooks served by a
 # troupe-operator running on this machine (https://localhost:PORT), as `make demo` and the e2e
-# tests run it. It applies deploy/webhook with each Service reference turned into a URL, and
+# tests run it. It applies config/webhook with each Service reference turned into a URL, and
 # creates the namespace and the (empty) Secret the operator's certificate rotator fills; the
 # operator then writes the CA into the configurations' caBundle.
 set -euo pipefail
@@ -18,5 +18,5 @@ awk -v base="https://localhost:$port" '
   inservice && /^ *(name|namespace|port):/ { next }
   inservice && /^ *path:/ { sub(/^ *path: */, ""); printf "%*surl: %s%s\n", indent, "", base, $0; inservice = 0; next }
   { inservice = 0; print }
-' deploy/webhook/manifests.yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
+' config/webhook/manifests.yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
 echo "webhooks: https://localhost:$port (certificate Secret $ns/$secret)"

@@ -14,13 +14,13 @@ import (
 // carry a second schema of about the same size, so one version may use a little under half.
 const maxCRDBytes = 700_000
 
-// Every CRD fits its bound, and the chart ships the same CRDs as deploy/crds (Helm installs
+// Every CRD fits its bound, and the chart ships the same CRDs as config/crds (Helm installs
 // them from its crds/ directory). hack/crdtrim keeps the pod templates' share small: without it
 // the MPIJob CRD was 1,254,135 bytes.
 func TestCRDSizes(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "deploy", "crds", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "config", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in deploy/crds (%v)", err)
+		t.Fatalf("no CRDs in config/crds (%v)", err)
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -37,7 +37,7 @@ func TestCRDSizes(t *testing.T) {
 		}
 		inChart, err := os.ReadFile(filepath.Join("..", "charts", "troupe", "crds", filepath.Base(f)))
 		if err != nil || !bytes.Equal(inChart, data) {
-			t.Errorf("charts/troupe/crds/%s is not deploy/crds' (%v): run make manifests", filepath.Base(f), err)
+			t.Errorf("charts/troupe/crds/%s is not config/crds' (%v): run make manifests", filepath.Base(f), err)
 		}
 	}
 }

@@ -42,7 +42,7 @@ type crdSchema struct {
 
 func loadCRDSchemas(tb testing.TB) map[string]crdSchema {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "deploy", "crds", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "config", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		tb.Fatalf("no CRDs: %v", err)
 	}

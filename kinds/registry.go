@@ -86,7 +86,7 @@ func SetupControllers(mgr ctrl.Manager, o controllers.Options) error {
 }
 
 // SetupWebhooks registers every kind's defaulting and validating webhook with the manager's
-// webhook server, at the paths deploy/webhook names.
+// webhook server, at the paths config/webhook names.
 func SetupWebhooks(mgr ctrl.Manager, o webhooks.Options) error {
 	for _, k := range registry {
 		if err := k.SetupWebhook(mgr, o); err != nil {
@@ -104,7 +104,7 @@ type webhook[T runtime.Object] interface {
 
 // setupWebhook registers a kind's webhooks for objects of obj's type: the validating one through
 // controller-runtime's builder, the defaulting one as webhooks.DefaultingHandler, which writes
-// the defaults alone, at the path the builder would give it (deploy/webhook names it).
+// the defaults alone, at the path the builder would give it (config/webhook names it).
 func setupWebhook[T runtime.Object](mgr ctrl.Manager, obj T, w webhook[T]) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(w).Complete(); err != nil {
 		return err
@@ -119,7 +119,7 @@ func setupWebhook[T runtime.Object](mgr ctrl.Manager, obj T, w webhook[T]) error
 	return nil
 }
 
-// mutatePath is where deploy/webhook's mutating webhook of a kind calls: controller-runtime's
+// mutatePath is where config/webhook's mutating webhook of a kind calls: controller-runtime's
 // convention, /mutate-<group with dashes>-<version>-<kind in lower case>.
 func mutatePath(gvk schema.GroupVersionKind) string {
 	return "/mutate-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)

@@ -17,7 +17,7 @@ import (
 // names itself as its object's API kind: a kind whose file was forgotten would be served by the
 // API server with no controller and no webhook behind it.
 func TestEveryCRDIsARegisteredKind(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "deploy", "crds", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "config", "crds", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestEveryCRDIsARegisteredKind(t *testing.T) {
 	}
 	slices.Sort(crdKinds)
 	if !slices.Equal(crdKinds, registered) {
-		t.Errorf("deploy/crds has %v, the registry %v", crdKinds, registered)
+		t.Errorf("config/crds has %v, the registry %v", crdKinds, registered)
 	}
 }
 

@@ -1,6 +1,6 @@
 package webhooks
 
-// The webhook configurations deploy/webhook holds; the operator keeps their caBundle current.
+// The webhook configurations config/webhook holds; the operator keeps their caBundle current.
 // +kubebuilder:webhookconfiguration:mutating=true,name=troupe-mutating-webhook-configuration
 // +kubebuilder:webhookconfiguration:mutating=false,name=troupe-validating-webhook-configuration
 

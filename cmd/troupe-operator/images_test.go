@@ -25,13 +25,13 @@ func TestDefaultImagesAreBuilt(t *testing.T) {
 	if want := registry + "/troupe-agent:" + tag; defaultAgentImage != want {
 		t.Errorf("--agent-image defaults to %s; make images builds %s", defaultAgentImage, want)
 	}
-	deployment, err := os.ReadFile("../../deploy/install/operator.yaml")
+	deployment, err := os.ReadFile("../../config/install/operator.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := registry + "/troupe-operator:" + tag
 	images := regexp.MustCompile(`(?m)^\s*image:\s*(\S+)\s*$`).FindAllSubmatch(deployment, -1)
 	if len(images) != 1 || string(images[0][1]) != want {
-		t.Errorf("deploy/install/operator.yaml runs images %q; make images builds %s", images, want)
+		t.Errorf("config/install/operator.yaml runs images %q; make images builds %s", images, want)
 	}
 }

@@ -61,7 +61,7 @@ func run() error {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one of several replicas reconciles.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
 	flag.Var(&watchNS, "watch-namespaces",
-		"Comma-separated namespaces whose jobs the operator runs; empty: every namespace. The namespace-scoped install (deploy/namespaced) gives it rights in these only.")
+		"Comma-separated namespaces whose jobs the operator runs; empty: every namespace. The namespace-scoped install (config/namespaced) gives it rights in these only.")
 	// A pass mostly waits for the API server; when many jobs change at once (200 launchers
 	// ending together) the passes in flight bound how soon each status is written: at 4 the
 	// last of 200 was written 7.7 s after its launcher ended, at 8 1.4 s (docs/performance.md).

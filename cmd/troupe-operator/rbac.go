@@ -9,7 +9,7 @@ import (
 )
 
 // What the operator needs for itself, apart from the jobs' namespaces (docs/security.md, "Least
-// privilege"). `make manifests` generates these into deploy/rbac/operator/role.yaml: a Role in
+// privilege"). `make manifests` generates these into config/rbac/operator/role.yaml: a Role in
 // the operator's namespace and a ClusterRole that names each object it may touch.
 //
 // Leader election: a Lease, created once (a create cannot name its object), then read and

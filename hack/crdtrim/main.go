@@ -1,6 +1,6 @@
 // Command crdtrim fits the pod templates a CRD embeds to their use, in place:
 //
-//	go run ./hack/crdtrim deploy/crds/*.yaml
+//	go run ./hack/crdtrim config/crds/*.yaml
 //
 // Each embedded corev1.PodTemplateSpec brings the whole pod schema with Kubernetes' own
 // descriptions, about 240 kB of the 300 kB it weighs as compact JSON. The MPIJob CRD embeds

@@ -1,9 +1,9 @@
-// Command rbaccheck renders the installs in deploy/ with kustomize and fails when their RBAC
+// Command rbaccheck renders the installs of config/ with kustomize and fails when their RBAC
 // breaks the least-privilege rules of docs/security.md (rules.go). `make verify` runs it.
 //
-//	go run ./hack/rbaccheck deploy
+//	go run ./hack/rbaccheck config
 //
-// checks deploy/ (the cluster-wide install) and deploy/namespaced (the namespace-scoped one).
+// checks config/ (the cluster-wide install) and config/namespaced (the namespace-scoped one).
 package main
 
 import (
@@ -21,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: rbaccheck <deploy dir>")
+		fmt.Fprintln(os.Stderr, "usage: rbaccheck <config dir>")
 		os.Exit(2)
 	}
 	dir := os.Args[1]

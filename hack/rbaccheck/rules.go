@@ -7,7 +7,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
-// The least-privilege rules every install in deploy/ must keep (docs/security.md, "Least
+// The least-privilege rules every install of config/ must keep (docs/security.md, "Least
 // privilege"). Each returns the violations found, one line each, naming the object and rule.
 
 // namespacedSensitive are namespaced resources no ClusterRole may grant at all: a ClusterRole
@@ -33,10 +33,10 @@ const clusterSecretsRole = "troupe-operator"
 var clusterSecretsVerbs = []string{"create", "get", "list", "patch", "watch"}
 
 // GuardPolicy is the ValidatingAdmissionPolicy that narrows what the operator's own identity may
-// write (deploy/install/operator-guard.yaml; docs/security.md, "A stolen operator token").
+// write (config/install/operator-guard.yaml; docs/security.md, "A stolen operator token").
 const GuardPolicy = "troupe-operator-guard"
 
-// Install is one rendered install in deploy/ and whether it is the cluster-wide one.
+// Install is one rendered install of config/ and whether it is the cluster-wide one.
 type Install struct {
 	Name        string
 	ClusterWide bool

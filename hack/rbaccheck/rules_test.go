@@ -100,12 +100,12 @@ func TestCheckWantsTheGuard(t *testing.T) {
 	}
 }
 
-// Both installs in deploy/ render and keep the rules (what make verify runs).
-func TestDeployKeepsTheRules(t *testing.T) {
+// Both installs of config/ render and keep the rules (what make verify runs).
+func TestConfigKeepsTheRules(t *testing.T) {
 	for _, in := range []struct {
 		dir         string
 		clusterWide bool
-	}{{"../../deploy", true}, {"../../deploy/namespaced", false}} {
+	}{{"../../config", true}, {"../../config/namespaced", false}} {
 		install, err := Render(in.dir, in.clusterWide)
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package admission runs troupe's admission webhooks, served by the operator's manager, behind a
-// real kube-apiserver (envtest installs deploy/webhook with a local URL and certificates), and
+// real kube-apiserver (envtest installs config/webhook with a local URL and certificates), and
 // checks what users see from kubectl create: every bad spec refused with its field path, every
 // example admitted and defaulted, updates refused or allowed.
 package admission
@@ -56,9 +56,9 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crds")},
 		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "deploy", "webhook")}},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	}
 	cfg, err := env.Start()
 	if err != nil {

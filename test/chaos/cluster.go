@@ -73,7 +73,7 @@ func setUp(ctx context.Context, o *options) (*env, error) {
 	if e.kube, err = kubernetes.NewForConfig(e.cfg); err != nil {
 		return e, err
 	}
-	if out, err := e.kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(o.repoRoot, "deploy", "crds")); err != nil {
+	if out, err := e.kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(o.repoRoot, "config", "crds")); err != nil {
 		return e, fmt.Errorf("install CRDs: %w\n%s", err, out)
 	}
 	if out, err := e.kubectl(ctx, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {

@@ -91,7 +91,7 @@ func TestMetricsScraped(t *testing.T) {
 	waitForMetrics(t, []check{want("troupe_jobs_created_total", 1)})
 }
 
-// checkDashboard checks that every query of deploy/monitoring's Grafana dashboard names only
+// checkDashboard checks that every query of config/monitoring's Grafana dashboard names only
 // metrics the operator serves: sample names (with a histogram's _bucket, _sum and _count) of
 // the scrape, after jobs ran.
 func checkDashboard(t *testing.T, families map[string]*dto.MetricFamily) {
@@ -105,7 +105,7 @@ func checkDashboard(t *testing.T, families map[string]*dto.MetricFamily) {
 			}
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "monitoring", "grafana-dashboard.json"))
+	data, err := os.ReadFile(filepath.Join(repoRoot, "config", "monitoring", "grafana-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func run(m *testing.M) int {
 		}
 	}()
 
-	if out, err := kubectl("apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
+	if out, err := kubectl("apply", "--server-side", "-f", filepath.Join(repoRoot, "config", "crds")); err != nil {
 		fmt.Fprintf(os.Stderr, "install CRDs: %v\n%s", err, out)
 		return 1
 	}

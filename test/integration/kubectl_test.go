@@ -86,10 +86,11 @@ func TestKubectlView(t *testing.T) {
 	}
 }
 
-// The installs (kubectl apply --server-side -k deploy/, and deploy/namespaced) render and are
-// accepted by the API server, and every webhook reaches the operator through its Service.
+// The installs (kubectl apply --server-side -k config/, and config/namespaced) render and are
+// accepted by the API server, and every webhook reaches the operator through its Service; and
+// deploy/, the directory users hand to kubectl -f, holds only objects kubectl applies.
 func TestInstallManifests(t *testing.T) {
-	out := kubectl(t, "kustomize", "../../deploy")
+	out := kubectl(t, "kustomize", "../../config")
 	// Two webhooks (defaulting and validation) per registered kind.
 	if n, want := strings.Count(out, "name: troupe-webhook-service\n      namespace: troupe-system"), 2*len(kinds.All()); n != want {
 		t.Errorf("%d webhooks point at troupe-system/troupe-webhook-service, want all %d:\n%s", n, want, out)
@@ -107,9 +108,12 @@ func TestInstallManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", f)
+	// kubectl -f DIR reads every file of DIR: one that is not an object (a kustomization) fails
+	// the command after the others were created.
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "../../deploy/")
 
 	// The namespace-scoped install too, into the namespace it watches.
-	nsOut := kubectl(t, "kustomize", "../../deploy/namespaced")
+	nsOut := kubectl(t, "kustomize", "../../config/namespaced")
 	nsFile := filepath.Join(t.TempDir(), "troupe-namespaced.yaml")
 	if err := os.WriteFile(nsFile, []byte(nsOut), 0o644); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func run(m *testing.M) int {
 	testEnv = &envtest.Environment{
 		// Of the gang providers' CRDs only scheduler-plugins' PodGroup: Volcano stays absent,
 		// as on a cluster without it.
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crds"), filepath.Join("..", "..", "hack", "controlplane", "crds", "scheduler-plugins")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crds"), filepath.Join("..", "..", "hack", "controlplane", "crds", "scheduler-plugins")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()

@@ -22,9 +22,9 @@ const (
 	simulatedTaint = "troupe.dev/install-test=simulated:NoSchedule"
 )
 
-// TestInstall installs troupe three ways, one after the other, each from the repository as a
-// user would (kubectl apply -k deploy/, kubectl create -f deploy/troupe.yaml, helm install
-// charts/troupe), and checks each install the same way: two replicas of the operator image run
+// TestInstall installs troupe four ways, one after the other, each from the repository as a
+// user would (kubectl apply --server-side -k config/, kubectl create -f deploy/, kubectl apply
+// --server-side -f deploy/, helm install charts/troupe), and checks each install the same way: two replicas of the operator image run
 // on the real node in a namespace that enforces the restricted Pod Security Standard, both
 // Ready (one leads), behind a PodDisruptionBudget, and the webhooks answer through their
 // Service. With the first install, the operator is restarted (kubectl rollout restart) while a
@@ -35,14 +35,22 @@ func TestInstall(t *testing.T) {
 	stopOperator()
 	realNodeOnly(t)
 	t.Run("kustomize", func(t *testing.T) {
-		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(repoRoot, "deploy"))
-		t.Cleanup(func() { uninstall(t, "delete", "-k", filepath.Join(repoRoot, "deploy")) })
+		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(repoRoot, "config"))
+		t.Cleanup(func() { uninstall(t, "delete", "-k", filepath.Join(repoRoot, "config")) })
 		checkInstall(t)
 		checkRolloutDuringJob(t)
 	})
+	// deploy/ is the directory chainer-operator's README and ours hand to kubectl: every file
+	// in it must be an object kubectl creates, or the command exits 1 after creating the rest.
+	deploy := filepath.Join(repoRoot, "deploy") + "/"
 	t.Run("create", func(t *testing.T) {
-		mustKubectl(t, "", "create", "-f", filepath.Join(repoRoot, "deploy", "troupe.yaml"))
-		t.Cleanup(func() { uninstall(t, "delete", "-f", filepath.Join(repoRoot, "deploy", "troupe.yaml")) })
+		mustKubectl(t, "", "create", "-f", deploy)
+		t.Cleanup(func() { uninstall(t, "delete", "-f", deploy) })
+		checkInstall(t)
+	})
+	t.Run("server-side", func(t *testing.T) {
+		mustKubectl(t, "", "apply", "--server-side", "-f", deploy)
+		t.Cleanup(func() { uninstall(t, "delete", "-f", deploy) })
 		checkInstall(t)
 	})
 	t.Run("helm", func(t *testing.T) {
@@ -72,7 +80,7 @@ func TestInstall(t *testing.T) {
 				t.Errorf("helm uninstall: %v\n%s", err, out)
 			}
 			// Helm leaves the CRDs and the namespace, which it did not create.
-			uninstall(t, "delete", "-f", filepath.Join(repoRoot, "deploy", "crds"))
+			uninstall(t, "delete", "-f", filepath.Join(repoRoot, "config", "crds"))
 			uninstall(t, "delete", "namespace", operatorNS)
 		})
 		if err != nil {

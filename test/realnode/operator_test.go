@@ -39,7 +39,7 @@ func needOperator(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "deploy", "crds")); err != nil {
+	if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "config", "crds")); err != nil {
 		t.Fatalf("install CRDs: %v\n%s", err, out)
 	}
 	p, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_REALNODE_OPERATOR_LOG"))

@@ -59,7 +59,7 @@ func TestStaleCertDir(t *testing.T) {
 // the operator is ready.
 func clusterRound(t *testing.T, bin, certDir string) {
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crds")},
 		ErrorIfCRDPathMissing: true,
 		// A loaded CI machine can take longer than the default 10 s to serve new CRDs.
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},

@@ -17,7 +17,7 @@ import (
 // generated CRD that bounds the length of metadata.name.
 func nameRules(t *testing.T, plural string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "crds", "troupe.dev_"+plural+".yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crds", "troupe.dev_"+plural+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func setUp(ctx context.Context, o *options) (*env, error) {
 	e := &env{o: o}
 	e.mpiOp = envOr("MPI_OPERATOR_BIN", "")
 	crd := envOr("MPI_OPERATOR_CRD", "")
-	crds := []string{"-f", filepath.Join(o.repoRoot, "deploy", "crds")}
+	crds := []string{"-f", filepath.Join(o.repoRoot, "config", "crds")}
 	if slices.Contains(o.sides, "mpi-operator") {
 		if e.mpiOp == "" || crd == "" {
 			return nil, fmt.Errorf("MPI_OPERATOR_BIN and MPI_OPERATOR_CRD are not set: run it with `make bench`")

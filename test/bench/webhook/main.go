@@ -89,9 +89,9 @@ func run() error {
 		return err
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crds")},
 		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "deploy", "webhook")}},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -219,7 +219,7 @@ type webhookRef struct {
 }
 
 // troupeWebhooks finds every admission webhook whose rules name troupe's API group, whatever
-// the configurations are called (deploy/webhook, the Helm chart, a local operator's).
+// the configurations are called (config/webhook, the Helm chart, a local operator's).
 func troupeWebhooks(ctx context.Context, c client.Client) ([]webhookRef, error) {
 	var out []webhookRef
 	matches := func(rules []admissionregistrationv1.RuleWithOperations) bool {

@@ -65,9 +65,9 @@ func run(m *testing.M) int {
 		}
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crds")},
 		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "..", "deploy", "webhook")}},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "..", "config", "webhook")}},
 	}
 	cfg, err := env.Start()
 	if err != nil {

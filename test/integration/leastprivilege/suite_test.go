@@ -1,5 +1,5 @@
 // Package leastprivilege runs the operator on a real kube-apiserver under the namespace-scoped
-// install's RBAC (deploy/namespaced, rendered with kustomize and applied as it ships), as its
+// install's RBAC (config/namespaced, rendered with kustomize and applied as it ships), as its
 // ServiceAccount (impersonated), and records every request it makes: jobs must run in the
 // watched namespace with no request refused, the operator must not reach other namespaces, and
 // its cache must hold only troupe's own Secrets, metadata only.
@@ -33,7 +33,7 @@ import (
 )
 
 const (
-	// operatorNS and watched are the namespaces deploy/namespaced installs into and watches.
+	// operatorNS and watched are the namespaces config/namespaced installs into and watches.
 	operatorNS = "troupe-system"
 	watched    = "troupe-jobs"
 	// unwatched has jobs too; the operator must never reach into it.
@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crds")},
 		ErrorIfCRDPathMissing: true,
 		// A loaded machine may take longer than the default 10 s to serve the CRDs.
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
@@ -89,13 +89,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	if err := install(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "install deploy/namespaced:", err)
+		fmt.Fprintln(os.Stderr, "install config/namespaced:", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// install applies what `kubectl apply -k deploy/namespaced` would, as the cluster admin, after
+// install applies what `kubectl apply -k config/namespaced` would, as the cluster admin, after
 // creating the namespaces the install expects to exist. There is no kubelet here, so the
 // operator's Deployment is left out (the test runs the operator in-process), and the webhook
 // configurations get no rules (nothing serves them; the operator only keeps their CA).
@@ -105,7 +105,7 @@ func install(ctx context.Context) error {
 			return err
 		}
 	}
-	return testutil.ApplyKustomization(ctx, k8s, filepath.Join("..", "..", "..", "deploy", "namespaced"), func(obj *unstructured.Unstructured) bool {
+	return testutil.ApplyKustomization(ctx, k8s, filepath.Join("..", "..", "..", "config", "namespaced"), func(obj *unstructured.Unstructured) bool {
 		switch obj.GetKind() {
 		case "Deployment":
 			return false

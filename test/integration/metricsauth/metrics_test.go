@@ -43,7 +43,7 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 	}
 
 	// The install's reader role, bound to one ServiceAccount; another has no binding.
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "rbac", "operator", "metrics_reader.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "rbac", "operator", "metrics_reader.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package operatorguard runs the cluster-wide install's RBAC and the operator's admission policy
-// (deploy/install/operator-guard.yaml) on a real kube-apiserver, as the operator's
+// (config/install/operator-guard.yaml) on a real kube-apiserver, as the operator's
 // ServiceAccount (impersonated): what a stolen operator token would try on the way to
 // cluster-admin is refused, and the operator's own work on jobs of both transports is not.
 package operatorguard
@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 		}
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "deploy", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crds")},
 		ErrorIfCRDPathMissing: true,
 		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
@@ -88,12 +88,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The cluster-wide install's operator pieces and RBAC, as `kubectl apply -k deploy/` makes
+	// The cluster-wide install's operator pieces and RBAC, as `kubectl apply -k config/` makes
 	// them (the CRDs are envtest's; no kubelet runs the Deployment: the test runs the operator).
 	for _, dir := range []string{"install", "rbac"} {
-		if err := testutil.ApplyKustomization(ctx, k8s, filepath.Join("..", "..", "..", "deploy", dir),
+		if err := testutil.ApplyKustomization(ctx, k8s, filepath.Join("..", "..", "..", "config", dir),
 			func(obj *unstructured.Unstructured) bool { return obj.GetKind() != "Deployment" }); err != nil {
-			fmt.Fprintf(os.Stderr, "install deploy/%s: %v\n", dir, err)
+			fmt.Fprintf(os.Stderr, "install config/%s: %v\n", dir, err)
 			return 1
 		}
 	}

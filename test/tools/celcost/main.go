@@ -5,7 +5,7 @@
 // message expressions of one CRD at most 100 million together. docs/admission.md explains
 // which rules stay in the webhook because of these limits.
 //
-//	cd test/tools/celcost && go run . ../../../deploy/crds/*.yaml
+//	cd test/tools/celcost && go run . ../../../config/crds/*.yaml
 package main
 
 import (
