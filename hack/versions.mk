@@ -42,9 +42,18 @@ VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 # Built binaries live outside the checkout, keyed by version, so a clean clone reuses them.
 TROUPE_CACHE ?= $(HOME)/.cache/troupe
 
-# Images (make images, hack/images/build.sh): names are $(IMAGE_REGISTRY)/<image>:$(IMAGE_TAG),
-# the operator's defaults (--agent-image, config/ and deploy/). The Debian images are made from this suite
-# of the machine's apt sources.
+# troupe's own version: the release this source becomes, stamped into the binaries (with the git
+# revision) and the tag of their images; pkg/version's default, which a unit test keeps equal.
+# make release VERSION=vX.Y.Z builds another.
+VERSION ?= v0.2.0
+
+# Images (make images, hack/images/build.sh): names are $(IMAGE_REGISTRY)/<image>:<tag>. The
+# release's images, troupe-operator and troupe-agent (the operator's defaults: --agent-image,
+# config/, deploy/, the chart), are tagged IMAGE_TAG, the release's version. The data plane's
+# and the examples' images (troupe-mpi, troupe-train, troupe-debian, pause), which the examples
+# name and which change with their own content rather than with each release, are tagged
+# DATAPLANE_IMAGE_TAG. The Debian images are made from this suite of the machine's apt sources.
 IMAGE_REGISTRY ?= ghcr.io/troupe-dev
-IMAGE_TAG ?= v0.1.0
+IMAGE_TAG ?= $(VERSION)
+DATAPLANE_IMAGE_TAG ?= v0.1.0
 DEBIAN_SUITE ?= bookworm

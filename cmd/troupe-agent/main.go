@@ -5,6 +5,7 @@
 //	                           resolves and accepts the job's transport;
 //	troupe-agent git-sync ...  a git init container of a job's pods (appCodesToSync): clone
 //	                           one branch of a repository into the pod's emptyDir;
+//	troupe-agent version       print the version and the git revision;
 //	troupe-rsh [opts] host cmd the KubeExec rsh agent MPI launchers call to start a remote
 //	                           process: it runs cmd in the host's pod through the API server's
 //	                           pods/exec with the job's own ServiceAccount (also "troupe-agent rsh").
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 // rshName is the name troupe-agent answers to as an rsh agent; the wait installs it as a link.
@@ -38,6 +41,9 @@ func run(args []string) int {
 		return rsh(args[2:])
 	case "git-sync":
 		return gitSync(args[2:])
+	case "version", "--version":
+		fmt.Println(version.String("troupe-agent"))
+		return 0
 	default:
 		usage()
 		return 2
@@ -45,5 +51,5 @@ func run(args []string) int {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, "usage: troupe-agent wait [flags] | troupe-agent git-sync [flags] | troupe-agent rsh [options] host command... (also as %s)\n", rshName)
+	fmt.Fprintf(os.Stderr, "usage: troupe-agent wait [flags] | troupe-agent git-sync [flags] | troupe-agent rsh [options] host command... (also as %s) | troupe-agent version\n", rshName)
 }

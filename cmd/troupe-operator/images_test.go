@@ -22,6 +22,9 @@ func TestDefaultImagesAreBuilt(t *testing.T) {
 		return string(m[1])
 	}
 	registry, tag := value("IMAGE_REGISTRY"), value("IMAGE_TAG")
+	if tag == "$(VERSION)" { // the release's images are tagged with its version
+		tag = value("VERSION")
+	}
 	if want := registry + "/troupe-agent:" + tag; defaultAgentImage != want {
 		t.Errorf("--agent-image defaults to %s; make images builds %s", defaultAgentImage, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,10 +27,11 @@ import (
 	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 	"github.com/troupe-dev/troupe/pkg/queue/kueue"
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
-// defaultAgentImage is the troupe-agent image released with this operator.
-const defaultAgentImage = "ghcr.io/troupe-dev/troupe-agent:v0.1.0"
+// defaultAgentImage is the troupe-agent image released with this operator: its version's.
+var defaultAgentImage = "ghcr.io/troupe-dev/troupe-agent:" + version.Version
 
 func main() {
 	if err := run(); err != nil {
@@ -84,9 +86,14 @@ func run() error {
 		"While Kueue's API is not served: how often to ask for it again (and to look again at jobs held for want of it).")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the net/http/pprof endpoints bind to (e.g. 127.0.0.1:6060); empty disables them.")
 	hooks.bindFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, "Print the version and the git revision, and exit.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("troupe-operator"))
+		return nil
+	}
 	// JSON logs through zapr; --zap-devel switches to human-readable console output.
 	ctrl.SetLogger(withObjectReferences(zap.New(zap.UseFlagOptions(&logOpts))))
 
@@ -190,6 +197,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	ctrl.Log.Info("starting troupe-operator")
+	v, revision := version.Get()
+	ctrl.Log.Info("starting troupe-operator", "version", v, "revision", revision, "go", goruntime.Version())
 	return mgr.Start(stopping)
 }

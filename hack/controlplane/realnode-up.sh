@@ -74,7 +74,7 @@ trap 'rc=$?; if ((rc)); then rlog "failed; logs in $LOGS"; teardown; fi' EXIT
 read -ra images <<<"$REAL_NODE_IMAGES"
 built=$("$REPO_ROOT/hack/images/build.sh" "${images[@]}") # fails the script when a build fails
 mapfile -t archives <<<"$built"
-PAUSE_IMAGE=$IMAGE_REGISTRY/pause:$IMAGE_TAG
+PAUSE_IMAGE=$IMAGE_REGISTRY/pause:$DATAPLANE_IMAGE_TAG
 KUBECONFIG_PATH=$kubeconfig
 
 # render FILE: FILE with the ${...} names below filled in.

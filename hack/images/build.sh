@@ -4,7 +4,8 @@
 # of what it is made from.
 #   IMAGE: troupe-operator troupe-agent troupe-mpi troupe-train pause troupe-debian
 #          troupe-debian-trixie mpi-pi-openmpi mpi-pi-mpich
-# Each image is named $IMAGE_REGISTRY/IMAGE:$IMAGE_TAG (hack/versions.mk) in buildah's local
+# Each image is named $IMAGE_REGISTRY/IMAGE:TAG (hack/versions.mk: troupe-operator and troupe-agent
+# are tagged $IMAGE_TAG, the release; the others $DATAPLANE_IMAGE_TAG) in buildah's local
 # storage, but for the mpi-pi images, named as kubeflow's examples name theirs
 # (docker.io/mpioperator/mpi-pi:openmpi and :mpich), and saved as a docker archive, $TROUPE_CACHE/images/IMAGE-HASH.tar, which the local
 # cluster's real node imports. HASH covers the image's directory under images/, the files the
@@ -14,7 +15,7 @@
 set -euo pipefail
 # shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "$0")/../controlplane/lib.sh"
-: "${IMAGE_REGISTRY:?}" "${IMAGE_TAG:?}" "${DEBIAN_SUITE:?}"
+: "${IMAGE_REGISTRY:?}" "${IMAGE_TAG:?}" "${DATAPLANE_IMAGE_TAG:?}" "${DEBIAN_SUITE:?}" "${VERSION:?}"
 
 cache=$TROUPE_CACHE/images
 # The machine's apt sources for Debian; the root filesystem is made from the same archive.
@@ -24,6 +25,7 @@ apt_sources=${APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="-trimpath -buildvcs=false"
 
 log() { echo "[images] $*" >&2; }
+version_ldflags() { "$REPO_ROOT/hack/version-ldflags.sh" "$VERSION"; }
 
 # parent IMAGE: the image IMAGE is built on, if it is one of ours.
 parent() {
@@ -46,7 +48,8 @@ dir() {
 ref() {
   case $1 in
     mpi-pi-*) echo "docker.io/mpioperator/mpi-pi:${1#mpi-pi-}" ;;
-    *) echo "$IMAGE_REGISTRY/$1:$IMAGE_TAG" ;;
+    troupe-operator | troupe-agent) echo "$IMAGE_REGISTRY/$1:$IMAGE_TAG" ;;
+    *) echo "$IMAGE_REGISTRY/$1:$DATAPLANE_IMAGE_TAG" ;;
   esac
 }
 
@@ -84,7 +87,7 @@ context() {
   cp -r "$REPO_ROOT/images/$(dir "$name")/." "$dir/"
   case $name in
     troupe-operator | troupe-agent)
-      (cd "$REPO_ROOT" && go build -ldflags "-s -w" -o "$dir/$name" "./cmd/$name")
+      (cd "$REPO_ROOT" && go build -ldflags "-s -w $(version_ldflags)" -o "$dir/$name" "./cmd/$name")
       cp "$REPO_ROOT/images/passwd" "$REPO_ROOT/images/group" "$dir/"
       # Debian's ca-certificates bundle, as the machine has it.
       cp /etc/ssl/certs/ca-certificates.crt "$dir/"
@@ -117,7 +120,8 @@ build() {
   ctx=$(mktemp -d "$cache/.ctx-$name.XXXXXX")
   contexts+=("$ctx")
   context "$name" "$ctx"
-  hash=$({ hash_dir "$ctx"; [[ -z $base ]] || echo "${built[$base]}"; } | sha256sum | cut -c1-16)
+  # The name is in the hash too: an archive holds its image under the name it was saved with.
+  hash=$({ hash_dir "$ctx"; ref "$name"; [[ -z $base ]] || echo "${built[$base]}"; } | sha256sum | cut -c1-16)
   archive=$cache/$name-$hash.tar
   if [[ -f $archive ]]; then
     # Cached; put it back in buildah's storage if it went (images built on it need it there).

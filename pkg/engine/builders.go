@@ -81,8 +81,9 @@ func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisrup
 // JobLabels are the labels every child and pod of the job carries.
 func (s *Spec) JobLabels() map[string]string {
 	return map[string]string{
-		s.NameLabel:          s.Name,
-		troupev1.LabelJobUID: string(s.Owner.UID),
+		s.NameLabel:           s.Name,
+		troupev1.LabelJobName: s.Name,
+		troupev1.LabelJobUID:  string(s.Owner.UID),
 	}
 }
 
@@ -93,12 +94,20 @@ func (s *Spec) MasterLabels() map[string]string {
 	return l
 }
 
-// WorkerLabels are the labels of one worker set's StatefulSet and pods; they are also the
-// StatefulSet's selector, so they include the job UID and never select another job's pods.
+// WorkerLabels are the labels of one worker set's StatefulSet and pods.
 func (s *Spec) WorkerLabels(ws *WorkerSet) map[string]string {
 	l := s.JobLabels()
 	l[troupev1.LabelRole] = troupev1.RoleWorker
 	l[troupev1.LabelWorkerSet] = ws.Name
+	return l
+}
+
+// WorkerSelector is the selector of one worker set's StatefulSet: its labels but the common
+// job-name label, which came in a later release than the StatefulSets of running jobs, whose
+// selectors cannot change. It includes the job UID, so it never selects another job's pods.
+func (s *Spec) WorkerSelector(ws *WorkerSet) map[string]string {
+	l := s.WorkerLabels(ws)
+	delete(l, troupev1.LabelJobName)
 	return l
 }
 
@@ -180,7 +189,7 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 			ServiceName:         s.ServiceName(),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Selector:            &metav1.LabelSelector{MatchLabels: s.WorkerSelector(ws)},
 			Template:            tmpl,
 		},
 	}

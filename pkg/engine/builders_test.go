@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,7 +81,7 @@ func TestBuildService(t *testing.T) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "train", Namespace: "ml",
-			Labels:          map[string]string{testNameLabel: "train", troupev1.LabelJobUID: "uid-1"},
+			Labels:          map[string]string{testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1"},
 			OwnerReferences: []metav1.OwnerReference{testOwner},
 		},
 		Spec: corev1.ServiceSpec{
@@ -96,10 +97,10 @@ func TestBuildService(t *testing.T) {
 
 func TestBuildMasterJob(t *testing.T) {
 	masterLabels := map[string]string{
-		testNameLabel: "train", troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: "master",
+		testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: "master",
 	}
 	podLabels := map[string]string{
-		"team": "vision", testNameLabel: "train", troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: "master",
+		"team": "vision", testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: "master",
 	}
 	base := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -170,13 +171,16 @@ func TestBuildMasterJob(t *testing.T) {
 
 func TestBuildWorkerStatefulSet(t *testing.T) {
 	labels := map[string]string{
-		testNameLabel: "train", troupev1.LabelJobUID: "uid-1",
+		testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1",
 		troupev1.LabelRole: "worker", troupev1.LabelWorkerSet: "gpu",
 	}
 	podLabels := map[string]string{"team": "vision"}
 	for k, v := range labels {
 		podLabels[k] = v
 	}
+	// The selector of StatefulSets made before the job-name label existed, which cannot change.
+	selector := maps.Clone(labels)
+	delete(selector, troupev1.LabelJobName)
 	want := func(replicas int32) *appsv1.StatefulSet {
 		return &appsv1.StatefulSet{
 			TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
@@ -189,7 +193,7 @@ func TestBuildWorkerStatefulSet(t *testing.T) {
 				ServiceName:         "train",
 				PodManagementPolicy: appsv1.ParallelPodManagement,
 				UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-				Selector:            &metav1.LabelSelector{MatchLabels: labels},
+				Selector:            &metav1.LabelSelector{MatchLabels: selector},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 					Spec: corev1.PodSpec{
@@ -218,7 +222,7 @@ func TestBuildBackendObjects(t *testing.T) {
 	want := []client.Object{&corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "train-wiring", Namespace: "ml",
-			Labels:          map[string]string{"extra": "yes", testNameLabel: "train", troupev1.LabelJobUID: "uid-1"},
+			Labels:          map[string]string{"extra": "yes", testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1"},
 			OwnerReferences: []metav1.OwnerReference{testOwner},
 		},
 		Data: map[string]string{"hosts": "n"},

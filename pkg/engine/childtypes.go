@@ -216,7 +216,16 @@ func setTemplateHash(obj metav1.Object, tmpl *corev1.PodTemplateSpec) {
 }
 
 // templateHash is a hash of a pod template.
+//
+// The common job-name label is left out: it came in v0.2.0, after the templates of running
+// jobs were written, and a template that differs from theirs by that label alone is the same
+// to the pods. So an upgrade holds back no template and replaces no worker Job for it; those
+// jobs' pods go on without the label.
 func templateHash(tmpl *corev1.PodTemplateSpec) string {
+	if _, ok := tmpl.Labels[troupev1.LabelJobName]; ok {
+		tmpl = tmpl.DeepCopy()
+		delete(tmpl.Labels, troupev1.LabelJobName)
+	}
 	data, err := json.Marshal(tmpl)
 	if err != nil {
 		// The template was built from typed API structs, which always marshal.

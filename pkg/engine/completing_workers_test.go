@@ -36,7 +36,7 @@ func TestBuildWorkerJobs(t *testing.T) {
 	ws := &s.WorkerSets[0]
 	ws.RunsToCompletion, ws.BackoffLimit = true, 4
 	labels := map[string]string{
-		testNameLabel: "train", troupev1.LabelJobUID: "uid-1",
+		testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1",
 		troupev1.LabelRole: "worker", troupev1.LabelWorkerSet: "cpu",
 	}
 	podLabels := map[string]string{"team": "vision"}

@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,39 @@ func TestRestoreSwitchesToOnDelete(t *testing.T) {
 	cur.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
 	if !restore(cur, want) || cur.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 		t.Errorf("updateStrategy = %q after restore, want OnDelete", cur.Spec.UpdateStrategy.Type)
+	}
+}
+
+// A worker StatefulSet written by a release before the common job-name label (its metadata,
+// selector and pod template without it) is upgraded in place: the label is added to its
+// metadata, and its template, the same to the pods, is neither held back nor rewritten, so a
+// running job shows no drift and its workers keep their pods.
+func TestStatefulSetFromBeforeTheJobNameLabel(t *testing.T) {
+	s := testSpec()
+	want := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+	old := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+	delete(old.Labels, troupev1.LabelJobName)
+	delete(old.Spec.Template.Labels, troupev1.LabelJobName)
+	delete(old.Annotations, troupev1.AnnotationSpecHash)
+	setTemplateHash(old, &old.Spec.Template)
+	old = withSpecHash(old) // as the older release hashed what it built
+	cur := old.DeepCopy()
+	running := &Observed{Pods: []corev1.Pod{{Status: corev1.PodStatus{Phase: corev1.PodRunning}}}}
+
+	if holdTemplate(cur, want, running) {
+		t.Error("the template is held back: the job would report TemplateDrift after an upgrade")
+	}
+	if !restore(cur, want) {
+		t.Fatal("restore changed nothing: the StatefulSet does not get the job-name label")
+	}
+	if cur.Labels[troupev1.LabelJobName] != s.Name {
+		t.Errorf("labels %v: want %s=%s", cur.Labels, troupev1.LabelJobName, s.Name)
+	}
+	if _, ok := cur.Spec.Template.Labels[troupev1.LabelJobName]; ok {
+		t.Error("the running StatefulSet's pod template was rewritten for a label")
+	}
+	if diff := cmp.Diff(old.Spec, cur.Spec); diff != "" {
+		t.Errorf("the spec changed (its generation would move) (-old +restored):\n%s", diff)
 	}
 }
 

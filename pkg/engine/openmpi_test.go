@@ -124,7 +124,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "train", Namespace: "ml", OwnerReferences: []metav1.OwnerReference{testOwner},
-			Labels: map[string]string{testNameLabel: "train", troupev1.LabelJobUID: "uid-1"},
+			Labels: map[string]string{testNameLabel: "train", troupev1.LabelJobName: "train", troupev1.LabelJobUID: "uid-1"},
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: ptr.To(intstr.FromInt32(3)),

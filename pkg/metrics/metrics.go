@@ -1,8 +1,8 @@
 // Package metrics holds troupe's own Prometheus metrics, one family per fact about the jobs,
 // served with controller-runtime's on the operator's metrics endpoint.
 //
-// Every family is labelled by the job's kind and namespace, and nothing else but a job's
-// result: a series per kind (3) and namespace that had a job since the operator started, so
+// Every family but troupe_build_info is labelled by the job's kind and namespace, and nothing
+// else but a job's result: a series per kind (3) and namespace that had a job since the operator started, so
 // the cardinality follows the number of namespaces that run jobs, never the number of jobs.
 //
 // The counters count transitions the engine has written into a job's status (pkg/engine:
@@ -15,11 +15,14 @@ package metrics
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 var log = logf.Log.WithName("metrics")
@@ -78,13 +81,22 @@ var (
 	}, jobLabels)
 
 	running = &runningCollector{counters: map[string]RunningCounter{}}
+
+	// buildInfo is 1, labelled by the build: version and revision tell which release each
+	// replica runs (during a rolling upgrade, two).
+	buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "troupe_build_info",
+		Help: "Always 1; its labels are the operator's version, git revision and Go version.",
+	}, []string{"version", "revision", "goversion"})
 )
 
 // Register adds troupe's metrics to reg (the operator passes controller-runtime's registry,
 // which its metrics endpoint serves).
 func Register(reg prometheus.Registerer) error {
+	v, revision := version.Get()
+	buildInfo.WithLabelValues(v, revision, runtime.Version()).Set(1)
 	for _, c := range []prometheus.Collector{jobsCreated, jobsFinished, running, jobStartup, launcherWait,
-		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors} {
+		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

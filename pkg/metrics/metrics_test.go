@@ -2,12 +2,15 @@ package metrics
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 func TestFamilies(t *testing.T) {
@@ -59,5 +62,22 @@ troupe_jobs_running{kind="MPIJob",namespace="metrics-unit"} 2
 	}
 	if n, err := testutil.GatherAndCount(reg, "troupe_job_startup_seconds", "troupe_launcher_wait_seconds"); err != nil || n != 2 {
 		t.Errorf("histogram series = %d (%v), want one each", n, err)
+	}
+}
+
+// troupe_build_info names the running build: the version and the revision --version prints.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	v, revision := version.Get()
+	want := `
+# HELP troupe_build_info Always 1; its labels are the operator's version, git revision and Go version.
+# TYPE troupe_build_info gauge
+troupe_build_info{goversion="` + runtime.Version() + `",revision="` + revision + `",version="` + v + `"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "troupe_build_info"); err != nil {
+		t.Error(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 // Jobs of every outcome run on the simulated cluster; the operator's own /metrics endpoint
@@ -76,6 +78,7 @@ func TestMetricsScraped(t *testing.T) {
 	t.Logf("troupe's metrics of namespace %s, scraped from %s:\n%s", ns, operator.MetricsURL, troupeLines(t, ns))
 
 	checkDashboard(t, families)
+	checkBuildInfo(t, families)
 
 	// A new operator process (a rolling update, a new leader) starts from the jobs' written
 	// status: it counts none of them again, and reads the running job from its cache.
@@ -232,4 +235,26 @@ func troupeLines(t *testing.T, ns string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkBuildInfo: troupe_build_info names the operator's version and the commit it was built
+// from (go build's own VCS stamp: the test builds the operator from this checkout).
+func checkBuildInfo(t *testing.T, families map[string]*dto.MetricFamily) {
+	t.Helper()
+	head, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := families["troupe_build_info"]
+	if f == nil || len(f.GetMetric()) != 1 {
+		t.Fatalf("troupe_build_info: want one series, got %v", f)
+	}
+	m := f.GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["version"] != version.Version || !strings.HasPrefix(labels["revision"], strings.TrimSpace(string(head))) || m.GetGauge().GetValue() != 1 {
+		t.Errorf("troupe_build_info%v = %v, want version %s, revision %s", labels, m.GetGauge().GetValue(), version.Version, head)
+	}
 }

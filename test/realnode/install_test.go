@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 // The install as users run it: the operator image of make images in pods on the real node.
@@ -21,6 +23,9 @@ const (
 	// operator's pods (which select no node, as on a user's cluster) run on the real node.
 	simulatedTaint = "troupe.dev/install-test=simulated:NoSchedule"
 )
+
+// operatorImage is the operator image of this checkout's version, as make images names it.
+var operatorImage = "ghcr.io/troupe-dev/troupe-operator:" + version.Version
 
 // TestInstall installs troupe four ways, one after the other, each from the repository as a
 // user would (kubectl apply --server-side -k config/, kubectl create -f deploy/, kubectl apply
@@ -140,8 +145,8 @@ func checkInstall(t *testing.T) {
 	for _, l := range lines {
 		f := strings.Fields(l)
 		names = append(names, f[0])
-		if len(f) != 4 || f[1] != real || f[2] != "ghcr.io/troupe-dev/troupe-operator:v0.1.0" || f[3] != "True" {
-			t.Errorf("operator pod %q: want on node %s, image ghcr.io/troupe-dev/troupe-operator:v0.1.0, Ready True", l, real)
+		if len(f) != 4 || f[1] != real || f[2] != operatorImage || f[3] != "True" {
+			t.Errorf("operator pod %q: want on node %s, image %s, Ready True", l, real, operatorImage)
 		}
 	}
 	// One of them leads; the other is Ready all the same (it serves the webhooks).

@@ -113,14 +113,25 @@ func checkDDP(t *testing.T, logs map[string]string, want int) {
 	t.Logf("training output:\n%s", strings.Join(summary, "\n"))
 }
 
-// podLogs is the log of every pod of a job's role (master, worker), by pod.
+// podLogs is the log of every pod of a job, by pod, read as users read a job's logs: one
+// kubectl logs over the label every pod of a troupe job carries, each line prefixed with its pod.
 func podLogs(t *testing.T, ns, job string) map[string]string {
 	t.Helper()
-	names := mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "pytorchjob.troupe.dev/name="+job, "-o", "jsonpath={.items[*].metadata.name}")
+	// A pod that has not started yet fails its part of the command; the others are read.
+	all, _ := kubectl("", "logs", "-n", ns, "-l", "troupe.dev/job-name="+job, "-c", "pytorch",
+		"--prefix", "--tail=-1", "--max-log-requests=20")
 	out := map[string]string{}
-	for _, p := range strings.Fields(names) {
-		l, _ := kubectl("", "logs", "-n", ns, p, "-c", "pytorch")
-		out[p] = l
+	for _, line := range strings.Split(all, "\n") {
+		// [pod/NAME/pytorch] text
+		rest, ok := strings.CutPrefix(line, "[pod/")
+		if !ok {
+			continue
+		}
+		pod, text, ok := strings.Cut(rest, "/pytorch] ")
+		if !ok {
+			continue
+		}
+		out[pod] += text + "\n"
 	}
 	return out
 }

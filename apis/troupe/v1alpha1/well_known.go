@@ -11,6 +11,11 @@ const (
 	// LabelJobUID carries the owning job's UID on every child and pod; the operator's caches
 	// and pod selection key on it.
 	LabelJobUID = "troupe.dev/job-uid"
+	// LabelJobName carries the owning job's name on every child and pod, whatever its kind, for
+	// users: `kubectl logs -l troupe.dev/job-name=NAME --prefix`. Jobs of two kinds may share a
+	// name, so the operator never selects on it. Pods of jobs created before v0.2.0 lack it
+	// (an upgrade does not restart pods to add a label).
+	LabelJobName = "troupe.dev/job-name"
 	// LabelManagedBy is ManagedByTroupe on every child but pods. The operator's caches select
 	// children by this value, not by the presence of a label, so objects that merely carry a
 	// troupe label key never enter its memory (docs/security.md).

@@ -152,7 +152,9 @@ func (b Backend) Hostfile(s *engine.Spec) string {
 // connect back to resolves in every pod of the namespace (through the DNS search path).
 func LauncherService(s *engine.Spec) *corev1.Service {
 	selector := s.MasterLabels()
-	delete(selector, s.NameLabel) // the job UID label selects the job; the name adds nothing
+	// The job UID label selects the job; the names add nothing.
+	delete(selector, s.NameLabel)
+	delete(selector, troupev1.LabelJobName)
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: s.MasterHostname()},
