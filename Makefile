@@ -224,8 +224,8 @@ images: ## Build the images of images/ with buildah, offline, cached by content 
 ##@ Demo
 
 .PHONY: demo
-demo: ## Start a local simulated cluster, run the operator and the ChainerMN example to Succeeded (REAL=1: install troupe on a real node, real training).
-	REAL=$(REAL) hack/demo.sh
+demo: ## Start a local simulated cluster, run the operator and the ChainerMN example to Succeeded (EXAMPLE=examples/<file>.yaml: another example; REAL=1: install troupe on a real node, real training).
+	EXAMPLE=$(EXAMPLE) REAL=$(REAL) hack/demo.sh
 
 .PHONY: demo-down
 demo-down: ## Stop the demo's operator and cluster.

@@ -10,21 +10,93 @@
 # operator image, two replicas, webhooks behind their Service) and the training example
 # (examples/chainerjob-mn-realnode.yaml, troupe-train) really runs, to Succeeded from mpiexec's
 # exit code. The kwok nodes are tainted for the demo so that troupe's pods run on the real node.
+#
+# EXAMPLE=examples/<file>.yaml (make demo EXAMPLE=...): run that manifest instead, one job of any
+# troupe kind; its kind, name and namespace are read from the file with kubectl. The demo waits
+# for its Succeeded condition and prints `kubectl get`, its children and the end of its master's
+# (launcher's) log, or says that the simulated cluster's pods have none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/controlplane/lib.sh
 
 export CLUSTER_NAME=${CLUSTER_NAME:-troupe-demo}
 DEMO_DIR=$TROUPE_CACHE/demo/$CLUSTER_NAME
-EXAMPLE=examples/chainerjob-mn.yaml
-EXAMPLE_NAME=example-job-mn
+if [[ -z ${EXAMPLE:-} ]]; then
+  EXAMPLE=examples/chainerjob-mn.yaml
+  if [[ ${REAL:-} == 1 ]]; then EXAMPLE=examples/chainerjob-mn-realnode.yaml; fi
+fi
+[[ -f $EXAMPLE ]] || { echo "EXAMPLE=$EXAMPLE: no such file" >&2; exit 1; }
 start=$SECONDS
 mkdir -p "$DEMO_DIR"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# read_example sets KIND (lower case), NAME, JOB (kind.group/name, for kubectl), LABEL (the
+# job's selector) and NS (kubectl's namespace flag, empty for the default namespace) from
+# $EXAMPLE, which must hold exactly one troupe job. It needs the CRDs installed.
+read_example() {
+  local objs api kind namespace current
+  objs=$(kubectl create --dry-run=client -f "$EXAMPLE" \
+    -o jsonpath='{.apiVersion}{" "}{.kind}{" "}{.metadata.name}{" "}{.metadata.namespace}{"\n"}')
+  if [[ $(grep -c . <<<"$objs") != 1 ]]; then
+    printf 'EXAMPLE=%s: want one job in the file, found:\n%s\n' "$EXAMPLE" "$objs" >&2
+    exit 1
+  fi
+  read -r api kind NAME namespace <<<"$objs"
+  if [[ $api != troupe.dev/* ]]; then
+    echo "EXAMPLE=$EXAMPLE: $kind of $api is not a troupe job (apiVersion troupe.dev/v1alpha1)" >&2
+    exit 1
+  fi
+  KIND=${kind,,}
+  JOB=$KIND.troupe.dev/$NAME
+  LABEL=$KIND.troupe.dev/name=$NAME
+  # kubectl fills in the context's namespace where the file names none: name only another one.
+  current=$(kubectl config view --minify -o jsonpath='{..namespace}')
+  NS=()
+  if [[ $namespace != "${current:-default}" ]]; then
+    NS=(-n "$namespace")
+    kubectl get namespace "$namespace" >/dev/null 2>&1 || kubectl create namespace "$namespace"
+  fi
+}
+
+# run_example creates the example afresh and waits up to $1 for its Succeeded condition.
+run_example() {
+  step "running $EXAMPLE ($JOB)"
+  # Foreground deletion returns once the previous run's children are gone too, so the new job
+  # does not meet them as name conflicts.
+  kubectl delete "${NS[@]}" -f "$EXAMPLE" --ignore-not-found --cascade=foreground --wait=true
+  kubectl create "${NS[@]}" -f "$EXAMPLE"
+  if ! kubectl wait "${NS[@]}" --for=condition=Succeeded --timeout="$1" "$JOB"; then
+    kubectl get "${NS[@]}" "$JOB" -o yaml >&2
+    show_log >&2 || true
+    exit 1
+  fi
+}
+
+# show_log prints the end of the log of the job's newest master (launcher) pod, or of its newest
+# worker pod for a job without one (a PyTorchJob of workers alone).
+show_log() {
+  local pod role
+  for role in master worker; do
+    pod=$(kubectl get pods "${NS[@]}" -l "$LABEL,troupe.dev/role=$role" --sort-by=.metadata.creationTimestamp \
+      -o name 2>/dev/null | tail -n 1)
+    [[ -n $pod ]] && break
+  done
+  if [[ -z $pod ]]; then
+    echo "(no pod of $JOB is left)"
+    return
+  fi
+  step "the log of $pod (kubectl logs ${NS[*]}${NS:+ }$pod --tail=12)"
+  if ! kubectl logs "${NS[@]}" "$pod" --tail=12 2>/dev/null; then
+    if [[ ${REAL:-} == 1 ]]; then
+      echo "(no log from $pod)"
+    else
+      echo "(no log: the simulated cluster's pods run no program; make demo REAL=1 runs real ones)"
+    fi
+  fi
+}
+
 if [[ ${REAL:-} == 1 ]]; then
-  EXAMPLE=examples/chainerjob-mn-realnode.yaml
   step "building the control plane and the images (cached in $TROUPE_CACHE)"
   hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
     coscheduler volcano-scheduler kueue
@@ -48,18 +120,11 @@ if [[ ${REAL:-} == 1 ]]; then
   kubectl -n troupe-system rollout status deployment/troupe-operator --timeout=300s
   kubectl -n troupe-system get pods -o wide
 
-  step "running $EXAMPLE"
-  kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --cascade=foreground --wait=true
-  kubectl create -f "$EXAMPLE"
-  if ! kubectl wait --for=condition=Succeeded --timeout=300s chainerjob/"$EXAMPLE_NAME"; then
-    kubectl get chainerjob "$EXAMPLE_NAME" -o yaml >&2
-    kubectl logs job/"$EXAMPLE_NAME"-master --tail=30 >&2 || true
-    exit 1
-  fi
-  step "the master's log (kubectl logs job/$EXAMPLE_NAME-master --tail=12)"
-  kubectl logs job/"$EXAMPLE_NAME"-master --tail=12
-  step "kubectl get all -l chainerjob.troupe.dev/name=$EXAMPLE_NAME"
-  kubectl get all -l chainerjob.troupe.dev/name="$EXAMPLE_NAME"
+  read_example
+  run_example 300s
+  show_log
+  step "kubectl get all ${NS[*]}${NS:+ }-l $LABEL"
+  kubectl get all "${NS[@]}" -l "$LABEL"
   printf '\nDemo finished in %ss. The cluster, its real node and troupe keep running; stop them with make demo-down.\n' "$((SECONDS - start))"
   echo "KUBECONFIG=$KUBECONFIG"
   exit 0
@@ -107,19 +172,19 @@ for _ in $(seq 100); do
 done
 curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
 
-step "running $EXAMPLE"
-# Foreground deletion returns once the previous run's children are gone too, so the new job
-# does not meet them as name conflicts.
-kubectl delete chainerjob "$EXAMPLE_NAME" --ignore-not-found --cascade=foreground --wait=true
-kubectl create -f "$EXAMPLE"
-kubectl wait --for=condition=Succeeded --timeout=180s chainerjob/"$EXAMPLE_NAME"
+read_example
+run_example 180s
 
-step "kubectl get chainerjobs"
-kubectl get chainerjobs -o wide
-step "kubectl get all -l chainerjob.troupe.dev/name=$EXAMPLE_NAME"
-kubectl get all -l chainerjob.troupe.dev/name="$EXAMPLE_NAME"
-step "hostfile (kubectl get configmap $EXAMPLE_NAME-mpi)"
-kubectl get configmap "$EXAMPLE_NAME-mpi" -o jsonpath='{.data.hostfile}'
+step "kubectl get ${NS[*]}${NS:+ }${KIND}s"
+kubectl get "${NS[@]}" "$KIND"s -o wide
+step "kubectl get all ${NS[*]}${NS:+ }-l $LABEL"
+kubectl get all "${NS[@]}" -l "$LABEL"
+# Jobs of the MPI backend have a hostfile; a PyTorchJob's pods get torch's environment instead.
+if kubectl get "${NS[@]}" configmap "$NAME-mpi" >/dev/null 2>&1; then
+  step "hostfile (kubectl get configmap $NAME-mpi)"
+  kubectl get "${NS[@]}" configmap "$NAME-mpi" -o jsonpath='{.data.hostfile}'
+fi
+show_log
 
 step "a bad spec is refused at admission (test/testdata/admission/bad/chainer-gpu-fraction.yaml)"
 if kubectl create -f test/testdata/admission/bad/chainer-gpu-fraction.yaml --dry-run=server 2>&1; then

@@ -1,5 +1,7 @@
 // Package demo runs `make demo` (hack/demo.sh) as a newcomer does, twice at once on one
-// machine: two clusters (CLUSTER_NAME), each with its own operator process.
+// machine: two clusters (CLUSTER_NAME), each with its own operator process, the first with the
+// ChainerMN example and the second with the MPIJob example (`make demo
+// EXAMPLE=examples/mpijob.yaml`, as the README offers).
 package demo
 
 import (
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -19,20 +22,33 @@ var repoRoot = filepath.Join("..", "..")
 // ports of its own, and both operators stay ready. (The operator's ports used to be fixed: the
 // second demo's operator could not bind them and the demo failed, "operator not ready".)
 func TestTwoDemosSideBySide(t *testing.T) {
-	names := []string{"trp-demo-a", "trp-demo-b"}
+	demos := []struct {
+		name, example string
+		// succeeded is the example's line of `kubectl get <kind>` once it ran.
+		succeeded *regexp.Regexp
+	}{
+		{"trp-demo-a", "", regexp.MustCompile(`(?m)^example-job-mn +Succeeded +[0-9]+/2 `)},
+		{"trp-demo-b", "examples/mpijob.yaml", regexp.MustCompile(`(?m)^mpi-example +Succeeded +[0-9]+/5 `)},
+	}
+	var names []string
 	ports := map[string]map[string]string{}
-	for _, name := range names {
+	for _, d := range demos {
+		name := d.name
+		names = append(names, name)
 		t.Cleanup(func() {
-			if out, err := run("hack/demo-down.sh", name); err != nil {
+			if out, err := run("hack/demo-down.sh", name, ""); err != nil {
 				t.Errorf("demo-down %s: %v\n%s", name, err, out)
 			}
 		})
-		out, err := run("hack/demo.sh", name)
+		out, err := run("hack/demo.sh", name, d.example)
 		if err != nil {
-			t.Fatalf("make demo with CLUSTER_NAME=%s: %v\n%s", name, err, out)
+			t.Fatalf("make demo with CLUSTER_NAME=%s EXAMPLE=%s: %v\n%s", name, d.example, err, out)
 		}
 		if !strings.Contains(out, "Demo finished") {
-			t.Fatalf("make demo with CLUSTER_NAME=%s did not finish:\n%s", name, out)
+			t.Fatalf("make demo with CLUSTER_NAME=%s EXAMPLE=%s did not finish:\n%s", name, d.example, out)
+		}
+		if !d.succeeded.MatchString(out) {
+			t.Errorf("make demo with CLUSTER_NAME=%s EXAMPLE=%s: no line matching %q in its kubectl get:\n%s", name, d.example, d.succeeded, out)
 		}
 		ports[name] = demoPorts(t, name)
 	}
@@ -57,10 +73,11 @@ func TestTwoDemosSideBySide(t *testing.T) {
 	}
 }
 
-// run runs a script of the repository for the demo cluster name and returns its output.
-func run(script, name string) (string, error) {
+// run runs a script of the repository for the demo cluster name and example (empty: the
+// script's default) and returns its output.
+func run(script, name, example string) (string, error) {
 	cmd := exec.Command(filepath.Join(repoRoot, script))
-	cmd.Env = append(os.Environ(), "CLUSTER_NAME="+name)
+	cmd.Env = append(os.Environ(), "CLUSTER_NAME="+name, "EXAMPLE="+example)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
