@@ -26,8 +26,9 @@ type children struct {
 	sets       []appsv1.StatefulSet
 	services   []corev1.Service
 	configMaps []corev1.ConfigMap
-	secrets    []corev1.Secret
-	pods       []corev1.Pod
+	// secrets are read as metadata only: the plugin never reads a Secret's data.
+	secrets []metav1.PartialObjectMetadata
+	pods    []corev1.Pod
 }
 
 // ownSelector selects the job's children and pods.
@@ -43,9 +44,10 @@ func (s *session) children(ctx context.Context, j job) (children, error) {
 		sets     appsv1.StatefulSetList
 		services corev1.ServiceList
 		cms      corev1.ConfigMapList
-		secrets  corev1.SecretList
 		pods     corev1.PodList
 	)
+	secrets := metav1.PartialObjectMetadataList{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	for _, l := range []client.ObjectList{&jobs, &sets, &services, &cms, &secrets, &pods} {
 		if err := s.client.List(ctx, l, ns, sel); err != nil {
 			return c, fmt.Errorf("list the children of %s: %w", j.ref(), err)
@@ -56,6 +58,25 @@ func (s *session) children(ctx context.Context, j job) (children, error) {
 	slices.SortFunc(c.sets, func(a, b appsv1.StatefulSet) int { return cmp.Compare(a.Name, b.Name) })
 	sortPods(c.pods)
 	return c, nil
+}
+
+// pods are the job's pods, the master first.
+func (s *session) pods(ctx context.Context, j job) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := s.client.List(ctx, &pods, client.InNamespace(j.obj.GetNamespace()), ownSelector(j)); err != nil {
+		return nil, fmt.Errorf("list the pods of %s: %w", j.ref(), err)
+	}
+	sortPods(pods.Items)
+	return pods.Items, nil
+}
+
+// configMaps are the job's ConfigMaps.
+func (s *session) configMaps(ctx context.Context, j job) ([]corev1.ConfigMap, error) {
+	var cms corev1.ConfigMapList
+	if err := s.client.List(ctx, &cms, client.InNamespace(j.obj.GetNamespace()), ownSelector(j)); err != nil {
+		return nil, fmt.Errorf("list the ConfigMaps of %s: %w", j.ref(), err)
+	}
+	return cms.Items, nil
 }
 
 // events are the job's own events (not its children's), oldest first, as kubectl describe

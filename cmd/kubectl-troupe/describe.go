@@ -245,7 +245,7 @@ func childRows(c children) [][]string {
 		rows = append(rows, []string{"ConfigMap", cm.Name, "keys " + strings.Join(keys, ", ")})
 	}
 	for _, s := range c.secrets {
-		rows = append(rows, []string{"Secret", s.Name, string(s.Type)})
+		rows = append(rows, []string{"Secret", s.Name, "-"})
 	}
 	return rows
 }

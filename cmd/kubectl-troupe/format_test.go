@@ -123,7 +123,7 @@ func TestWriteStory(t *testing.T) {
 			sets:       []appsv1.StatefulSet{{ObjectMeta: metav1.ObjectMeta{Name: "pi-worker"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}, Status: appsv1.StatefulSetStatus{ReadyReplicas: 1}}},
 			services:   []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "pi"}}},
 			configMaps: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Name: "pi-mpi"}, Data: map[string]string{"hostfile": "", "discover_hosts.sh": ""}}},
-			secrets:    []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "pi-ssh"}, Type: corev1.SecretTypeOpaque}},
+			secrets:    []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Name: "pi-ssh"}}},
 			pods:       pods,
 		},
 		events: events,
@@ -166,7 +166,7 @@ Children:
   StatefulSet   pi-worker     ready 1/2
   Service       pi            -
   ConfigMap     pi-mpi        keys discover_hosts.sh, hostfile
-  Secret        pi-ssh        Opaque
+  Secret        pi-ssh        -
 Pods:
   Name             Role     Phase     Ready   Restarts   Node     Age
   ----             ----     -----     -----   --------   ----     ---

@@ -28,11 +28,11 @@ func newHostfileCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := s.children(cmd.Context(), j)
+			cms, err := s.configMaps(cmd.Context(), j)
 			if err != nil {
 				return err
 			}
-			if cm := hostfileConfigMap(c.configMaps); cm != nil {
+			if cm := hostfileConfigMap(cms); cm != nil {
 				_, err := io.WriteString(o.streams.Out, cm.Data[mpi.HostfileKey])
 				return err
 			}

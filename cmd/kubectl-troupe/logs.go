@@ -37,11 +37,11 @@ func newLogsCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := s.children(cmd.Context(), j)
+			pods, err := s.pods(cmd.Context(), j)
 			if err != nil {
 				return err
 			}
-			targets, err := logTargets(c.pods, container)
+			targets, err := logTargets(pods, container)
 			if err != nil {
 				return fmt.Errorf("%s: %w", j.ref(), err)
 			}
