@@ -1,0 +1,28 @@
+// Command kubectl-troupe is the kubectl plugin of troupe: `kubectl troupe get|describe|logs|
+// hostfile|suspend|resume` over every troupe job kind at once (docs/kubectl-plugin.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// version is the plugin's release, set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	// Ctrl-C ends `logs -f` (and any request in flight) through the context.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		stop()
+		os.Exit(1)
+	}
+}
