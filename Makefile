@@ -38,6 +38,15 @@ build: ## Build troupe-operator, troupe-agent and kubectl-troupe into bin/, stam
 run: build ## Run the operator against the cluster in $$KUBECONFIG.
 	./bin/troupe-operator
 
+# make release VERSION=vX.Y.Z: what a release publishes, into DIST (hack/release.sh lists it).
+DIST ?= dist
+
+.PHONY: release
+release: $(HELM) ## Build release VERSION (default: hack/versions.mk's) into dist/: installs, chart, image archives (amd64, arm64), the kubectl plugin, checksums.
+	hack/container-deps.sh
+	hack/controlplane/build.sh kubectl
+	HELM=$(HELM) hack/release.sh $(VERSION) $(DIST)
+
 ##@ Generated code and manifests
 
 .PHONY: generate
@@ -193,11 +202,18 @@ test-chaos-smoke: cluster-assets ## make chaos at 12 jobs, 5 kills, one kube-api
 bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behind a real kube-apiserver.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/webhook -rate 50 -duration 60s
 
+# TestInstallFromRelease installs a release built here at a version no other image carries (both
+# image platforms; the plugin for this machine only, to keep make test short).
+RELEASE_TEST_VERSION = $(VERSION)-realnode
+RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
+
 .PHONY: test-realnode
-test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed three ways (root).
+test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release (root).
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
-	HELM=$(HELM) PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 35m ./test/realnode/...
+	HELM=$(HELM) PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
+	HELM=$(HELM) TROUPE_RELEASE_DIST=$(RELEASE_TEST_DIST) TROUPE_RELEASE_VERSION=$(RELEASE_TEST_VERSION) \
+	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 40m ./test/realnode/...
 
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.

@@ -12,9 +12,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// version is the plugin's release, set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
-
 func main() {
 	// Ctrl-C ends `logs -f` (and any request in flight) through the context.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 // newRootCommand is `kubectl troupe` with every subcommand and kubectl's standard flags
@@ -92,10 +93,10 @@ func (o *options) session() (*session, error) {
 func newVersionCommand(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the plugin's version",
+		Short: "Print the plugin's version and git revision",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(o.streams.Out, "kubectl-troupe %s\n", version)
+			_, err := fmt.Fprintln(o.streams.Out, version.String("kubectl-troupe"))
 			return err
 		},
 	}

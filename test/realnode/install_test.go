@@ -123,8 +123,14 @@ func uninstall(t *testing.T, args ...string) {
 	}
 }
 
-// checkInstall checks an install that was just made.
+// checkInstall checks an install of this checkout that was just made.
 func checkInstall(t *testing.T) {
+	t.Helper()
+	checkInstallOf(t, operatorImage)
+}
+
+// checkInstallOf checks an install that was just made, whose operator runs image.
+func checkInstallOf(t *testing.T, image string) {
 	t.Helper()
 	start := time.Now()
 	if out, err := kubectl("", "rollout", "status", "-n", operatorNS, operatorDeploy, "--timeout=240s"); err != nil {
@@ -145,8 +151,8 @@ func checkInstall(t *testing.T) {
 	for _, l := range lines {
 		f := strings.Fields(l)
 		names = append(names, f[0])
-		if len(f) != 4 || f[1] != real || f[2] != operatorImage || f[3] != "True" {
-			t.Errorf("operator pod %q: want on node %s, image %s, Ready True", l, real, operatorImage)
+		if len(f) != 4 || f[1] != real || f[2] != image || f[3] != "True" {
+			t.Errorf("operator pod %q: want on node %s, image %s, Ready True", l, real, image)
 		}
 	}
 	// One of them leads; the other is Ready all the same (it serves the webhooks).

@@ -70,7 +70,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	plugin, cacheDir = filepath.Join(tmp, "kubectl-troupe"), filepath.Join(tmp, "cache")
-	if out, err := exec.Command("go", "build", "-o", plugin, "-ldflags", "-X main.version=v0.0.0-it", repoRoot+"/cmd/kubectl-troupe").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", plugin, "-ldflags", "-X github.com/troupe-dev/troupe/pkg/version.Version=v0.0.0-it -X github.com/troupe-dev/troupe/pkg/version.Revision=0123abc", repoRoot+"/cmd/kubectl-troupe").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build kubectl-troupe: %v\n%s", err, out)
 		return 1
 	}
@@ -115,16 +115,8 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// crdDir is the repository's CRD directory: config/crds, or deploy/crds before the kustomize
-// sources moved.
-func crdDir() string {
-	for _, d := range []string{"config/crds", "deploy/crds"} {
-		if _, err := os.Stat(filepath.Join(repoRoot, d)); err == nil {
-			return filepath.Join(repoRoot, d)
-		}
-	}
-	return filepath.Join(repoRoot, "config/crds") // ErrorIfCRDPathMissing says it is missing
-}
+// crdDir is the repository's CRD directory.
+func crdDir() string { return filepath.Join(repoRoot, "config", "crds") }
 
 // startOperator runs every kind's reconciler in-process, as cmd/troupe-operator does, without
 // gang providers, and returns once its caches are in sync.

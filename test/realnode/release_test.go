@@ -1,0 +1,270 @@
+package realnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInstallFromRelease installs troupe from what `make release` wrote and from nothing else,
+// as a cluster admin without the repository does: the release directory is copied away from the
+// checkout, its checksums are checked, its image archives (an index of linux/amd64 and
+// linux/arm64 each, with a binary of that architecture) are imported into the real node's
+// containerd, troupe.yaml is applied server-side, and a job runs, inspected with the release's
+// kubectl plugin. The release is built at a version no other image of this machine carries
+// (TROUPE_RELEASE_VERSION, from make test-realnode), so the operator's pods and the launcher's
+// agent can only run from the release's archives.
+func TestInstallFromRelease(t *testing.T) {
+	src, version := os.Getenv("TROUPE_RELEASE_DIST"), os.Getenv("TROUPE_RELEASE_VERSION")
+	if src == "" || version == "" {
+		t.Fatal("TROUPE_RELEASE_DIST and TROUPE_RELEASE_VERSION are not set: run with make test-realnode")
+	}
+	stopOperator()
+	realNodeOnly(t)
+	dist := t.TempDir()
+	if out, err := exec.Command("cp", "-r", src+"/.", dist).CombinedOutput(); err != nil {
+		t.Fatalf("copy the release: %v\n%s", err, out)
+	}
+	files, _ := os.ReadDir(dist)
+	var listing []string
+	for _, f := range files {
+		info, _ := f.Info()
+		listing = append(listing, fmt.Sprintf("%10d  %s", info.Size(), f.Name()))
+	}
+	t.Logf("release %s:\n%s", version, strings.Join(listing, "\n"))
+
+	check := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
+	check.Dir = dist
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum --check SHA256SUMS: %v\n%s", err, out)
+	}
+
+	var archives []string
+	for _, image := range []string{"troupe-operator", "troupe-agent"} {
+		archive := filepath.Join(dist, image+"-"+version+".oci.tar")
+		checkImageArchive(t, archive, "ghcr.io/troupe-dev/"+image+":"+version, image)
+		archives = append(archives, archive)
+	}
+	if out, err := exec.Command(filepath.Join(repoRoot, "hack", "controlplane", "realnode-import.sh"), archives...).CombinedOutput(); err != nil {
+		t.Fatalf("import the release's images into the node: %v\n%s", err, out)
+	}
+
+	install := filepath.Join(dist, "troupe.yaml")
+	mustKubectl(t, "", "apply", "--server-side", "-f", install)
+	t.Cleanup(func() { uninstall(t, "delete", "-f", install) })
+	checkInstallOf(t, "ghcr.io/troupe-dev/troupe-operator:"+version)
+
+	plugin := pluginFromRelease(t, dist, version)
+	troupe := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl troupe %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if v := troupe("version"); !strings.HasPrefix(v, "kubectl-troupe "+version+" (revision ") {
+		t.Errorf("kubectl troupe version = %q, want %s", v, version)
+	}
+
+	// A job whose launcher waits for its worker with the release's agent, then prints and ends.
+	ns := namespace(t, "release-job")
+	describeOnFailure(t, ns)
+	mustKubectl(t, printingJob("release", 3), "create", "-n", ns, "-f", "-")
+	took, err := waitCondition(t, ns, "chainerjob.troupe.dev/release", "Succeeded", 4*time.Minute)
+	if err != nil {
+		t.Fatalf("the job did not succeed: %v\n%s", err, troupe("describe", "-n", ns, "release"))
+	}
+	t.Logf("the job Succeeded %.0fs after it was created, with the release's operator", took.Seconds())
+	agent := mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "troupe.dev/job-name=release,troupe.dev/role=master",
+		"-o", "jsonpath={.items[0].spec.initContainers[0].image}")
+	if want := "ghcr.io/troupe-dev/troupe-agent:" + version; agent != want {
+		t.Errorf("the launcher's wait ran %q, want the release's agent %s", agent, want)
+	}
+	get := troupe("get", "-n", ns)
+	if !regexp.MustCompile(`(?m)^ChainerJob\s+release\s+Succeeded\s`).MatchString(get) {
+		t.Errorf("kubectl troupe get does not list the job as Succeeded:\n%s", get)
+	}
+	logs := troupe("logs", "-n", ns, "release")
+	if !strings.Contains(logs, "[pod/release-master-") || !strings.Contains(logs, "master line 3") {
+		t.Errorf("kubectl troupe logs lacks the master's prefixed lines:\n%s", logs)
+	}
+	t.Logf("kubectl troupe get -n %s:\n%s\nkubectl troupe logs -n %s release:\n%s", ns, get, ns, logs)
+}
+
+// printingJob is a ChainerJob (backend mpi: its launcher waits for the worker with troupe-wait)
+// on the real node whose master prints lines master line 1..n and ends, and whose one worker
+// runs until it is released.
+func printingJob(name string, lines int) string {
+	pod := func(cmd string) string {
+		return fmt.Sprintf(`
+        spec:
+%s          containers:
+          - name: chainer
+            image: %s
+            imagePullPolicy: IfNotPresent
+            command: [sh, -c, %q]`, pinned(10), mpiImage, cmd)
+	}
+	return fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
+kind: ChainerJob
+metadata: {name: %s}
+spec:
+  backend: mpi
+  master:
+    template:%s
+  workerSets:
+    ws0:
+      replicas: 1
+      template:%s
+`, name, pod(fmt.Sprintf("for i in $(seq 1 %d); do echo master line $i; done", lines)),
+		pod("while true; do sleep 1 & wait; done"))
+}
+
+// pluginFromRelease unpacks the release's kubectl plugin for this machine and returns its path.
+func pluginFromRelease(t *testing.T, dist, version string) string {
+	t.Helper()
+	archive := filepath.Join(dist, fmt.Sprintf("kubectl-troupe-%s-%s-%s.tar.gz", version, runtime.GOOS, runtime.GOARCH))
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", archive, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("unpack %s: %v\n%s", archive, err, out)
+	}
+	for _, f := range []string{"kubectl-troupe", "LICENSE"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the plugin's archive lacks %s: %v", f, err)
+		}
+	}
+	return filepath.Join(dir, "kubectl-troupe")
+}
+
+// ociDescriptor is the part of an OCI descriptor the check reads.
+type ociDescriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Annotations map[string]string `json:"annotations"`
+	Platform    *struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+	} `json:"platform"`
+}
+
+// checkImageArchive: the OCI archive names ref, and holds an index of linux/amd64 and
+// linux/arm64 images whose layer carries /binary built for that architecture.
+func checkImageArchive(t *testing.T, path, ref, binary string) {
+	t.Helper()
+	blobs, err := readTar(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var layout struct{ Manifests []ociDescriptor }
+	if err := json.Unmarshal(blobs["index.json"], &layout); err != nil || len(layout.Manifests) != 1 {
+		t.Fatalf("%s: index.json %s: want one image: %v", path, blobs["index.json"], err)
+	}
+	if name := layout.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; name != ref {
+		t.Errorf("%s names %q, want %s", path, name, ref)
+	}
+	blob := func(d string) []byte { return blobs["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")] }
+	var index struct{ Manifests []ociDescriptor }
+	if err := json.Unmarshal(blob(layout.Manifests[0].Digest), &index); err != nil {
+		t.Fatalf("%s: the image index: %v", path, err)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	var platforms []string
+	for _, m := range index.Manifests {
+		if m.Platform == nil {
+			t.Fatalf("%s: a manifest without a platform in the index", path)
+		}
+		platform := m.Platform.OS + "/" + m.Platform.Architecture
+		platforms = append(platforms, platform)
+		var manifest struct{ Layers []ociDescriptor }
+		if err := json.Unmarshal(blob(m.Digest), &manifest); err != nil {
+			t.Fatalf("%s %s: manifest: %v", path, platform, err)
+		}
+		machine, err := binaryMachine(manifest.Layers, blob, binary)
+		if err != nil {
+			t.Errorf("%s %s: %v", path, platform, err)
+		} else if machine != machines[m.Platform.Architecture] {
+			t.Errorf("%s %s: /%s is built for %v", path, platform, binary, machine)
+		}
+	}
+	slices.Sort(platforms)
+	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("%s holds platforms %v, want linux/amd64 and linux/arm64", path, platforms)
+	}
+}
+
+// binaryMachine finds name in the (gzip or plain) tar layers and returns its ELF machine.
+func binaryMachine(layers []ociDescriptor, blob func(string) []byte, name string) (elf.Machine, error) {
+	for _, l := range layers {
+		var r io.Reader = bytes.NewReader(blob(l.Digest))
+		if strings.HasSuffix(l.MediaType, "gzip") {
+			zr, err := gzip.NewReader(r)
+			if err != nil {
+				return 0, err
+			}
+			r = zr
+		}
+		tr := tar.NewReader(r)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return 0, err
+			}
+			if strings.TrimPrefix(h.Name, "./") != name {
+				continue
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return 0, err
+			}
+			f, err := elf.NewFile(bytes.NewReader(data))
+			if err != nil {
+				return 0, fmt.Errorf("/%s: %w", name, err)
+			}
+			return f.Machine, nil
+		}
+	}
+	return 0, fmt.Errorf("no layer holds /%s", name)
+}
+
+// readTar reads every regular file of a tar archive into memory, by name.
+func readTar(path string) (map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	files := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if files[strings.TrimPrefix(h.Name, "./")], err = io.ReadAll(tr); err != nil {
+			return nil, err
+		}
+	}
+}
