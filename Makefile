@@ -87,8 +87,17 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
 	  --set podDisruptionBudget.enabled=false,networkPolicy.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
+	$(HELM) template troupe charts/troupe --namespace ops --set certManager.enabled=true,metrics.secure=false \
+	  --set logging.level=debug,logging.format=console,kubeAPI.qps=-1,kubeAPI.burst=10,maxConcurrentReconciles=16 \
+	  --set priorityClassName=system-cluster-critical,imagePullSecrets[0].name=regcred,podLabels.team=ml,podAnnotations.note=x \
+	  --set topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone \
+	  --set topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway,metrics.serviceMonitor.enabled=true >/dev/null
 	@! $(HELM) template troupe charts/troupe --set replicaCount=2,leaderElection.enabled=false >/dev/null 2>&1 || \
 	  { echo "the chart renders two replicas without leader election"; exit 1; }
+	@! $(HELM) template troupe charts/troupe --set logging.formt=json >/dev/null 2>&1 || \
+	  { echo "values.schema.json lets an unknown value through"; exit 1; }
+	@! $(HELM) template troupe charts/troupe --set webhook.failurePolicy=Sometimes >/dev/null 2>&1 || \
+	  { echo "values.schema.json lets a bad failurePolicy through"; exit 1; }
 	@$(HELM) template troupe charts/troupe --set replicaCount=1 | grep -q 'kind: PodDisruptionBudget' && \
 	  { echo "the chart renders a PodDisruptionBudget for one replica"; exit 1; } || true
 

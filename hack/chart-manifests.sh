@@ -85,3 +85,12 @@ emit() {
   # The namespace is in CEL strings (the operator's user name, its certificate Secret's namespace).
   sed -e 's/troupe-system/{{ .Release.Namespace }}/g' config/install/operator-guard.yaml
 } >"$chart/templates/operator-guard.generated.yaml"
+
+# Every generated object carries the release's recommended labels ($: also inside a range), and
+# with certManager.enabled the webhook configurations ask cert-manager's CA injector for the CA
+# of the Certificate (templates/certmanager.yaml).
+sed -i 's/^metadata:$/metadata:\n  labels: {{- include "troupe.labels" $ | nindent 4 }}/' \
+  "$chart/templates/rbac.generated.yaml" "$chart/templates/webhooks.generated.yaml" \
+  "$chart/templates/operator-guard.generated.yaml"
+sed -i 's|^\(  labels: {{- include "troupe.labels" \$ \| nindent 4 }}\)$|\1\n  {{- if .Values.certManager.enabled }}\n  annotations:\n    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/troupe-webhook-cert\n  {{- end }}|' \
+  "$chart/templates/webhooks.generated.yaml"

@@ -72,6 +72,22 @@ func writeIfChanged(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
+// waitForCertFiles closes ready once dir holds a serving certificate and its key (put there by
+// another issuer: a mounted Secret, or certFileWriter), polling until ctx ends.
+func waitForCertFiles(ctx context.Context, dir string, ready chan<- struct{}) {
+	log := ctrl.Log.WithName("cert-files")
+	_ = wait.PollUntilContextCancel(ctx, certSyncPeriod, true, func(context.Context) (bool, error) {
+		for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Size() == 0 {
+				return false, nil
+			}
+		}
+		log.Info("serving the webhook certificate another issuer made", "dir", dir)
+		close(ready)
+		return true, nil
+	})
+}
+
 // removeCertFiles deletes the certificate files in dir, if any.
 func removeCertFiles(dir string) error {
 	for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {

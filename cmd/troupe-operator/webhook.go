@@ -29,6 +29,9 @@ type webhookFlags struct {
 	certSecret string
 	dnsName    string
 	writeCerts bool
+	// rotateCerts: the operator makes and rotates the certificate itself (cert-controller);
+	// off, another issuer (cert-manager) fills the Secret and the configurations' caBundle.
+	rotateCerts bool
 	// defaultGang is the operator's --default-gang, shared with the controllers.
 	defaultGang troupev1.GangProvider
 }
@@ -44,6 +47,9 @@ func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
 		"Copy the certificate Secret into --webhook-cert-dir, as the kubelet does for a mounted Secret but within seconds "+
 			"(an operator outside a pod, or a pod whose cert dir is an emptyDir); stale files there are removed at start.")
+	fs.BoolVar(&f.rotateCerts, "webhook-cert-rotation", true,
+		"Make and rotate the webhooks' CA and serving certificate in --webhook-cert-secret and write the CA into the webhook configurations. "+
+			"false: another issuer (cert-manager, with its CA injector) keeps both, and the operator serves the certificate it finds in --webhook-cert-dir.")
 }
 
 // server is the webhook server to give the manager, or nil when webhooks are disabled.
@@ -89,7 +95,14 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		}
 	}
 	certReady := make(chan struct{})
-	if err := rotator.AddRotator(rotatorManager(mgr, key), &rotator.CertRotator{
+	if !f.rotateCerts {
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+			waitForCertFiles(ctx, f.certDir, certReady)
+			return nil
+		})); err != nil {
+			return err
+		}
+	} else if err := rotator.AddRotator(rotatorManager(mgr, key), &rotator.CertRotator{
 		SecretKey:      key,
 		CertDir:        f.certDir,
 		CAName:         "troupe-webhook-ca",

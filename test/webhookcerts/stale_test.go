@@ -38,26 +38,48 @@ var repoRoot = filepath.Join("..", "..")
 // passes goes through the webhooks, on a first cluster and on a second one started on the
 // first one's files.
 func TestStaleCertDir(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run with make test-integration")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "troupe-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	certDir := filepath.Join(dir, "certs")
+	bin := buildOperator(t)
+	certDir := filepath.Join(t.TempDir(), "certs")
 	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	for i := range 2 {
 		t.Run(fmt.Sprintf("cluster%d", i), func(t *testing.T) { clusterRound(t, bin, certDir) })
 	}
 }
 
+// buildOperator builds the operator binary of this checkout.
+func buildOperator(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run with make test-integration")
+	}
+	bin := filepath.Join(t.TempDir(), "troupe-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // clusterRound starts a new API server, the operator on certDir, and creates a job as soon as
 // the operator is ready.
 func clusterRound(t *testing.T, bin, certDir string) {
+	c := startCluster(t)
+	logPath := c.startOperator(t, bin, "--webhook-cert-dir", certDir, "--webhook-write-certs")
+	c.checkServing(t, logPath, "first")
+}
+
+// cluster is an API server with the webhook configurations by URL, as make demo writes them.
+type cluster struct {
+	k8s        client.Client
+	kubeconfig string
+	hookPort   string
+	hooks      string // host:port the webhooks are served on
+}
+
+// startCluster starts a new API server with troupe's CRDs and webhook configurations.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crds")},
 		ErrorIfCRDPathMissing: true,
@@ -84,7 +106,7 @@ func clusterRound(t *testing.T, bin, certDir string) {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hooks, probe := freePort(t), freePort(t)
+	hooks := freePort(t)
 	_, hookPort, _ := net.SplitHostPort(hooks)
 	// The webhook configurations by URL, as make demo writes them (with envtest's kubectl).
 	setup := exec.Command(filepath.Join(repoRoot, "hack", "webhooks-local.sh"), hookPort)
@@ -93,15 +115,33 @@ func clusterRound(t *testing.T, bin, certDir string) {
 	if out, err := setup.CombinedOutput(); err != nil {
 		t.Fatalf("webhooks-local.sh: %v\n%s", err, out)
 	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := troupev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{k8s: k8s, kubeconfig: kubeconfig, hookPort: hookPort, hooks: hooks}
+}
 
-	logPath := filepath.Join(t.TempDir(), "operator.log")
+// startOperator runs the operator binary against the cluster with more flags, and returns
+// once it is ready (its log is shown if the test fails).
+func (c *cluster) startOperator(t *testing.T, bin string, flags ...string) (logPath string) {
+	t.Helper()
+	probe := freePort(t)
+	logPath = filepath.Join(t.TempDir(), "operator.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", probe, "--webhook-bind-address", hooks,
-		"--webhook-dns-name", "localhost", "--webhook-cert-dir", certDir, "--webhook-write-certs")
+	op := exec.Command(bin, append([]string{"--kubeconfig", c.kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", probe, "--webhook-bind-address", c.hooks,
+		"--webhook-dns-name", "localhost"}, flags...)...)
 	op.Stdout, op.Stderr = logFile, logFile
 	if err := op.Start(); err != nil {
 		t.Fatal(err)
@@ -120,21 +160,17 @@ func clusterRound(t *testing.T, bin, certDir string) {
 		t.Fatalf("operator not ready: %v", err)
 	}
 	t.Logf("operator ready %v after start", time.Since(start).Round(time.Millisecond))
+	return logPath
+}
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := troupev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkServing: the certificate the webhooks serve verifies against the CA the configurations
+// hold, and a job created right away (named name) is defaulted by the webhooks.
+func (c *cluster) checkServing(t *testing.T, logPath, name string) {
+	t.Helper()
+	k8s := c.k8s
 	// What the API server does next: the served certificate must verify against the CA that
 	// the configurations hold, from the moment the operator is ready.
-	conn, err := tls.Dial("tcp", hooks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below
+	conn, err := tls.Dial("tcp", c.hooks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // verified below
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +188,7 @@ func clusterRound(t *testing.T, bin, certDir string) {
 	}
 
 	job := &troupev1.ChainerJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: troupev1.ChainerJobSpec{
 			Backend: troupev1.ChainerBackendMPI,
 			Master: troupev1.ChainerMaster{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
