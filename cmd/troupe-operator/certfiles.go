@@ -78,7 +78,7 @@ func waitForCertFiles(ctx context.Context, dir string, ready chan<- struct{}) {
 	log := ctrl.Log.WithName("cert-files")
 	_ = wait.PollUntilContextCancel(ctx, certSyncPeriod, true, func(context.Context) (bool, error) {
 		for _, name := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
-			if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Size() == 0 {
+			if !nonEmptyFile(filepath.Join(dir, name)) {
 				return false, nil
 			}
 		}
@@ -86,6 +86,12 @@ func waitForCertFiles(ctx context.Context, dir string, ready chan<- struct{}) {
 		close(ready)
 		return true, nil
 	})
+}
+
+// nonEmptyFile says path is a file with something in it (a missing one is not).
+func nonEmptyFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Size() > 0
 }
 
 // removeCertFiles deletes the certificate files in dir, if any.
