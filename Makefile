@@ -217,12 +217,15 @@ RELEASE_TEST_VERSION = $(VERSION)-realnode
 RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
 
 .PHONY: test-realnode
-test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release (root).
+test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release; an upgrade from the previous release under running jobs (root).
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
 	HELM=$(HELM) PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
+	prev=$$(hack/previous-release.sh $(TROUPE_CACHE)/previous-release); \
 	HELM=$(HELM) TROUPE_RELEASE_DIST=$(RELEASE_TEST_DIST) TROUPE_RELEASE_VERSION=$(RELEASE_TEST_VERSION) \
-	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 40m ./test/realnode/...
+	  TROUPE_PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) TROUPE_PREVIOUS_RELEASE_SRC=$$(sed -n 's/^SRC=//p' <<<"$$prev") \
+	  TROUPE_PREVIOUS_RELEASE_IMAGES="$$(sed -n 's/^troupe-[a-z]*=//p' <<<"$$prev" | tr '\n' ' ')" \
+	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
 
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.

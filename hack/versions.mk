@@ -46,6 +46,10 @@ TROUPE_CACHE ?= $(HOME)/.cache/troupe
 # revision) and the tag of their images; pkg/version's default, which a unit test keeps equal.
 # make release VERSION=vX.Y.Z builds another.
 VERSION ?= v0.2.0
+# The release before it, which the upgrade test (test/realnode/upgrade_test.go) installs, runs
+# jobs under and upgrades from: built from this repository at its pinned commit.
+PREVIOUS_RELEASE ?= v0.1.0
+PREVIOUS_RELEASE_REVISION ?= e36e8ee0942550b35f936cda7174316b962b1f73
 
 # Images (make images, hack/images/build.sh): names are $(IMAGE_REGISTRY)/<image>:<tag>. The
 # release's images, troupe-operator and troupe-agent (the operator's defaults: --agent-image,

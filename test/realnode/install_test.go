@@ -139,9 +139,14 @@ func checkInstallOf(t *testing.T, image string) {
 	t.Logf("operator Deployment available %v after the install", time.Since(start).Round(time.Second))
 	waitWebhookService(t)
 
-	// Two Ready replicas, on the real node, of the image make images built.
-	pods := mustKubectl(t, "", "get", "pods", "-n", operatorNS, "-l", "app.kubernetes.io/name=troupe-operator", "-o",
-		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.spec.containers[0].image} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	// Two Ready replicas, on the real node, of the image make images built. After a rolling
+	// update the replaced pods may still be terminating: wait for them to go.
+	var pods string
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		pods = mustKubectl(t, "", "get", "pods", "-n", operatorNS, "-l", "app.kubernetes.io/name=troupe-operator", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.spec.containers[0].image} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		return strings.Count(pods, "\n") == 2, nil
+	})
 	real := strings.TrimSpace(mustKubectl(t, "", "get", "nodes", "-l", nodeLabel+"=true", "-o", "jsonpath={.items[0].metadata.name}"))
 	lines := strings.Split(strings.TrimSpace(pods), "\n")
 	if len(lines) != 2 {
