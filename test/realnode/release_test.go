@@ -81,57 +81,43 @@ func TestInstallFromRelease(t *testing.T) {
 		t.Errorf("kubectl troupe version = %q, want %s", v, version)
 	}
 
-	// A job whose launcher waits for its worker with the release's agent, then prints and ends.
+	// An MPIJob (T9k's form, KubeExec) whose launcher waits for its workers with the release's
+	// agent, then runs until the test ends it: the plugin is read while it runs.
 	ns := namespace(t, "release-job")
 	describeOnFailure(t, ns)
-	mustKubectl(t, printingJob("release", 3), "create", "-n", ns, "-f", "-")
-	took, err := waitCondition(t, ns, "chainerjob.troupe.dev/release", "Succeeded", 4*time.Minute)
-	if err != nil {
-		t.Fatalf("the job did not succeed: %v\n%s", err, troupe("describe", "-n", ns, "release"))
-	}
-	t.Logf("the job Succeeded %.0fs after it was created, with the release's operator", took.Seconds())
-	agent := mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "troupe.dev/job-name=release,troupe.dev/role=master",
+	mustKubectl(t, upgradeJobs()["mpijob/t9k"], "create", "-n", ns, "-f", "-")
+	waitRunning(t, ns, "mpijob/t9k")
+	agent := mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "troupe.dev/job-name=t9k,troupe.dev/role=master",
 		"-o", "jsonpath={.items[0].spec.initContainers[0].image}")
 	if want := "ghcr.io/troupe-dev/troupe-agent:" + version; agent != want {
 		t.Errorf("the launcher's wait ran %q, want the release's agent %s", agent, want)
 	}
 	get := troupe("get", "-n", ns)
-	if !regexp.MustCompile(`(?m)^ChainerJob\s+release\s+Succeeded\s`).MatchString(get) {
-		t.Errorf("kubectl troupe get does not list the job as Succeeded:\n%s", get)
+	if !regexp.MustCompile(`(?m)^MPIJob\s+t9k\s+Running\s+2/2\s`).MatchString(get) {
+		t.Errorf("kubectl troupe get does not list the MPIJob Running with 2/2 workers:\n%s", get)
 	}
-	logs := troupe("logs", "-n", ns, "release")
-	if !strings.Contains(logs, "[pod/release-master-") || !strings.Contains(logs, "master line 3") {
-		t.Errorf("kubectl troupe logs lacks the master's prefixed lines:\n%s", logs)
+	describe := troupe("describe", "-n", ns, "mpijob/t9k")
+	for _, want := range []string{"MasterRunning", "AllWorkersReady", "t9k-worker-0", "t9k-worker-1"} {
+		if !strings.Contains(describe, want) {
+			t.Errorf("kubectl troupe describe lacks %q:\n%s", want, describe)
+		}
 	}
-	t.Logf("kubectl troupe get -n %s:\n%s\nkubectl troupe logs -n %s release:\n%s", ns, get, ns, logs)
-}
+	hostfile := troupe("hostfile", "-n", ns, "t9k")
+	if !strings.Contains(hostfile, "t9k-worker-0.t9k."+ns+".svc") || !strings.Contains(hostfile, "t9k-worker-1.t9k."+ns+".svc") {
+		t.Errorf("kubectl troupe hostfile does not list both workers:\n%s", hostfile)
+	}
+	t.Logf("the release's kubectl troupe on a running MPIJob:\n$ kubectl troupe get -n %[1]s\n%[2]s\n$ kubectl troupe describe -n %[1]s mpijob/t9k\n%[3]s\n$ kubectl troupe hostfile -n %[1]s t9k\n%[4]s",
+		ns, get, describe, hostfile)
 
-// printingJob is a ChainerJob (backend mpi: its launcher waits for the worker with troupe-wait)
-// on the real node whose master prints lines master line 1..n and ends, and whose one worker
-// runs until it is released.
-func printingJob(name string, lines int) string {
-	pod := func(cmd string) string {
-		return fmt.Sprintf(`
-        spec:
-%s          containers:
-          - name: chainer
-            image: %s
-            imagePullPolicy: IfNotPresent
-            command: [sh, -c, %q]`, pinned(10), mpiImage, cmd)
+	letFinish(t, ns)
+	if _, err := waitCondition(t, ns, "mpijob.troupe.dev/t9k", "Succeeded", 4*time.Minute); err != nil {
+		t.Fatalf("the job did not succeed: %v\n%s", err, troupe("describe", "-n", ns, "t9k"))
 	}
-	return fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
-kind: ChainerJob
-metadata: {name: %s}
-spec:
-  backend: mpi
-  master:
-    template:%s
-  workerSets:
-    ws0:
-      replicas: 1
-      template:%s
-`, name, pod(fmt.Sprintf("for i in $(seq 1 %d); do echo master line $i; done", lines)),
-		pod("while true; do sleep 1 & wait; done"))
+	logs := troupe("logs", "-n", ns, "t9k")
+	if !regexp.MustCompile(`(?m)^\[pod/t9k-launcher-[a-z0-9]+/launcher\] done$`).MatchString(logs) {
+		t.Errorf("kubectl troupe logs lacks the launcher's prefixed last line:\n%s", logs)
+	}
+	t.Logf("the job Succeeded under the release's operator; kubectl troupe logs -n %s t9k:\n%s", ns, logs)
 }
 
 // pluginFromRelease unpacks the release's kubectl plugin for this machine and returns its path.

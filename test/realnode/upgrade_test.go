@@ -81,13 +81,12 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 
 	t.Run("helm", func(t *testing.T) {
 		helm := os.Getenv("HELM")
-		run := func(args ...string) string {
+		run := func(args ...string) {
 			t.Helper()
 			out, err := exec.Command(helm, append(args, "--kubeconfig", kubeconfig, "--namespace", operatorNS)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
-			return string(out)
 		}
 		mustKubectl(t, "", "create", "namespace", operatorNS)
 		mustKubectl(t, "", "label", "namespace", operatorNS, "pod-security.kubernetes.io/enforce=restricted")
@@ -273,11 +272,12 @@ func startUpgradeJobs(t *testing.T, ns string) {
 func waitRunning(t *testing.T, ns, job string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		phase, err := kubectl("", "get", "-n", ns, job, "-o", "jsonpath={.status.phase}")
-		if err != nil || phase != "Running" {
+		// A failed get is retried like a job not running yet.
+		state, _ := kubectl("", "get", "-n", ns, job, "-o", "jsonpath={.status.phase} {.metadata.uid}")
+		phase, uid, _ := strings.Cut(state, " ")
+		if phase != "Running" {
 			return false, nil
 		}
-		uid, _ := kubectl("", "get", "-n", ns, job, "-o", "jsonpath={.metadata.uid}")
 		phases, _ := kubectl("", "get", "pods", "-n", ns, "-l", "troupe.dev/job-uid="+uid, "-o", "jsonpath={.items[*].status.phase}")
 		f := strings.Fields(phases)
 		return len(f) > 0 && !slices.ContainsFunc(f, func(p string) bool { return p != "Running" }), nil
