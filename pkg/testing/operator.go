@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -29,7 +30,12 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 		return nil, err
 	}
 	bin := filepath.Join(dir, "troupe-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe-operator")
+	args := []string{"build", "-o", bin}
+	// The commit, as make build stamps it (troupe_build_info), whatever GOFLAGS say of -buildvcs.
+	if rev, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output(); err == nil {
+		args = append(args, "-ldflags", "-X github.com/troupe-dev/troupe/pkg/version.Revision="+strings.TrimSpace(string(rev)))
+	}
+	build := exec.Command("go", append(args, "./cmd/troupe-operator")...)
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build: %w\n%s", err, out)

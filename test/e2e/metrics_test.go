@@ -238,7 +238,7 @@ func troupeLines(t *testing.T, ns string) string {
 }
 
 // checkBuildInfo: troupe_build_info names the operator's version and the commit it was built
-// from (go build's own VCS stamp: the test builds the operator from this checkout).
+// from (pkg/testing.StartOperator stamps the commit, as make build does).
 func checkBuildInfo(t *testing.T, families map[string]*dto.MetricFamily) {
 	t.Helper()
 	head, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()

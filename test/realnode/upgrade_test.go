@@ -165,6 +165,20 @@ spec:
 %s`, name, extra, upgradePod(8, "chainer", launcherCommand), upgradePod(10, "chainer", workerCommand))
 }
 
+// farawayJob is an MPIJob of FFFFFaraway's form with one worker; extra is more spec.
+func farawayJob(name, extra, launcher string) string {
+	return fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
+kind: MPIJob
+metadata: {name: %s}
+spec:
+%s  numWorkers: 1
+  launcherTemplate:
+    spec:
+%s  workerTemplate:
+    spec:
+%s`, name, extra, upgradePod(6, "horovod-master", launcher), upgradePod(6, "horovod-worker", workerCommand))
+}
+
 // upgradeJobs are the jobs of TestUpgradeUnderRunningJobs, by resource/name, and their manifests.
 func upgradeJobs() map[string]string {
 	launcher, worker := launcherCommand, workerCommand
@@ -186,27 +200,9 @@ spec:
     template:
       spec:
 %s`, upgradePod(8, "launcher", launcher), upgradePod(8, "mpi-worker", worker)),
-		"mpijob/faraway": fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
-kind: MPIJob
-metadata: {name: faraway}
-spec:
-  numWorkers: 1
-  launcherTemplate:
-    spec:
-%s  workerTemplate:
-    spec:
-%s`, upgradePod(6, "horovod-master", launcher), upgradePod(6, "horovod-worker", worker)),
-		"mpijob/suspended": fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
-kind: MPIJob
-metadata: {name: suspended}
-spec:
-  runPolicy: {suspend: true}
-  numWorkers: 1
-  launcherTemplate:
-    spec:
-%s  workerTemplate:
-    spec:
-%s`, upgradePod(6, "launcher", "echo done"), upgradePod(6, "worker", worker)),
+		"mpijob/faraway": farawayJob("faraway", "", launcher),
+		// Resumed after the upgrade, when no file ends its launcher any more: it ends by itself.
+		"mpijob/suspended": farawayJob("suspended", "  runPolicy: {suspend: true}\n", "echo done"),
 		"mpijob/kubeflow": fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
 kind: MPIJob
 metadata: {name: kubeflow}
