@@ -66,6 +66,7 @@ done
 
 # The images: one manifest list per image, an entry per platform, pushed as an OCI archive.
 for image in troupe-operator troupe-agent; do
+  ids=()
   list=localhost/troupe-release/$image:$version
   buildah manifest rm "$list" >/dev/null 2>&1 || true
   buildah manifest create "$list" >/dev/null
@@ -75,12 +76,13 @@ for image in troupe-operator troupe-agent; do
     GOOS=${platform%/*} GOARCH=${platform#*/} go build -ldflags "$ldflags" -o "$ctx/$image" "./cmd/$image"
     cp images/passwd images/group "images/$image/Containerfile" "$ctx/"
     cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
-    buildah bud -q --isolation chroot --pull-never --layers=false --platform "$platform" \
-      --timestamp "$epoch" --manifest "$list" -f "$ctx/Containerfile" "$ctx" >/dev/null
+    ids+=("$(buildah bud -q --isolation chroot --pull-never --layers=false --platform "$platform" \
+      --timestamp "$epoch" --manifest "$list" -f "$ctx/Containerfile" "$ctx" | tail -n 1)")
   done
   buildah manifest push -q --all "$list" "oci-archive:$dist/$image-$version.oci.tar:$IMAGE_REGISTRY/$image:$version" >/dev/null
-  # The images the list refers to go with it: only the archive is the release's.
+  # The list and its images go: only the archive is the release's.
   buildah manifest rm "$list" >/dev/null
+  buildah rmi "${ids[@]}" >/dev/null
   log "$image: $(du -h "$dist/$image-$version.oci.tar" | cut -f1) for $IMAGE_PLATFORMS"
 done
 

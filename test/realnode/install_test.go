@@ -161,8 +161,14 @@ func checkInstallOf(t *testing.T, image string) {
 		}
 	}
 	// One of them leads; the other is Ready all the same (it serves the webhooks).
-	holder := mustKubectl(t, "", "get", "lease", "-n", operatorNS, "troupe-operator.troupe.dev", "-o", "jsonpath={.spec.holderIdentity}")
-	if !strings.HasPrefix(holder, names[0]+"_") && !strings.HasPrefix(holder, names[1]+"_") {
+	// Right after a rolling update the Lease may be between holders: the replaced leader
+	// released it (holder "") and a new replica takes it at its next try, within seconds.
+	var holder string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		holder = mustKubectl(t, "", "get", "lease", "-n", operatorNS, "troupe-operator.troupe.dev", "-o", "jsonpath={.spec.holderIdentity}")
+		return holder != "", nil
+	})
+	if err != nil || (!strings.HasPrefix(holder, names[0]+"_") && !strings.HasPrefix(holder, names[1]+"_")) {
 		t.Errorf("the leader election Lease is held by %q, not by an operator pod %v", holder, names)
 	}
 
