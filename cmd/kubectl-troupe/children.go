@@ -31,14 +31,19 @@ type children struct {
 	pods    []corev1.Pod
 }
 
-// ownSelector selects the job's children and pods.
-func ownSelector(j job) client.MatchingLabels {
-	return client.MatchingLabels{troupev1.LabelJobUID: string(j.obj.GetUID())}
+// listOwned lists into l the objects of l's type that belong to the job: its namespace's,
+// labelled with its UID.
+func (s *session) listOwned(ctx context.Context, j job, l client.ObjectList) error {
+	err := s.client.List(ctx, l, client.InNamespace(j.obj.GetNamespace()),
+		client.MatchingLabels{troupev1.LabelJobUID: string(j.obj.GetUID())})
+	if err != nil {
+		return fmt.Errorf("list the children of %s: %w", j.ref(), err)
+	}
+	return nil
 }
 
 func (s *session) children(ctx context.Context, j job) (children, error) {
 	var c children
-	ns, sel := client.InNamespace(j.obj.GetNamespace()), ownSelector(j)
 	var (
 		jobs     batchv1.JobList
 		sets     appsv1.StatefulSetList
@@ -49,8 +54,8 @@ func (s *session) children(ctx context.Context, j job) (children, error) {
 	secrets := metav1.PartialObjectMetadataList{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	for _, l := range []client.ObjectList{&jobs, &sets, &services, &cms, &secrets, &pods} {
-		if err := s.client.List(ctx, l, ns, sel); err != nil {
-			return c, fmt.Errorf("list the children of %s: %w", j.ref(), err)
+		if err := s.listOwned(ctx, j, l); err != nil {
+			return c, err
 		}
 	}
 	c.jobs, c.sets, c.services, c.configMaps, c.secrets, c.pods = jobs.Items, sets.Items, services.Items, cms.Items, secrets.Items, pods.Items
@@ -63,8 +68,8 @@ func (s *session) children(ctx context.Context, j job) (children, error) {
 // pods are the job's pods, the master first.
 func (s *session) pods(ctx context.Context, j job) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := s.client.List(ctx, &pods, client.InNamespace(j.obj.GetNamespace()), ownSelector(j)); err != nil {
-		return nil, fmt.Errorf("list the pods of %s: %w", j.ref(), err)
+	if err := s.listOwned(ctx, j, &pods); err != nil {
+		return nil, err
 	}
 	sortPods(pods.Items)
 	return pods.Items, nil
@@ -73,8 +78,8 @@ func (s *session) pods(ctx context.Context, j job) ([]corev1.Pod, error) {
 // configMaps are the job's ConfigMaps.
 func (s *session) configMaps(ctx context.Context, j job) ([]corev1.ConfigMap, error) {
 	var cms corev1.ConfigMapList
-	if err := s.client.List(ctx, &cms, client.InNamespace(j.obj.GetNamespace()), ownSelector(j)); err != nil {
-		return nil, fmt.Errorf("list the ConfigMaps of %s: %w", j.ref(), err)
+	if err := s.listOwned(ctx, j, &cms); err != nil {
+		return nil, err
 	}
 	return cms.Items, nil
 }

@@ -49,10 +49,8 @@ type session struct {
 	core   kubernetes.Interface
 	// namespace is -n, else the kubeconfig context's, else "default".
 	namespace string
-	// explicitNamespace is true when -n was given (or the context names one).
-	explicitNamespace bool
-	kinds             []jobKind
-	flags             *genericclioptions.ConfigFlags
+	kinds     []jobKind
+	flags     *genericclioptions.ConfigFlags
 }
 
 func (o *options) session() (*session, error) {
@@ -60,7 +58,7 @@ func (o *options) session() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns, explicit, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +85,7 @@ func (o *options) session() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{client: c, core: core, namespace: ns, explicitNamespace: explicit, kinds: kinds, flags: o.flags}, nil
+	return &session{client: c, core: core, namespace: ns, kinds: kinds, flags: o.flags}, nil
 }
 
 func newVersionCommand(o *options) *cobra.Command {

@@ -79,6 +79,34 @@ func needTrainImage(t *testing.T) {
 	}
 }
 
+// realNodePod is the spec of a pod on the real node (pinned) with one container of the
+// troupe-mpi image running command, indented for a template's spec at indent.
+func realNodePod(indent int, container, command string) string {
+	p := strings.Repeat(" ", indent)
+	return fmt.Sprintf("%[1]s%[2]scontainers:\n%[2]s- name: %[3]s\n%[2]s  image: %[4]s\n%[2]s  imagePullPolicy: IfNotPresent\n%[2]s  command: [sh, -c, %[5]q]\n",
+		pinned(indent), p, container, mpiImage, command)
+}
+
+// realNodeChainerJob is a ChainerJob (backend mpi: its launcher waits for the worker with
+// troupe-wait) of a master and one worker on the real node, running masterCommand and
+// workerCommand; extra is more spec.
+func realNodeChainerJob(name, extra, masterCommand, workerCommand string) string {
+	return fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
+kind: ChainerJob
+metadata: {name: %s}
+spec:
+  backend: mpi
+%s  master:
+    template:
+      spec:
+%s  workerSets:
+    ws0:
+      replicas: 1
+      template:
+        spec:
+%s`, name, extra, realNodePod(8, "chainer", masterCommand), realNodePod(10, "chainer", workerCommand))
+}
+
 // pinned is the part of a pod spec that puts a job's pod on the real node (its label and
 // taint), lets it go at once when deleted (a shell as PID 1 ignores SIGTERM), and states the
 // image's user (troupe-mpi's mpiuser) in runAsUser, as docs/mpi.md asks of SSH jobs so that the

@@ -3,7 +3,6 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -25,28 +24,8 @@ func TestPluginLogsFollow(t *testing.T) {
 		t.Fatalf("build kubectl-troupe: %v\n%s", err, out)
 	}
 
-	pod := func(cmd string) string {
-		return fmt.Sprintf(`
-        spec:
-%s          containers:
-          - name: chainer
-            image: %s
-            imagePullPolicy: IfNotPresent
-            command: [sh, -c, %q]`, pinned(10), mpiImage, cmd)
-	}
-	job := fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
-kind: ChainerJob
-metadata: {name: logs}
-spec:
-  backend: mpi
-  master:
-    template:%s
-  workerSets:
-    ws0:
-      replicas: 1
-      template:%s
-`, pod("for i in 1 2 3; do echo master line $i; sleep 1; done"),
-		pod("for i in 1 2 3; do echo worker line $i; done; while true; do sleep 1 & wait; done"))
+	job := realNodeChainerJob("logs", "", "for i in 1 2 3; do echo master line $i; sleep 1; done",
+		"for i in 1 2 3; do echo worker line $i; done; while true; do sleep 1 & wait; done")
 	mustKubectl(t, job, "apply", "-n", ns, "-f", "-")
 
 	// The plugin follows the pods that exist when it starts: wait for both (the worker's

@@ -132,14 +132,6 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 	})
 }
 
-// upgradePod is a container of the troupe-mpi image on the real node running command, indented for a
-// template's spec at indent.
-func upgradePod(indent int, container, command string) string {
-	p := strings.Repeat(" ", indent)
-	return fmt.Sprintf("%[1]s%[2]scontainers:\n%[2]s- name: %[3]s\n%[2]s  image: %[4]s\n%[2]s  imagePullPolicy: IfNotPresent\n%[2]s  command: [sh, -c, %[5]q]\n",
-		pinned(indent), p, container, mpiImage, command)
-}
-
 // The jobs' programs: a launcher or master that runs until finishFile exists and ends, and a
 // worker that runs until it is released (or, where workers run to completion, as the launcher).
 const (
@@ -147,22 +139,9 @@ const (
 	workerCommand   = "while true; do sleep 1 & wait; done"
 )
 
-// chainerJob is a ChainerJob (backend mpi) with a master and one worker; extra is more spec.
+// chainerJob is a ChainerJob of the upgrade test: extra is more spec.
 func chainerJob(name, extra string) string {
-	return fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
-kind: ChainerJob
-metadata: {name: %s}
-spec:
-  backend: mpi
-%s  master:
-    template:
-      spec:
-%s  workerSets:
-    ws0:
-      replicas: 1
-      template:
-        spec:
-%s`, name, extra, upgradePod(8, "chainer", launcherCommand), upgradePod(10, "chainer", workerCommand))
+	return realNodeChainerJob(name, extra, launcherCommand, workerCommand)
 }
 
 // farawayJob is an MPIJob of FFFFFaraway's form with one worker; extra is more spec.
@@ -176,7 +155,7 @@ spec:
     spec:
 %s  workerTemplate:
     spec:
-%s`, name, extra, upgradePod(6, "horovod-master", launcher), upgradePod(6, "horovod-worker", workerCommand))
+%s`, name, extra, realNodePod(6, "horovod-master", launcher), realNodePod(6, "horovod-worker", workerCommand))
 }
 
 // upgradeJobs are the jobs of TestUpgradeUnderRunningJobs, by resource/name, and their manifests.
@@ -199,7 +178,7 @@ spec:
     replicas: 2
     template:
       spec:
-%s`, upgradePod(8, "launcher", launcher), upgradePod(8, "mpi-worker", worker)),
+%s`, realNodePod(8, "launcher", launcher), realNodePod(8, "mpi-worker", worker)),
 		"mpijob/faraway": farawayJob("faraway", "", launcher),
 		// Resumed after the upgrade, when no file ends its launcher any more: it ends by itself.
 		"mpijob/suspended": farawayJob("suspended", "  runPolicy: {suspend: true}\n", "echo done"),
@@ -218,7 +197,7 @@ spec:
       replicas: 1
       template:
         spec:
-%s`, upgradePod(10, "launcher", launcher), upgradePod(10, "worker", worker)),
+%s`, realNodePod(10, "launcher", launcher), realNodePod(10, "worker", worker)),
 		"horovodjob/horovod": fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
 kind: HorovodJob
 metadata: {name: horovod}
@@ -231,7 +210,7 @@ spec:
     replicas: 1
     template:
       spec:
-%s`, upgradePod(8, "launcher", launcher), upgradePod(8, "horovod", worker)),
+%s`, realNodePod(8, "launcher", launcher), realNodePod(8, "horovod", worker)),
 		"pytorchjob/pytorch": fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1
 kind: PyTorchJob
 metadata: {name: pytorch}
@@ -245,7 +224,7 @@ spec:
       replicas: 2
       template:
         spec:
-%s`, upgradePod(10, "pytorch", launcher), upgradePod(10, "pytorch", launcher)),
+%s`, realNodePod(10, "pytorch", launcher), realNodePod(10, "pytorch", launcher)),
 	}
 }
 
