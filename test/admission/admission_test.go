@@ -26,14 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "adm-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s, "adm-") }
 
 // Every spec of the corpus is refused, with an error that names the field and the reason, by
 // the layer its header names: the CRD's schema and CEL rules (checked before the validating

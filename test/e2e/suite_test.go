@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -146,14 +144,7 @@ func envOr(key, def string) string {
 	return def
 }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s, "e2e-") }
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()

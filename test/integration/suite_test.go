@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -151,14 +149,7 @@ func logLevel() zapcore.Level {
 }
 
 // newNamespace creates a namespace of its own for one test.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
-}
+func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s, "it-") }
 
 // eventually polls cond until it returns true or the timeout passes; the last error explains a
 // failure.
