@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -198,6 +199,9 @@ func run() error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	v, revision := version.Get()
-	ctrl.Log.Info("starting troupe-operator", "version", v, "revision", revision, "go", goruntime.Version())
+	// The memory limit the Go runtime collects against: GOMEMLIMIT, which the manifests set to
+	// the container's limit (math.MaxInt64, none, when unset).
+	ctrl.Log.Info("starting troupe-operator", "version", v, "revision", revision, "go", goruntime.Version(),
+		"memoryLimit", debug.SetMemoryLimit(-1))
 	return mgr.Start(stopping)
 }

@@ -45,6 +45,9 @@ type Acted struct {
 	HeldTemplates []string
 	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
 	Expired bool
+	// Status is the job's status as the pass wrote it before creating a generated Secret
+	// (recordBeforeCreate), nil if it did not: the report's previous status.
+	Status *troupev1.JobStatus
 }
 
 // createdRefs names the created children, in creation order.
@@ -77,7 +80,7 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return Acted{Adopted: adopted}, err
 		}
 	}
-	acted, err := r.syncChildren(ctx, job, s, obs, adopted)
+	acted, err := r.syncChildren(ctx, job, s, obs, prev, adopted)
 	acted.Adopted = adopted
 	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed
 	if err != nil {
@@ -135,8 +138,21 @@ func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *t
 // returns what it did (also when it fails part way, so that what was created is told). It
 // creates nothing when the plan holds creation back (HoldCreates) or once a create finds a
 // name taken by someone else. Objects it does not own are never touched.
-func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, adopted []claimedChild) (Acted, error) {
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, adopted []claimedChild) (Acted, error) {
 	var acted Acted
+	// The status so far, with the record of the Secret about to be created, is written before it.
+	beforeSecret := func(secret *corev1.Secret) error {
+		before := prev
+		if acted.Status != nil {
+			before = acted.Status
+		}
+		written, err := r.recordBeforeCreate(ctx, job, s, obs.after(acted), before, secret)
+		if err != nil {
+			return err
+		}
+		acted.Status = written
+		return nil
+	}
 	for _, want := range Children(s, WorkersReleased(s, s.Plan.Verdict)) {
 		cur, exists := obs.current[keyOf(want)]
 		for _, a := range adopted {
@@ -152,7 +168,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
 				continue
 			}
-			made, taken, conflict, err := r.createMissing(ctx, job, s, want)
+			made, taken, conflict, err := r.createMissing(ctx, job, s, want, acted.Status != nil, beforeSecret)
 			switch {
 			case err != nil:
 				return acted, err
@@ -236,8 +252,12 @@ func (r *Reconciler) adoptOrphans(ctx context.Context, job Object, s *Spec, orph
 // createMissing creates the missing child want, unless (for the master Job) the cache's copy of
 // the job is not the latest. It reports whether it created want, the job's own child when
 // want's name turned out to be taken by it, and whether the name is someone else's.
-func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, want client.Object) (bool, client.Object, bool, error) {
-	if _, isMaster := want.(*batchv1.Job); isMaster {
+// jobConfirmed says whether a write of the job earlier in the pass (its status before a
+// generated Secret, made with the resourceVersion of the cached copy) proved that copy the
+// latest. beforeSecret writes the status before a generated Secret is created.
+func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, want client.Object, jobConfirmed bool,
+	beforeSecret func(*corev1.Secret) error) (bool, client.Object, bool, error) {
+	if _, isMaster := want.(*batchv1.Job); isMaster && (!jobConfirmed || Finished(job.JobStatus(), nil)) {
 		ok, err := r.masterCreationAllowed(ctx, job)
 		if err != nil {
 			return false, nil, false, err
@@ -252,12 +272,17 @@ func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, wan
 			return false, nil, false, err
 		}
 	}
-	if secret, isSecret := want.(*corev1.Secret); isSecret {
-		if err := r.recordBeforeCreate(ctx, job, secret); err != nil {
+	secret, isSecret := want.(*corev1.Secret)
+	if isSecret {
+		if err := beforeSecret(secret); err != nil {
 			return false, nil, false, err
 		}
 	}
-	return r.createChild(ctx, job, s, want)
+	made, taken, conflict, err := r.createChild(ctx, job, s, want)
+	if made && isSecret {
+		r.secretVersions.note(job, secret)
+	}
+	return made, taken, conflict, err
 }
 
 // createChild creates want. When its name is taken (a child readThrough did not read: the
@@ -295,7 +320,8 @@ func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want 
 }
 
 // masterCreationAllowed re-reads the job from the API server before the master Job is created,
-// and allows it only when the cache's copy is the latest. The master Job runs the training: a
+// and allows it only when the cache's copy is the latest (unless a write of the job earlier in
+// the pass proved it: createMissing). The master Job runs the training: a
 // cache that lags behind (a job whose status already says it finished, whose master Job was
 // then deleted) must never start it again. When the copies differ, the watch event of the
 // newer version is on its way and reconciles again.

@@ -108,8 +108,12 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 		GoneWorkers: r.gone.of(job.GetUID())}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
+	podHolders := 0 // children that hold pods, before want in the order they are created
 	for _, want := range ids {
-		cur, err := r.getChild(ctx, want, readThrough(job, want))
+		cur, err := r.getChild(ctx, want, readThrough(job, want, podHolders == 0))
+		if holdsPods(want) {
+			podHolders++
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -271,26 +275,35 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 }
 
 // readThrough reports whether a child missing from the cache is read from the API server
-// before the pass goes on. It is, for a child that holds pods (a worker StatefulSet, the
-// master Job): a foreign object with its name must be found before anything of the job is
-// created, so that no pod starts while a conflict exists. It is, for every child, once the
-// job's status says its children all existed (or names a conflict): a child missing from the
-// cache then was deleted, lost its labels or is still in the way, and the pass must know which.
-// The same holds for a generated Secret the status has a record of: one gone would fail the
-// job (secrets.go), so its absence is confirmed. A new job's other children are not
-// read: they are created, and a name already taken is found by the create (createChild),
-// which saves a new job one GET per such child.
-func readThrough(job Object, want client.Object) bool {
+// before the pass goes on. It is, for a child that holds pods (a worker StatefulSet or Job, the
+// master Job) but the first one the job creates (firstPodHolder): a foreign object with its name
+// must be found before any pod of the job starts, and the first such child's own create finds it
+// (createChild) before any pod exists, which saves a new job one GET. It is, for every child,
+// once the job's status says its children all existed (or names a conflict): a child missing
+// from the cache then was deleted, lost its labels or is still in the way, and the pass must
+// know which. The same holds for a generated Secret the status has a record of: one gone would
+// fail the job (secrets.go), so its absence is confirmed. A new job's other children are not
+// read: they are created, and a name already taken is found by the create (createChild), after
+// which nothing more is created.
+func readThrough(job Object, want client.Object, firstPodHolder bool) bool {
+	if c := meta.FindStatusCondition(job.JobStatus().Conditions, troupev1.ConditionInitialized); c != nil &&
+		c.Reason != troupev1.ReasonCreatingChildren {
+		return true
+	}
+	if holdsPods(want) {
+		return !firstPodHolder
+	}
+	_, isSecret := want.(*corev1.Secret)
+	return isSecret && secretRecord(job.JobStatus(), want.GetName()) != nil
+}
+
+// holdsPods: want is a child whose controller makes pods (a StatefulSet or a Job).
+func holdsPods(want client.Object) bool {
 	switch want.(type) {
 	case *appsv1.StatefulSet, *batchv1.Job:
 		return true
-	case *corev1.Secret:
-		if secretRecord(job.JobStatus(), want.GetName()) != nil {
-			return true
-		}
 	}
-	c := meta.FindStatusCondition(job.JobStatus().Conditions, troupev1.ConditionInitialized)
-	return c != nil && c.Reason != troupev1.ReasonCreatingChildren
+	return false
 }
 
 // getChild returns the object named like want from the cache, or nil when the cache has none

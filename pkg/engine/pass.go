@@ -77,7 +77,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	// Report.
+	// Report, from the status the pass wrote before a generated Secret if it did.
+	if acted.Status != nil {
+		prev = acted.Status
+	}
 	return r.report(ctx, job, spec, obs.after(acted), prev)
 }
 
@@ -86,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) forget(key client.ObjectKey) {
 	r.deferred.forget(key)
 	r.podCreates.forget(key)
+	r.secretVersions.forget(key)
 }
 
 // NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of

@@ -44,12 +44,16 @@ type Reconciler struct {
 	// owned are child types beyond the built-in ones (PodGroups of the gang providers whose
 	// CRDs exist), watched like the others.
 	owned []client.Object
-	// deferred holds back status changes that move only counts (countsOnly, writeStatus).
+	// deferred holds back status changes that move only counts or progress (progressOnly,
+	// writeStatus).
 	deferred *deferredWrites
 	// podCreates paces the lookups of refused pods (podCreatePace, below).
 	podCreates *podCreatePace
 	// gone remembers why worker pods the watch saw deleted were lost (gone_pods.go).
 	gone *goneWorkers
+	// secretVersions remembers generated Secrets created or verified until the status records
+	// them (secrets.go).
+	secretVersions secretVersions
 }
 
 // conflictRecheck is how often a job whose child names are taken, or whose Secrets are

@@ -32,8 +32,9 @@ func (r *Reconciler) report(ctx context.Context, job Object, s *Spec, obs *Obser
 }
 
 // writeStatus computes the status from the observation and writes it once, only if it changed.
-// A change of counts alone waits (countsWriteDelay) for the next change of phase or condition
-// to carry it; it returns how long it waits, after which the job is reconciled again.
+// A change of counts or progress alone (progressOnly) waits (countsWriteDelay) for the next
+// change of phase or condition to carry it; it returns how long it waits, after which the job
+// is reconciled again.
 func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(job)
 	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
@@ -42,23 +43,28 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 		r.deferred.forget(key)
 		return 0, nil
 	}
-	counts := countsOnly(prev, &next)
-	if counts {
+	mayWait := progressOnly(prev, &next)
+	if mayWait {
 		if wait := r.deferred.wait(key, job.GetUID(), r.clock.Now()); wait > 0 {
 			return wait, nil
 		}
 	}
 	r.deferred.forget(key)
 	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
-		log.Info("writing status", "phase", next.Phase, "countsOnly", counts, "changed", statusChanges(prev, &next))
+		log.Info("writing status", "phase", next.Phase, "progressOnly", mayWait, "changed", statusChanges(prev, &next))
 	}
 	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
 		return 0, err
 	}
-	r.recordTransitions(job, s, obs, prev, &next)
-	r.recordRestart(job, prev, &next)
-	r.recordSecretEvents(job, prev, &next)
+	r.told(job, s, obs, prev, &next)
 	return 0, nil
+}
+
+// told emits the events and counts the metrics of a status write from prev to next.
+func (r *Reconciler) told(job Object, s *Spec, obs *Observed, prev, next *troupev1.JobStatus) {
+	r.recordTransitions(job, s, obs, prev, next)
+	r.recordRestart(job, prev, next)
+	r.recordSecretEvents(job, prev, next)
 }
 
 // putStatus is the one write of a job's status: next (bounded by the function that computed
@@ -130,6 +136,42 @@ func launcherWaitEvents(prev, next *troupev1.JobStatus) []lifecycleEvent {
 		Type: corev1.EventTypeNormal, Reason: troupev1.EventWaitingForWorkers, Action: "Wait",
 		Message: conditionMessage(next, troupev1.ConditionLauncherWaiting),
 	}}
+}
+
+// progressOnly reports whether next differs from prev only in counts (countsOnly) and in what
+// records a job's progress within the phase it is in: its children all created (Initialized
+// turning True from CreatingChildren, LauncherWaiting telling that the master Job created has
+// no wait), its start time first set, the resourceVersions of its generated Secrets first
+// recorded. Such a change waits like counts (countsWriteDelay) for the next change to carry
+// it: a new job's first pass writes its status before it creates its generated Secret
+// (recordBeforeCreate), and what the rest of the pass creates is told with the job's next
+// phase instead of a write of its own (docs/performance.md).
+func progressOnly(prev, next *troupev1.JobStatus) bool {
+	if prev.Phase != next.Phase {
+		return false
+	}
+	was := prev.DeepCopy()
+	progressed(was, next, troupev1.ConditionInitialized, troupev1.ReasonCreatingChildren, troupev1.ReasonChildrenCreated)
+	progressed(was, next, troupev1.ConditionLauncherWaiting, troupev1.ReasonWaitNotStarted, troupev1.ReasonNoLauncherWait)
+	if was.StartTime == nil {
+		was.StartTime = next.StartTime
+	}
+	for i := range was.GeneratedSecrets {
+		rec := &was.GeneratedSecrets[i]
+		if i < len(next.GeneratedSecrets) && rec.ResourceVersion == "" &&
+			next.GeneratedSecrets[i].Name == rec.Name && next.GeneratedSecrets[i].SHA256 == rec.SHA256 {
+			rec.ResourceVersion = next.GeneratedSecrets[i].ResourceVersion
+		}
+	}
+	return countsOnly(was, next)
+}
+
+// progressed sets the condition t of st as next has it when it went from reason from to to.
+func progressed(st, next *troupev1.JobStatus, t, from, to string) {
+	c, now := meta.FindStatusCondition(st.Conditions, t), meta.FindStatusCondition(next.Conditions, t)
+	if c != nil && now != nil && c.Reason == from && now.Reason == to {
+		*c = *now
+	}
 }
 
 // countsOnly reports whether next differs from prev only in what counts the job's pods and

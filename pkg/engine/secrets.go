@@ -11,12 +11,15 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -143,6 +146,13 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 		cur, exists := obs.current[keyOf(want)]
 		if exists && rec != nil && rec.ResourceVersion == cur.GetResourceVersion() {
 			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+			r.secretVersions.recorded(job, name)
+			continue
+		}
+		if exists && rec != nil && r.secretVersions.verified(job, name) == cur.GetResourceVersion() {
+			verified := *rec // the status does not record its resourceVersion yet (progressOnly)
+			verified.ResourceVersion = cur.GetResourceVersion()
+			obs.Secrets.Records = append(obs.Secrets.Records, verified)
 			continue
 		}
 		var fresh corev1.Secret
@@ -165,6 +175,7 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 			obs.Secrets.Records = append(obs.Secrets.Records, troupev1.GeneratedSecretRecord{
 				Name: name, SHA256: secretDataHash(fresh.Data), ResourceVersion: fresh.ResourceVersion,
 			})
+			r.secretVersions.note(job, &fresh)
 		default:
 			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
 			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
@@ -178,26 +189,33 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 // version, already queued, runs the next pass on it.
 var errJobChanged = errors.New("the job changed since this pass read it")
 
-// recordBeforeCreate writes the record of secret, just generated, into the job's status before
+// recordBeforeCreate writes the job's status, with the record of secret (just generated), before
 // the Secret is created, so that only data the operator generated ever matches a record. The
-// write carries the job's resourceVersion: a job changed meanwhile fails it, and the pass runs
-// again on fresh data with nothing created. The job's resourceVersion moves on with the write,
-// so the status this pass writes at its end does not conflict with it.
-func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, secret *corev1.Secret) error {
+// status is the one the pass computes from what it observed and created so far (obs, from
+// prev): the pass's first status write, made early, so that a new job's record costs no write
+// of its own (docs/performance.md). The write carries the job's resourceVersion: a job changed
+// meanwhile fails it, and the pass runs again on fresh data with nothing more created. The job
+// moves on with the write (its resourceVersion and status), so the status this pass writes at
+// its end does not conflict with it; the status written is returned.
+func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus,
+	secret *corev1.Secret) (*troupev1.JobStatus, error) {
+	next := ComputeStatus(s, obs, prev, job.GetGeneration(), metav1.NewTime(r.clock.Now().Truncate(time.Second)))
 	rec := troupev1.GeneratedSecretRecord{Name: secret.Name, SHA256: secretDataHash(secret.Data)}
-	withRecord := job.DeepCopyObject().(Object)
-	st := withRecord.JobStatus()
-	st.GeneratedSecrets = slices.DeleteFunc(slices.Clone(st.GeneratedSecrets),
+	next.GeneratedSecrets = slices.DeleteFunc(slices.Clone(next.GeneratedSecrets),
 		func(g troupev1.GeneratedSecretRecord) bool { return g.Name == rec.Name })
-	st.GeneratedSecrets = sortedRecords(append(st.GeneratedSecrets, rec))
+	next.GeneratedSecrets = sortedRecords(append(next.GeneratedSecrets, rec))
+	withRecord := job.DeepCopyObject().(Object)
+	*withRecord.JobStatus() = next
 	if err := r.client.Status().Update(ctx, withRecord); err != nil {
 		if apierrors.IsConflict(err) {
-			return errJobChanged
+			return nil, errJobChanged
 		}
-		return fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
+		return nil, fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
 	}
 	job.SetResourceVersion(withRecord.GetResourceVersion())
-	return nil
+	*job.JobStatus() = next
+	r.told(job, s, obs, prev, &next)
+	return &next, nil
 }
 
 // adoptableSecret reports whether the generated Secret want, found without an owner reference,
@@ -261,4 +279,67 @@ func secretLostCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condit
 	return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonGeneratedSecretDeleted,
 		"Secret "+strings.Join(obs.Secrets.Lost, ", ")+" that troupe generated for this job was deleted after the job started; "+
 			"new keys would not match the ones its pods hold, so the job fails. Delete the job and create it again to rerun it"), true
+}
+
+// secretVersions remembers, per job, the resourceVersion at which this process created or last
+// verified each generated Secret, until the job's status records it. A status change that only
+// records it may wait for the job's next change (progressOnly); meanwhile the passes know the
+// Secret unchanged from it, without reading its data again. An entry goes once the status
+// records the version, or with its job (Reconciler.forget); after a restart the Secret is read
+// once, as before. The zero value is ready to use.
+type secretVersions struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]jobSecretVersions
+}
+
+type jobSecretVersions struct {
+	uid types.UID         // a job deleted and created again under its name starts afresh
+	rv  map[string]string // by Secret name
+}
+
+// note remembers that the job's generated Secret, as created or verified, has the data recorded.
+func (v *secretVersions) note(job Object, secret metav1.Object) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	e, ok := v.jobs[key]
+	if !ok || e.uid != job.GetUID() {
+		if v.jobs == nil {
+			v.jobs = map[types.NamespacedName]jobSecretVersions{}
+		}
+		e = jobSecretVersions{uid: job.GetUID(), rv: map[string]string{}}
+		v.jobs[key] = e
+	}
+	e.rv[secret.GetName()] = secret.GetResourceVersion()
+}
+
+// verified is the resourceVersion noted for the job's Secret name, "" if none.
+func (v *secretVersions) verified(job Object, name string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.jobs[client.ObjectKeyFromObject(job)]
+	if !ok || e.uid != job.GetUID() {
+		return ""
+	}
+	return e.rv[name]
+}
+
+// recorded drops the note of the job's Secret name: the status records its version.
+func (v *secretVersions) recorded(job Object, name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	if e, ok := v.jobs[key]; ok {
+		delete(e.rv, name)
+		if len(e.rv) == 0 {
+			delete(v.jobs, key)
+		}
+	}
+}
+
+// forget drops every note of the job.
+func (v *secretVersions) forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.jobs, key)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/troupe-dev/troupe/pkg/version"
@@ -123,10 +124,28 @@ func uninstall(t *testing.T, args ...string) {
 	}
 }
 
-// checkInstall checks an install of this checkout that was just made.
+// checkInstall checks an install of this checkout that was just made, and that its operator's
+// Go runtime knows the container's memory limit (GOMEMLIMIT from the manifests).
 func checkInstall(t *testing.T) {
 	t.Helper()
 	checkInstallOf(t, operatorImage)
+	limit := mustKubectl(t, "", "get", "deployment", "-n", operatorNS, "troupe-operator", "-o",
+		`jsonpath={.spec.template.spec.containers[0].resources.limits.memory}`)
+	q, err := resource.ParseQuantity(limit)
+	if err != nil {
+		t.Fatalf("the operator's memory limit %q: %v", limit, err)
+	}
+	logs := mustKubectl(t, "", "logs", "-n", operatorNS, "deployment/troupe-operator", "--tail=-1")
+	want := fmt.Sprintf(`"memoryLimit":%d`, q.Value())
+	if !strings.Contains(logs, want) {
+		t.Errorf("the operator's start log does not say %s (its container's limit %s):\n%s", want, limit, firstLines(logs, 5))
+	}
+}
+
+// firstLines is the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
 // checkInstallOf checks an install that was just made, whose operator runs image.

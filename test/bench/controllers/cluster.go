@@ -145,12 +145,14 @@ type process struct {
 	done chan struct{}
 }
 
-func (e *env) start(name, bin string, args ...string) (*process, error) {
+// start runs bin as the side name's operator, with the bench's environment and extraEnv.
+func (e *env) start(name string, extraEnv []string, bin string, args ...string) (*process, error) {
 	logFile, err := os.Create(filepath.Join(e.o.out, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

@@ -37,6 +37,7 @@ type options struct {
 	jobs, workers  int
 	qps            float64
 	troupeArgs     string
+	troupeEnv      []string
 	burst          int
 	sides          []string
 	cluster        string
@@ -63,6 +64,8 @@ func run() error {
 	flag.Float64Var(&o.qps, "qps", 50, "client QPS of both operators and of the limit's client (--kube-api-qps; troupe-operator's default)")
 	flag.IntVar(&o.burst, "burst", 100, "client burst of both operators and of the limit's client (--kube-api-burst; troupe-operator's default)")
 	flag.StringVar(&o.troupeArgs, "troupe-args", "", "more flags for troupe-operator, space-separated (e.g. \"--max-concurrent-reconciles 8\")")
+	var troupeEnv string
+	flag.StringVar(&troupeEnv, "troupe-env", "", "more environment of troupe-operator, space-separated NAME=value (e.g. \"GOMEMLIMIT=200MiB\")")
 	flag.StringVar(&sides, "sides", "limit,troupe,mpi-operator", "sides to measure, in this order")
 	flag.StringVar(&o.cluster, "cluster", "troupe-bench", "name of the bench's own kwok cluster")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the CSV, the plot, the logs and the profiles")
@@ -71,15 +74,16 @@ func run() error {
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 0, "take a CPU profile of troupe-operator this long from its first job, and a heap profile at its end (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end")
 	var like string
-	flag.StringVar(&like, "limit-like", "", "give the limit's objects these features of troupe's, comma-separated: init, service, policy, netpol (objects.go)")
+	flag.StringVar(&like, "limit-like", "", "give the limit's objects these features of troupe's, comma-separated: init, service, policy, netpol, checks (objects.go)")
 	flag.Parse()
+	o.troupeEnv = strings.Fields(troupeEnv)
 	for _, f := range strings.Split(like, ",") {
 		switch f {
 		case "":
-		case "init", "service", "policy", "netpol":
+		case "init", "service", "policy", "netpol", "checks":
 			limitLike[f] = true
 		default:
-			return fmt.Errorf("-limit-like: unknown feature %q (want init, service, policy or netpol)", f)
+			return fmt.Errorf("-limit-like: unknown feature %q (want init, service, policy, netpol or checks)", f)
 		}
 	}
 	o.sides = strings.Split(sides, ",")

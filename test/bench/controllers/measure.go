@@ -229,7 +229,7 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 			"--webhook-bind-address", "127.0.0.1:" + e.hookPort, "--webhook-dns-name", "localhost",
 			"--webhook-cert-dir", filepath.Join(o.out, "certs"), "--webhook-write-certs"},
 			strings.Fields(o.troupeArgs)...)
-		p, err := e.start(side, e.troupe, args...)
+		p, err := e.start(side, o.troupeEnv, e.troupe, args...)
 		if err != nil {
 			return nil, "", err
 		}
@@ -254,7 +254,7 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 			return nil, "", err
 		}
 		// It serves /healthz on :8080, a port it does not let one choose.
-		p, err := e.start(side, e.mpiOp, "--kubeConfig", kc, "--kube-api-qps", qps, "--kube-api-burst", burst,
+		p, err := e.start(side, nil, e.mpiOp, "--kubeConfig", kc, "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--lock-namespace", lockNS, "--monitoring-port", "0")
 		if err != nil {
 			return nil, "", err
@@ -305,7 +305,14 @@ func (e *env) createJobs(ctx context.Context, c dynamic.Interface, k sideKind, n
 				created[name] = at
 				mu.Unlock()
 				for _, u := range k.objects(ns, name, o.workers) {
-					if err := createObject(ctx, c, u); err != nil && !apierrors.IsAlreadyExists(err) {
+					err := error(nil)
+					if k.name == "limit" {
+						err = checkBeforeCreate(ctx, c, u, name)
+					}
+					if err == nil {
+						err = createObject(ctx, c, u)
+					}
+					if err != nil && !apierrors.IsAlreadyExists(err) {
 						mu.Lock()
 						if firstErr == nil {
 							firstErr = fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -106,7 +108,34 @@ func podTemplate(job, role, container string) map[string]any {
 //	service  the headless Service selects the launcher too, not-ready addresses published
 //	policy   the launcher Job has troupe's pod failure policy and podReplacementPolicy Failed
 //	netpol   a NetworkPolicy per job (a sixth object)
+//	checks   the two requests troupe makes before a new job's pods can start besides its
+//	         creates (checkBeforeCreate): a write before the Secret is created (troupe writes
+//	         the job's status with the Secret's record) and a read of the launcher Job's name
+//	         before the StatefulSet's pods start (troupe's check for a foreign Job of that name)
 var limitLike = map[string]bool{}
+
+// checkBeforeCreate makes, with -limit-like checks, the request troupe makes before creating
+// u: before the Secret, a write (an annotation on the job's ConfigMap, created before it, in
+// place of troupe's status write); before the StatefulSet, a read of the launcher Job's name,
+// which does not exist yet.
+func checkBeforeCreate(ctx context.Context, c dynamic.Interface, u *unstructured.Unstructured, job string) error {
+	if !limitLike["checks"] {
+		return nil
+	}
+	switch u.GetKind() {
+	case "Secret":
+		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"bench.troupe.dev/secret":%q}}}`, u.GetName()))
+		_, err := c.Resource(gvrOf["ConfigMap"]).Namespace(u.GetNamespace()).Patch(ctx, job+"-hostfile", types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	case "StatefulSet":
+		_, err := c.Resource(gvrOf["Job"]).Namespace(u.GetNamespace()).Get(ctx, job+"-launcher", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
 
 // limitObjects are the five objects one MPI job needs, as an operator would create them.
 func limitObjects(ns, name string, workers int) []*unstructured.Unstructured {
