@@ -183,7 +183,7 @@ bench: cluster-assets ## MPI jobs on a simulated cluster: the control-plane limi
 BENCH_SCALE_FLAGS ?=
 
 .PHONY: bench-scale
-bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and mpi-operator, then 3,000 on troupe: peak RSS and CPU as jobs grow (about 1.5 h).
+bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and mpi-operator, then 3,000 on troupe: peak RSS and CPU as jobs grow (1.5 to 2 h).
 	$(BENCH_RUN) -jobs 1000 -rate 5 -sides troupe,mpi-operator -timeout 40m $(BENCH_SCALE_FLAGS)
 	$(BENCH_GO) -jobs 3000 -rate 5 -sides troupe -timeout 60m $(BENCH_SCALE_FLAGS)
 
