@@ -42,12 +42,7 @@ func TestCreatedToldOncePerPass(t *testing.T) {
 	}
 
 	// The master's pod runs (the Job controller made it); the next pass has nothing to create.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "train-master-x", Namespace: "ml", Labels: map[string]string{
-			troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: troupev1.RoleMaster,
-		}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
+	pod := trainMasterPod(corev1.PodRunning)
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,17 @@ func (masterOnlyAdapter) Describe(job Object, s *Spec) error {
 	return nil
 }
 
+// trainMasterPod is a master pod of the job "train" (namespace ml, UID uid-1) in the given phase,
+// as the Job controller would make it.
+func trainMasterPod(phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "train-master-x", Namespace: "ml", Labels: map[string]string{
+			troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: troupev1.RoleMaster,
+		}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+}
+
 // A cache that lags behind must never rerun training: the job finished (its status on the API
 // server says Succeeded) and its master Job was deleted since, but the cached copy still says
 // Running. The reconciler re-reads the job before it creates the master Job, and creates none.

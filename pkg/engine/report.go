@@ -37,8 +37,7 @@ func (r *Reconciler) report(ctx context.Context, job Object, s *Spec, obs *Obser
 // is reconciled again.
 func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(job)
-	now := metav1.NewTime(r.clock.Now().Truncate(time.Second))
-	next := ComputeStatus(s, obs, prev, job.GetGeneration(), now)
+	next := ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime())
 	if equality.Semantic.DeepEqual(prev, &next) {
 		r.deferred.forget(key)
 		return 0, nil
@@ -58,6 +57,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	}
 	r.told(job, s, obs, prev, &next)
 	return 0, nil
+}
+
+// statusTime is now, as the status records times (to the second).
+func (r *Reconciler) statusTime() metav1.Time {
+	return metav1.NewTime(r.clock.Now().Truncate(time.Second))
 }
 
 // told emits the events and counts the metrics of a status write from prev to next.
@@ -89,7 +93,7 @@ func (r *Reconciler) putStatus(ctx context.Context, job Object, prev, next *trou
 // reportInvalidSpec records why the spec cannot be run, on the status and as an event.
 func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
 	prev := job.JobStatus().DeepCopy()
-	next, reason := invalidSpecStatus(prev, cause, job.GetGeneration(), metav1.NewTime(r.clock.Now().Truncate(time.Second)))
+	next, reason := invalidSpecStatus(prev, cause, job.GetGeneration(), r.statusTime())
 	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -199,7 +198,7 @@ var errJobChanged = errors.New("the job changed since this pass read it")
 // its end does not conflict with it; the status written is returned.
 func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus,
 	secret *corev1.Secret) (*troupev1.JobStatus, error) {
-	next := ComputeStatus(s, obs, prev, job.GetGeneration(), metav1.NewTime(r.clock.Now().Truncate(time.Second)))
+	next := ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime())
 	rec := troupev1.GeneratedSecretRecord{Name: secret.Name, SHA256: secretDataHash(secret.Data)}
 	next.GeneratedSecrets = slices.DeleteFunc(slices.Clone(next.GeneratedSecrets),
 		func(g troupev1.GeneratedSecretRecord) bool { return g.Name == rec.Name })

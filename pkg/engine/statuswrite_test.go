@@ -103,12 +103,7 @@ func TestCountsWaitPhaseDoesNot(t *testing.T) {
 	}
 
 	// The master's pod appears, Pending: counts only.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "train-master-x", Namespace: "ml", Labels: map[string]string{
-			troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: troupev1.RoleMaster,
-		}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
-	}
+	pod := trainMasterPod(corev1.PodPending)
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
