@@ -164,7 +164,7 @@ fuzz: test-fuzz ## Fuzz defaulting and validation of every kind, 200,000 inputs 
 
 # make bench: the three sides of docs/performance.md on the bench's own simulated cluster
 # (BENCH_CLUSTER), which it stops at the end. BENCH_FLAGS go to the harness (-jobs, -workers, -qps,
-# -burst, -sides, -rate, -profile-seconds, -keep: go run ./test/bench/controllers -h).
+# -burst, -sides, -rate, -profile-seconds, -keep, -limit-like, -watch-floor: go run ./test/bench/controllers -h).
 BENCH_CLUSTER ?= troupe-bench
 BENCH_FLAGS ?=
 MPI_OPERATOR_DIR := $(TROUPE_CACHE)/mpi-operator-$(MPI_OPERATOR_VERSION)
@@ -192,8 +192,8 @@ bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three side
 	$(BENCH_RUN) -jobs 3 -workers 2 -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d) $(BENCH_FLAGS)
 
 .PHONY: test-bench-smoke
-test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe (no mpi-operator build): about a minute.
-	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
+test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe with -watch-floor (no mpi-operator build): about a minute.
+	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
 
 # make chaos: troupe jobs of every kind run twice on the harness's own simulated cluster
 # (CHAOS_CLUSTER), undisturbed and then under faults (operator SIGKILLs, kube-apiserver and

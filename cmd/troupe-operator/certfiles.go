@@ -27,9 +27,9 @@ type certFileWriter struct {
 	dir    string
 }
 
-// certSyncPeriod is how often the Secret is read; the kubelet syncs mounted Secrets about
-// every minute, the rotator renews long before expiry, and a first certificate should be
-// served within seconds.
+// certSyncPeriod is how often the files are compared with the Secret (as a watch keeps it:
+// certscope.Cache, no request); the kubelet syncs mounted Secrets about every minute, the
+// rotator renews long before expiry, and a first certificate should be served within seconds.
 const certSyncPeriod = 2 * time.Second
 
 // NeedLeaderElection is false: every replica serves the webhooks, so every replica needs the

@@ -45,8 +45,8 @@ type servingCheck struct {
 }
 
 // Refresh periods of the verdict: soon after a start, so that a new replica is ready within a
-// probe period of serving; rarely once ready, since each refresh reads both webhook
-// configurations from the API server.
+// probe period of serving; rarely once ready, since each refresh dials the webhook server (the
+// webhook configurations come from a watch: certscope.Cache).
 const (
 	refreshUntilReady = time.Second
 	refreshWhenReady  = 10 * time.Second

@@ -17,6 +17,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/kinds"
+	"github.com/troupe-dev/troupe/pkg/certscope"
 	"github.com/troupe-dev/troupe/pkg/tlsconfig"
 	"github.com/troupe-dev/troupe/webhooks"
 )
@@ -83,6 +84,13 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.certSecret)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
+	certObjects, err := certscope.Cache(mgr, key, webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
+	if err != nil {
+		return fmt.Errorf("cache of the certificate Secret and webhook configurations: %w", err)
+	}
+	if err := mgr.Add(everyReplica(certObjects.Start)); err != nil {
+		return err
+	}
 	if f.writeCerts {
 		// The files in the directory may be another cluster's (make demo after make
 		// demo-down): remove them so that the rotator waits for this cluster's certificate
@@ -90,7 +98,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		if err := removeCertFiles(f.certDir); err != nil {
 			return err
 		}
-		if err := mgr.Add(&certFileWriter{reader: mgr.GetAPIReader(), key: key, dir: f.certDir}); err != nil {
+		if err := mgr.Add(&certFileWriter{reader: certObjects, key: key, dir: f.certDir}); err != nil {
 			return err
 		}
 	}
@@ -120,7 +128,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		return fmt.Errorf("certificate rotator: %w", err)
 	}
 	opts := webhooks.Options{DefaultGang: f.defaultGang}
-	check, err := newServingCheck(mgr.GetAPIReader(), f.bind, f.dnsName,
+	check, err := newServingCheck(certObjects, f.bind, f.dnsName,
 		webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
 	if err != nil {
 		return err

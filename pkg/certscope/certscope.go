@@ -12,9 +12,13 @@ package certscope
 import (
 	"net/http"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -64,4 +68,24 @@ func (n nameSelector) RoundTrip(req *http.Request) (*http.Response, error) {
 	scoped := req.Clone(req.Context())
 	scoped.URL.RawQuery = q.Encode()
 	return n.next.RoundTrip(scoped)
+}
+
+// Cache is a cache of the certificate Secret and the two webhook configurations alone (lists and
+// watches that select each by name, which the same RBAC allows), for what reads them on a timer
+// beside the rotator: the operator's copy of the certificate into its directory and its
+// readiness check. Read from a watch, they cost the API server nothing between changes, where a
+// GET every few seconds cost every replica a request every second or two, forever, in the
+// operator's client budget (docs/performance.md). The cache starts with Start, on every replica.
+func Cache(mgr manager.Manager, secret types.NamespacedName, mutating, validating string) (cache.Cache, error) {
+	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
+	return cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{secret.Namespace: {}}, Field: byName(secret.Name)},
+			&admissionregistrationv1.MutatingWebhookConfiguration{}:   {Field: byName(mutating)},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{}: {Field: byName(validating)},
+		},
+	})
 }

@@ -31,6 +31,7 @@ type env struct {
 	kube     kubernetes.Interface
 	proxy    *countingProxy
 	troupe   string // troupe-operator binary
+	floor    string // watchfloor binary (-watch-floor)
 	mpiOp    string // mpi-operator binary
 	hookPort string
 }
@@ -77,6 +78,14 @@ func setUp(ctx context.Context, o *options) (*env, error) {
 	build.Dir = o.repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		return e, fmt.Errorf("build troupe-operator: %w\n%s", err, out)
+	}
+	if o.watchFloor {
+		e.floor = filepath.Join(o.out, "bin", "watchfloor")
+		build := exec.CommandContext(ctx, "go", "build", "-o", e.floor, "./test/bench/watchfloor")
+		build.Dir = o.repoRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			return e, fmt.Errorf("build watchfloor: %w\n%s", err, out)
+		}
 	}
 	hooks, err := testutil.FreePort()
 	if err != nil {

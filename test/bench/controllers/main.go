@@ -46,6 +46,7 @@ type options struct {
 	timeout        time.Duration
 	profileSeconds int
 	keep           bool
+	watchFloor     bool
 	repoRoot       string
 }
 
@@ -73,6 +74,7 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up on a side after this long")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 0, "take a CPU profile of troupe-operator this long from its first job, and a heap profile at its end (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end")
+	flag.BoolVar(&o.watchFloor, "watch-floor", false, "during the troupe side, also run test/bench/watchfloor (troupe's informers alone, no controller) and print its CPU and peak RSS")
 	var like string
 	flag.StringVar(&like, "limit-like", "", "give the limit's objects these features of troupe's, comma-separated: init, service, policy, netpol, checks (objects.go)")
 	flag.Parse()

@@ -38,6 +38,8 @@ type result struct {
 	writes             writeCounts
 	cpuSeconds         float64 // operator CPU from first create to every job final; <0 no operator
 	peakRSS            int64   // operator VmHWM, bytes
+	floorCPUSeconds    float64 // -watch-floor: the watchfloor process's CPU over the same time; <0 none
+	floorPeakRSS       int64   // -watch-floor: its VmHWM, bytes
 	endedEarly         int     // launchers that ended before every pod was Running (must be 0)
 	unfinished         int     // jobs not final when -timeout ended the wait
 	timeline           []sample
@@ -88,11 +90,21 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 			return nil, err
 		}
 	}
-	res := &result{side: k.name, jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1}
+	floor, err := e.startWatchFloor(ctx, k.name)
+	if err != nil {
+		return nil, err
+	}
+	if floor != nil {
+		defer floor.stop()
+	}
+	res := &result{side: k.name, jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1}
 	e.proxy.reset()
-	var cpu0 float64
+	var cpu0, floorCPU0 float64
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
+	}
+	if floor != nil {
+		floorCPU0 = cpuSeconds(floor.cmd.Process.Pid)
 	}
 	start := time.Now()
 	var profiles sync.WaitGroup
@@ -156,6 +168,10 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 		}
 		res.cpuSeconds = cpuSeconds(proc.cmd.Process.Pid) - cpu0
 		res.peakRSS = peakRSS(proc.cmd.Process.Pid)
+		if floor != nil && !floor.exited() {
+			res.floorCPUSeconds = cpuSeconds(floor.cmd.Process.Pid) - floorCPU0
+			res.floorPeakRSS = peakRSS(floor.cmd.Process.Pid)
+		}
 		if pprofAddr != "" && o.profileSeconds > 0 {
 			profiles.Wait()
 			save(ctx, "http://"+pprofAddr+"/debug/pprof/heap", filepath.Join(o.out, k.name+"-heap.pprof"))
@@ -277,6 +293,30 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 		return p, "", nil
 	}
 	return nil, "", nil
+}
+
+// startWatchFloor starts test/bench/watchfloor (-watch-floor) for the troupe side, straight to
+// the API server (its lists and watches are not troupe's requests), and waits until its
+// informers have synced; nil for other sides or without the flag.
+func (e *env) startWatchFloor(ctx context.Context, side string) (*process, error) {
+	if e.floor == "" || side != "troupe" {
+		return nil, nil
+	}
+	ready := filepath.Join(e.o.out, "watchfloor.synced")
+	_ = os.Remove(ready)
+	p, err := e.start("watchfloor", []string{"KUBECONFIG=" + e.kubeconfig}, e.floor, "-ready-file", ready)
+	if err != nil {
+		return nil, err
+	}
+	err = waitFor(ctx, func() bool { _, err := os.Stat(ready); return err == nil || p.exited() })
+	if err == nil && p.exited() {
+		err = fmt.Errorf("it exited")
+	}
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("watchfloor did not sync (log %s): %w", p.log.Name(), err)
+	}
+	return p, nil
 }
 
 // webhooksServe waits until a dry-run MPIJob create passes troupe's webhooks.

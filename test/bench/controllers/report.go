@@ -39,6 +39,10 @@ func (r *result) line() string {
 	if r.cpuSeconds >= 0 {
 		s += fmt.Sprintf("; CPU %.1fs (%.3fs/job); peak RSS %.0f MiB", r.cpuSeconds, r.cpuSeconds/float64(r.jobs), float64(r.peakRSS)/(1<<20))
 	}
+	if r.floorCPUSeconds >= 0 {
+		s += fmt.Sprintf("; its watches alone (watchfloor): CPU %.1fs (%.3fs/job), peak RSS %.0f MiB",
+			r.floorCPUSeconds, r.floorCPUSeconds/float64(r.jobs), float64(r.floorPeakRSS)/(1<<20))
+	}
 	if r.unfinished > 0 {
 		s += fmt.Sprintf("; TIMEOUT: %d jobs not final after %.0fs", r.unfinished, r.allFinal.Seconds())
 	}

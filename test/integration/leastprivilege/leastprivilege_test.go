@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -58,7 +59,7 @@ func TestNamespaceScopedInstall(t *testing.T) {
 	}
 
 	rec := &recorder{}
-	mgr, certReady := startOperator(t, rec)
+	mgr, certReady, certObjects := startOperator(t, rec)
 
 	t.Run("leader election and the webhook certificate, by name", func(t *testing.T) {
 		waitClosed(t, mgr.Elected(), "the operator to win its Lease")
@@ -69,6 +70,22 @@ func TestNamespaceScopedInstall(t *testing.T) {
 		}
 		if len(m.Webhooks) == 0 || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
 			t.Errorf("the mutating webhook configuration got no CA bundle")
+		}
+		// What the operator copies into its certificate directory and checks its readiness
+		// against, from its watch of the three objects (certscope.Cache), as its ServiceAccount.
+		eventually(t, "the certificate in the operator's watch of its Secret", func(ctx context.Context) (bool, error) {
+			var cert corev1.Secret
+			err := certObjects.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "troupe-webhook-cert"}, &cert)
+			return err == nil && len(cert.Data[corev1.TLSCertKey]) > 0, err
+		})
+		for _, cfg := range []client.Object{&admissionv1.MutatingWebhookConfiguration{}, &admissionv1.ValidatingWebhookConfiguration{}} {
+			name := webhooks.MutatingConfigurationName
+			if _, ok := cfg.(*admissionv1.ValidatingWebhookConfiguration); ok {
+				name = webhooks.ValidatingConfigurationName
+			}
+			if err := certObjects.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+				t.Errorf("%s from the operator's watch: %v", name, err)
+			}
 		}
 	})
 
@@ -199,9 +216,10 @@ func TestNamespaceScopedInstall(t *testing.T) {
 
 // startOperator runs the operator's manager in-process as cmd/troupe-operator sets it up with
 // --watch-namespaces=troupe-jobs --leader-elect: its cache options, its reconcilers, leader
-// election and the certificate rotator, as the operator's ServiceAccount. The channel closes
-// once the certificate is written and the CA injected.
-func startOperator(t *testing.T, rec *recorder) (ctrl.Manager, <-chan struct{}) {
+// election, the certificate rotator and the watch of its Secret and the webhook configurations,
+// as the operator's ServiceAccount. The channel closes once the certificate is written and the
+// CA injected.
+func startOperator(t *testing.T, rec *recorder) (ctrl.Manager, <-chan struct{}, cache.Cache) {
 	t.Helper()
 	cfg := asOperator(rec)
 	gangs, err := controllers.DiscoverGangs(cfg)
@@ -249,6 +267,13 @@ func startOperator(t *testing.T, rec *recorder) (ctrl.Manager, <-chan struct{}) 
 		}); err != nil {
 		t.Fatal(err)
 	}
+	certObjects, err := certscope.Cache(mgr, key, webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(certObjects); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -258,7 +283,7 @@ func startOperator(t *testing.T, rec *recorder) (ctrl.Manager, <-chan struct{}) 
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-stopped })
-	return mgr, certReady
+	return mgr, certReady, certObjects
 }
 
 // createSecret creates a Secret as a tenant would, with size bytes of data, or the given keys.
