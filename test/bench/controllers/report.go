@@ -57,7 +57,7 @@ func (r *result) line() string {
 func writeResults(dir string, results []*result) error {
 	summary := [][]string{{"side", "jobs", "pods", "all_running_s", "all_final_s", "released_s",
 		"job_running_p50_s", "job_running_p99_s", "status_lag_p50_s", "status_lag_p99_s",
-		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "cpu_s", "peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail"}}
+		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "cpu_s", "peak_rss_bytes", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail"}}
 	timeline := [][]string{{"side", "seconds", "pods_running", "jobs_final"}}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	for _, r := range results {
@@ -66,7 +66,7 @@ func writeResults(dir string, results []*result) error {
 			f(r.ttrP50.Seconds()), f(r.ttrP99.Seconds()), f(r.lagP50.Seconds()), f(r.lagP99.Seconds()),
 			f(r.jcP50.Seconds()), f(r.jcP99.Seconds()), strconv.Itoa(r.writes.writes), strconv.Itoa(r.writes.events), strconv.Itoa(r.writes.leases),
 			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
-			strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished), r.writes.detail, r.writes.readDetail})
+			f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished), r.writes.detail, r.writes.readDetail})
 		for _, s := range r.timeline {
 			timeline = append(timeline, []string{r.side, f(s.at.Seconds()), strconv.Itoa(s.running), strconv.Itoa(s.final)})
 		}
