@@ -74,6 +74,17 @@ var childTypes = []childType{
 	{object: &networkingv1.NetworkPolicy{}, restoreSpec: restoreNetworkPolicy},
 }
 
+// WatchedChildren are the objects, one per type, by which the engine's reconcilers watch a job's
+// pods and children (as the cache holds them: Secrets metadata-only); the jobs themselves are
+// the kinds'. The bench's watch floor (test/bench/watchfloor) watches these.
+func WatchedChildren() []client.Object {
+	out := []client.Object{&corev1.Pod{}}
+	for _, t := range childTypes {
+		out = append(out, t.cacheObject())
+	}
+	return out
+}
+
 // cacheObject is the object the cache and the watch know the type by.
 func (t childType) cacheObject() client.Object {
 	if t.metadataOnly {

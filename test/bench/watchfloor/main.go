@@ -12,20 +12,14 @@ import (
 	"fmt"
 	"os"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -59,12 +53,10 @@ func run(readyFile string) error {
 	if err := engine.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	// What the operator's controllers watch: the jobs of every kind, their children, the pods.
-	watched := []client.Object{
-		&troupev1.ChainerJob{}, &troupev1.HorovodJob{}, &troupev1.MPIJob{}, &troupev1.PyTorchJob{},
-		&corev1.Pod{}, &batchv1.Job{}, &appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ConfigMap{},
-		engine.OwnedSecret(), &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{},
-		&policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{},
+	// What the operator's controllers watch: the jobs of every kind, their pods and children.
+	watched := engine.WatchedChildren()
+	for _, k := range kinds.All() {
+		watched = append(watched, k.NewObject())
 	}
 	go func() {
 		for _, o := range watched {

@@ -78,11 +78,10 @@ func TestNamespaceScopedInstall(t *testing.T) {
 			err := certObjects.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "troupe-webhook-cert"}, &cert)
 			return err == nil && len(cert.Data[corev1.TLSCertKey]) > 0, err
 		})
-		for _, cfg := range []client.Object{&admissionv1.MutatingWebhookConfiguration{}, &admissionv1.ValidatingWebhookConfiguration{}} {
-			name := webhooks.MutatingConfigurationName
-			if _, ok := cfg.(*admissionv1.ValidatingWebhookConfiguration); ok {
-				name = webhooks.ValidatingConfigurationName
-			}
+		for name, cfg := range map[string]client.Object{
+			webhooks.MutatingConfigurationName:   &admissionv1.MutatingWebhookConfiguration{},
+			webhooks.ValidatingConfigurationName: &admissionv1.ValidatingWebhookConfiguration{},
+		} {
 			if err := certObjects.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
 				t.Errorf("%s from the operator's watch: %v", name, err)
 			}
