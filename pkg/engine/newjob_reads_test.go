@@ -238,6 +238,7 @@ func TestProgressOnly(t *testing.T) {
 		Conditions: []metav1.Condition{
 			cond(troupev1.ConditionInitialized, "False", troupev1.ReasonCreatingChildren),
 			cond(troupev1.ConditionLauncherWaiting, "False", troupev1.ReasonWaitNotStarted),
+			cond(troupev1.ConditionWorkersReady, "False", troupev1.ReasonWorkersNotReady),
 		},
 		GeneratedSecrets: []troupev1.GeneratedSecretRecord{{Name: "k", SHA256: "h"}},
 	}
@@ -260,6 +261,18 @@ func TestProgressOnly(t *testing.T) {
 		}, want: false},
 		"the launcher waits": {change: func(st *troupev1.JobStatus) {
 			st.Conditions[1] = cond(troupev1.ConditionLauncherWaiting, "True", troupev1.ReasonWaitingForWorkers)
+		}, want: true},
+		"the launcher reached its workers": {change: func(st *troupev1.JobStatus) {
+			st.Conditions[1] = cond(troupev1.ConditionLauncherWaiting, "False", troupev1.ReasonWorkersReached)
+		}, want: true},
+		"the launcher's wait timed out": {change: func(st *troupev1.JobStatus) {
+			st.Conditions[1] = cond(troupev1.ConditionLauncherWaiting, "False", troupev1.ReasonWaitTimedOut)
+		}, want: false},
+		"every worker ready while Pending": {change: func(st *troupev1.JobStatus) {
+			st.Conditions[2] = cond(troupev1.ConditionWorkersReady, "True", troupev1.ReasonWorkersReady)
+		}, want: true},
+		"a worker's cause": {change: func(st *troupev1.JobStatus) {
+			st.Conditions[2] = cond(troupev1.ConditionWorkersReady, "False", troupev1.ReasonImagePullBackOff)
 		}, want: false},
 		"another Secret's data": {change: func(st *troupev1.JobStatus) { st.GeneratedSecrets[0].SHA256 = "other" }, want: false},
 		"a reason for waiting":  {change: func(st *troupev1.JobStatus) { st.Reason = "Unschedulable" }, want: false},
@@ -272,5 +285,13 @@ func TestProgressOnly(t *testing.T) {
 				t.Errorf("progressOnly = %t, want %t", got, tc.want)
 			}
 		})
+	}
+	// While the job runs, every worker ready is the end of its startup: written at once.
+	running := base.DeepCopy()
+	running.Phase = troupev1.JobRunning
+	ready := running.DeepCopy()
+	ready.Conditions[2] = cond(troupev1.ConditionWorkersReady, "True", troupev1.ReasonWorkersReady)
+	if progressOnly(running, ready) {
+		t.Error("every worker ready while Running: progressOnly, want a write at once")
 	}
 }

@@ -143,20 +143,30 @@ func launcherWaitEvents(prev, next *troupev1.JobStatus) []lifecycleEvent {
 }
 
 // progressOnly reports whether next differs from prev only in counts (countsOnly) and in what
-// records a job's progress within the phase it is in: its children all created (Initialized
-// turning True from CreatingChildren, LauncherWaiting telling that the master Job created has
-// no wait), its start time first set, the resourceVersions of its generated Secrets first
+// records a job's progress within the phase it is in, good news that the next phase brings
+// anyway: its children all created (Initialized turning True from CreatingChildren), the
+// launcher's wait for its workers beginning, ending with every worker reached, or not needed
+// (LauncherWaiting), every worker ready while the job is Pending (WorkersReady; the launcher
+// runs next), its start time first set, the resourceVersions of its generated Secrets first
 // recorded. Such a change waits like counts (countsWriteDelay) for the next change to carry
-// it: a new job's first pass writes its status before it creates its generated Secret
-// (recordBeforeCreate), and what the rest of the pass creates is told with the job's next
-// phase instead of a write of its own (docs/performance.md).
+// it: a job's status is written once per phase where its pods start within that delay, not
+// once per step of their start (a launcher that waited for its workers took four status writes
+// before Running on a real node, docs/performance.md). Bad news (a conflict, a cause, a wait that timed out, a
+// worker lost) is written at once. While the job runs, WorkersReady turning True is written at
+// once too: the moment every pod runs is the job's startup time (troupe_job_startup_seconds).
 func progressOnly(prev, next *troupev1.JobStatus) bool {
 	if prev.Phase != next.Phase {
 		return false
 	}
 	was := prev.DeepCopy()
-	progressed(was, next, troupev1.ConditionInitialized, troupev1.ReasonCreatingChildren, troupev1.ReasonChildrenCreated)
-	progressed(was, next, troupev1.ConditionLauncherWaiting, troupev1.ReasonWaitNotStarted, troupev1.ReasonNoLauncherWait)
+	progressed(was, next, troupev1.ConditionInitialized, troupev1.ReasonChildrenCreated, troupev1.ReasonCreatingChildren)
+	progressed(was, next, troupev1.ConditionLauncherWaiting, troupev1.ReasonNoLauncherWait, troupev1.ReasonWaitNotStarted)
+	progressed(was, next, troupev1.ConditionLauncherWaiting, troupev1.ReasonWaitingForWorkers, troupev1.ReasonWaitNotStarted)
+	progressed(was, next, troupev1.ConditionLauncherWaiting, troupev1.ReasonWorkersReached,
+		troupev1.ReasonWaitNotStarted, troupev1.ReasonWaitingForWorkers)
+	if prev.Phase == troupev1.JobPending {
+		progressed(was, next, troupev1.ConditionWorkersReady, troupev1.ReasonWorkersReady, troupev1.ReasonWorkersNotReady)
+	}
 	if was.StartTime == nil {
 		was.StartTime = next.StartTime
 	}
@@ -170,10 +180,11 @@ func progressOnly(prev, next *troupev1.JobStatus) bool {
 	return countsOnly(was, next)
 }
 
-// progressed sets the condition t of st as next has it when it went from reason from to to.
-func progressed(st, next *troupev1.JobStatus, t, from, to string) {
+// progressed sets the condition t of st as next has it when it went to reason to from one of
+// the reasons from.
+func progressed(st, next *troupev1.JobStatus, t, to string, from ...string) {
 	c, now := meta.FindStatusCondition(st.Conditions, t), meta.FindStatusCondition(next.Conditions, t)
-	if c != nil && now != nil && c.Reason == from && now.Reason == to {
+	if c != nil && now != nil && slices.Contains(from, c.Reason) && now.Reason == to {
 		*c = *now
 	}
 }

@@ -64,7 +64,12 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, finished, released))
 	set(runningCondition(s, st.Phase, master))
-	set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses, slices.Concat(master, workers))))
+	ended := prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed
+	if !ended || meta.FindStatusCondition(prev.Conditions, troupev1.ConditionReplicaFailure) == nil {
+		// Likewise: once the job has ended, its released workers' exits (a shell killed by
+		// the scale-down ends Failed) are not failures of it.
+		set(withPodCreateFailures(obs, replicaFailureCondition(st.ReplicaStatuses, slices.Concat(master, workers))))
+	}
 	set(suspendedCondition(s, finished))
 	if gang != nil {
 		set(*gang)
@@ -215,10 +220,9 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		master.Active = j.Status.Active
 		master.Succeeded = j.Status.Succeeded
 		master.Failed = j.Status.Failed
-		if j.Status.Ready != nil {
-			master.Ready = *j.Status.Ready
-		}
+		master.Ready = ptr.Deref(j.Status.Ready, 0)
 	}
+	master.Ready = max(master.Ready, readyPods(obs.MasterPods))
 	switch obs.Verdict {
 	case troupev1.JobSucceeded:
 		// Counted as the Job will count it once it says Complete, so that its verdict, coming
@@ -246,6 +250,7 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		for _, j := range obs.WorkerJobs[ws.Name] {
 			rs.Ready += ptr.Deref(j.Status.Ready, 0)
 		}
+		rs.Ready = max(rs.Ready, readyPods(obs.AttemptWorkerPods[ws.Name]))
 		for _, p := range obs.WorkerPods[ws.Name] {
 			switch p.Status.Phase {
 			case corev1.PodPending, corev1.PodRunning:
@@ -260,6 +265,22 @@ func replicaStatuses(s *Spec, obs *Observed, released bool) []troupev1.ReplicaSt
 		out = append(out, rs)
 	}
 	return out
+}
+
+// readyPods counts the pods that run, are ready and are not being deleted. Ready counts are
+// the larger of this and what the pods' StatefulSet or Job says: the pod watch tells a pod
+// ready before the controller that owns it has counted it, and a count that rose only with the
+// controller's own status write cost a status write of its own (the master's ready count moved
+// seconds after the job's Running; docs/performance.md). A pod no longer ready still counts
+// until its controller has said so, as before.
+func readyPods(pods []*corev1.Pod) int32 {
+	var n int32
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp.IsZero() && podReady(p) {
+			n++
+		}
+	}
+	return n
 }
 
 // restarts is the sum of the restart counts of the containers of pods.

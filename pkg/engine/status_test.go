@@ -156,6 +156,30 @@ func TestComputeStatus(t *testing.T) {
 			wantPods:  troupev1.PodPhaseCounts{Pending: 1},
 			wantStart: &t0,
 		},
+		// The pod watch tells pods ready before their Job and StatefulSets count them: the job
+		// counts them at once, in the same status write as its Running.
+		"pods ready before their controllers count them": {
+			obs: func() *Observed {
+				master := namedPod("train-master-x", true)
+				master.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleMaster}
+				o := observe().master(func(j *batchv1.Job) { j.Status.Active = 1 }).workers("cpu", 0).workers("gpu", 0).
+					withPods(master, namedPod("train-workerset-cpu-0", true), namedPod("train-workerset-cpu-1", true),
+						namedPod("train-workerset-gpu-0", false))
+				return o.obj()
+			}(),
+			wantPhase: troupev1.JobRunning,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersNotReady",
+				"Running": "True/MasterRunning", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended",
+			},
+			wantWorkers: "2/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Replicas: 1, Active: 1, Ready: 1}, {Name: "cpu", Replicas: 2, Ready: 2, Active: 2}, {Name: "gpu", Replicas: 1, Active: 1},
+			},
+			wantPods:  troupev1.PodPhaseCounts{Running: 4},
+			wantStart: &t0,
+		},
 		"running with every worker ready": {
 			obs:       allReady().obj(),
 			wantPhase: troupev1.JobRunning,
@@ -292,6 +316,30 @@ func TestComputeStatus(t *testing.T) {
 			},
 			wantWorkers:    "0/3",
 			wantReplicas:   []troupev1.ReplicaStatus{{Name: "master", Replicas: 1}, {Name: "cpu"}, {Name: "gpu"}},
+			wantStart:      &earlier,
+			wantCompletion: &t1,
+		},
+		// The scale-down after the end kills the workers; a shell killed so ends Failed.
+		"a released worker that ends Failed is no failure of the finished job": {
+			prev: troupev1.JobStatus{
+				Phase: troupev1.JobSucceeded, StartTime: &earlier, CompletionTime: &t1,
+				Conditions: []metav1.Condition{
+					{Type: "Initialized", Status: "True", Reason: "ChildrenCreated", LastTransitionTime: earlier},
+					{Type: "ReplicaFailure", Status: "False", Reason: "NoPodFailures", LastTransitionTime: earlier},
+					{Type: "Succeeded", Status: "True", Reason: "MasterSucceeded", LastTransitionTime: t1},
+				},
+			},
+			obs: observe().master(finishedJob(batchv1.JobComplete, "", "")).workers("cpu", 0).workers("gpu", 0).
+				pod(troupev1.RoleWorker, "cpu", corev1.PodFailed, 0).obj(),
+			wantPhase: troupev1.JobSucceeded,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/WorkersReleased",
+				"Running": "False/MasterSucceeded", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended", "Succeeded": "True/MasterSucceeded",
+			},
+			wantWorkers:    "0/3",
+			wantReplicas:   []troupev1.ReplicaStatus{{Name: "master", Succeeded: 1}, {Name: "cpu", Failed: 1}, {Name: "gpu"}},
+			wantPods:       troupev1.PodPhaseCounts{Failed: 1},
 			wantStart:      &earlier,
 			wantCompletion: &t1,
 		},
