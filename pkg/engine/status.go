@@ -33,7 +33,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	st.ReplicaStatuses = replicaStatuses(s, obs, released)
 	st.Pods = podPhaseCounts(obs.Pods)
 	st.Workers = workersColumn(s, st.ReplicaStatuses)
-	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs)
+	st.WorkerReplicas, st.WorkerSelector = workerScale(s, obs, released)
 	st.Phase = runModePhase(s, prev, phase(s, obs, prev))
 	st.Phase, st.Restarts = restartPhase(s, prev, st.Phase)
 	st.UncountedRestarts, st.RestartsByReason = prev.UncountedRestarts, slices.Clone(prev.RestartsByReason)
@@ -313,11 +313,15 @@ func podPhaseCounts(pods []corev1.Pod) troupev1.PodPhaseCounts {
 	return c
 }
 
-// workersColumn is "ready/desired" over every worker set, desired being what the spec asks.
 // workerScale is what the scale subresource reads: the worker pods that exist, and the
 // selector of the job's worker pods.
-func workerScale(s *Spec, obs *Observed) (int32, string) {
-	var n int32
+//
+// The count is the larger of the pods the watch shows alive and what their StatefulSets and
+// Jobs have counted, as ready counts are (readyPods): a controller's count follows its pods by
+// a status write of its own, and moving with it cost the job one more. Once the workers are
+// released only the pods count: the controllers' counts fall behind them.
+func workerScale(s *Spec, obs *Observed, released bool) (int32, string) {
+	var n, alive int32
 	for _, sts := range obs.StatefulSets {
 		n += sts.Status.Replicas
 	}
@@ -326,6 +330,18 @@ func workerScale(s *Spec, obs *Observed) (int32, string) {
 			n += j.Status.Active
 		}
 	}
+	for _, pods := range obs.AttemptWorkerPods {
+		for _, p := range pods {
+			if (p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning) && p.DeletionTimestamp.IsZero() {
+				alive++
+			}
+		}
+	}
+	if released {
+		n = alive
+	} else {
+		n = max(n, alive)
+	}
 	sel := labels.SelectorFromSet(labels.Set{
 		troupev1.LabelJobUID: string(s.Owner.UID),
 		troupev1.LabelRole:   troupev1.RoleWorker,
@@ -333,6 +349,7 @@ func workerScale(s *Spec, obs *Observed) (int32, string) {
 	return n, sel.String()
 }
 
+// workersColumn is "ready/desired" over every worker set, desired being what the spec asks.
 func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
 	var ready int32
 	for _, r := range rs[s.MasterPods():] { // the master's comes first

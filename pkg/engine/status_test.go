@@ -474,3 +474,46 @@ func masterPods(pods ...corev1.Pod) []*corev1.Pod {
 	o.setPods(pods)
 	return o.MasterPods
 }
+
+// The scale subresource's count of workers moves with the pods the watch shows, not a status
+// write later with their StatefulSets' counts: up as pods appear, and, once the workers are
+// released, down as they go.
+func TestWorkerScaleFromPods(t *testing.T) {
+	s := testSpec()
+	deleting := namedPod("train-workerset-cpu-1", true)
+	deleting.DeletionTimestamp = &t1
+	tests := map[string]struct {
+		obs      *Observed
+		released bool
+		want     int32
+	}{
+		"pods before their StatefulSets count them": {
+			obs:  observe().workers("cpu", 0).withPods(namedPod("train-workerset-cpu-0", false), namedPod("train-workerset-cpu-1", true)).obj(),
+			want: 2,
+		},
+		"the StatefulSets' count while the watch has not seen the pods": {
+			obs: func() *Observed {
+				o := observe().workers("cpu", 0).obj()
+				o.StatefulSets["cpu"].Status.Replicas = 2
+				return o
+			}(),
+			want: 2,
+		},
+		"released: the pods alone": {
+			obs: func() *Observed {
+				o := observe().workers("cpu", 0).withPods(namedPod("train-workerset-cpu-0", true), deleting).obj()
+				o.StatefulSets["cpu"].Status.Replicas = 2
+				return o
+			}(),
+			released: true,
+			want:     1,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got, _ := workerScale(s, tc.obs, tc.released); got != tc.want {
+				t.Errorf("workerReplicas %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
