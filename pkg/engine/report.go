@@ -150,10 +150,11 @@ func launcherWaitEvents(prev, next *troupev1.JobStatus) []lifecycleEvent {
 // runs next), its start time first set, the resourceVersions of its generated Secrets first
 // recorded. Such a change waits like counts (countsWriteDelay) for the next change to carry
 // it: a job's status is written once per phase where its pods start within that delay, not
-// once per step of their start (a launcher that waited for its workers took four status writes
-// before Running on a real node, docs/performance.md). Bad news (a conflict, a cause, a wait that timed out, a
-// worker lost) is written at once. While the job runs, WorkersReady turning True is written at
-// once too: the moment every pod runs is the job's startup time (troupe_job_startup_seconds).
+// once per step of their start (a launcher that waited for its workers took four status
+// writes before Running on a real node, docs/performance.md). Bad news (a conflict, a cause, a
+// wait that timed out, a worker lost) is written at once. While the job runs, WorkersReady
+// turning True is written at once too: the moment every pod runs is the job's startup time
+// (troupe_job_startup_seconds).
 func progressOnly(prev, next *troupev1.JobStatus) bool {
 	if prev.Phase != next.Phase {
 		return false
