@@ -45,7 +45,8 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		c.ObservedGeneration, c.LastTransitionTime = generation, now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	if prev.Phase != troupev1.JobSucceeded && prev.Phase != troupev1.JobFailed {
+	ended := Finished(prev, nil) // in the status written before this pass
+	if !ended {
 		// Once the job has finished, its children are not recreated; Initialized keeps its
 		// last word.
 		set(initializedCondition(obs))
@@ -64,7 +65,6 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, finished, released))
 	set(runningCondition(s, st.Phase, master))
-	ended := prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed
 	if !ended || meta.FindStatusCondition(prev.Conditions, troupev1.ConditionReplicaFailure) == nil {
 		// Likewise: once the job has ended, its released workers' exits (a shell killed by
 		// the scale-down ends Failed) are not failures of it.

@@ -1,15 +1,15 @@
 package realnode
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,26 +38,14 @@ func TestStatusStory(t *testing.T) {
 	rv := strings.TrimSpace(mustKubectl(t, job, "create", "-n", ns, "-f", "-", "-o", "jsonpath={.metadata.resourceVersion}"))
 	// A watch from the version the create returned receives every later version, however
 	// late it starts.
-	stream := filepath.Join(t.TempDir(), "watch.json")
-	f, err := os.Create(stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
+	var stream bytes.Buffer // read once the watch has stopped (Wait ends its copying)
 	watch := exec.Command("kubectl", "--kubeconfig", kubeconfig, "get", "--raw", fmt.Sprintf(
 		"/apis/troupe.dev/v1alpha1/namespaces/%s/chainerjobs?watch=true&fieldSelector=metadata.name%%3Dstory&resourceVersion=%s", ns, rv))
-	watch.Stdout = f
+	watch.Stdout = &stream
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = watch.Process.Kill()
-			_ = watch.Wait()
-		}
-	}
+	stop := sync.OnceFunc(func() { _ = watch.Process.Kill(); _ = watch.Wait() })
 	defer stop()
 
 	if _, err := waitCondition(t, ns, "chainerjob.troupe.dev/story", "Succeeded", 5*time.Minute); err != nil {
@@ -70,7 +58,7 @@ func TestStatusStory(t *testing.T) {
 	var phases []troupev1.JobPhase
 	writes := 0
 	prev := &troupev1.JobStatus{} // the job as created
-	for _, v := range readVersions(t, stream) {
+	for _, v := range readVersions(t, &stream) {
 		st := &v.Status
 		if !equality.Semantic.DeepEqual(prev, st) {
 			writes++
@@ -92,15 +80,10 @@ func TestStatusStory(t *testing.T) {
 }
 
 // readVersions decodes the versions of the job in a watch's stream of events.
-func readVersions(t *testing.T, path string) []troupev1.ChainerJob {
+func readVersions(t *testing.T, stream io.Reader) []troupev1.ChainerJob {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
 	var out []troupev1.ChainerJob
-	dec := json.NewDecoder(f)
+	dec := json.NewDecoder(stream)
 	for {
 		var ev struct {
 			Type   string              `json:"type"`
