@@ -71,6 +71,39 @@ schedulers_ready() {
     [[ $(curl -sS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null) == ok ]]
 }
 
+# component_exited PID_FILE: the component of PID_FILE is not running (gone, or a zombie: this
+# machine's init may not reap kwokctl's orphans, and kwokctl takes a zombie for running).
+component_exited() {
+  local state
+  state=$(ps -o stat= -p "$(<"$1")" 2>/dev/null) || return 0
+  [[ $state == Z* ]]
+}
+
+# components_running: every process kwokctl started for the cluster is alive. The controller
+# manager exits if the API server is not healthy 10 s after it starts (its RBAC bootstrap can take
+# longer on a loaded machine) and kwokctl does not restart it: a cluster without it makes no pods.
+components_running() {
+  local pid_file
+  for pid_file in "$cluster_dir"/pids/*.pid; do
+    ! component_exited "$pid_file" || return 1
+  done
+}
+
+# restart_exited_components: start again the components that exited (kwokctl's start starts the
+# components without a live pid file).
+restart_exited_components() {
+  local pid_file exited=()
+  for pid_file in "$cluster_dir"/pids/*.pid; do
+    component_exited "$pid_file" || continue
+    exited+=("$(basename "$pid_file" .pid)")
+    rm -f "$pid_file"
+  done
+  ((${#exited[@]})) || return 0
+  log "${exited[*]} of cluster $CLUSTER_NAME exited; starting again (see $cluster_dir/logs)"
+  # The restarted processes outlive this script: they must not hold its lock.
+  "$kwokctl" start cluster --name "$CLUSTER_NAME" >&2 {lock}>&-
+}
+
 # render FILE: FILE with ${CLUSTER_DIR}, ${SCHEDULER_PLUGINS_BIN}, ${VOLCANO_BIN},
 # ${COSCHEDULER_PORT}, ${VOLCANO_PORT}, ${APISERVER_BIND_ADDRESS}, ${KUBE_BIN}, ${KUEUE_BIN} and
 # ${KUEUE_*_PORT} filled in (nothing else, so other $ stays as is).
@@ -122,7 +155,7 @@ flock "$lock"
 
 if [[ -d $cluster_dir ]]; then
   if [[ $(cat "$cluster_dir/troupe-fingerprint" 2>/dev/null) == "$fingerprint" ]] &&
-    kubectl get --raw /readyz >/dev/null 2>&1 &&
+    components_running && kubectl get --raw /readyz >/dev/null 2>&1 &&
     kubectl wait --for=condition=Ready nodes -l '!troupe.dev/real-node' --timeout=10s >/dev/null 2>&1 &&
     schedulers_ready; then
     log "reusing cluster $CLUSTER_NAME"
@@ -175,17 +208,30 @@ kubectl apply --server-side --force-conflicts -f "$here/volcano-queue.yaml" >&2
 install_kueue
 kubectl wait --for=condition=Ready nodes --all --timeout=60s >&2
 # Pods are refused until the service account controller has made the namespace's default
-# ServiceAccount; wait for it so the first kubectl create after this script works.
-until kubectl get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
+# ServiceAccount; wait for it so the first kubectl create after this script works (bounded, and
+# starting again a controller manager that gave up on a slow API server).
+for ((i = 0; i < 300; i++)); do
+  kubectl get serviceaccount default >/dev/null 2>&1 && break
+  restart_exited_components
+  sleep 0.2
+done
+if ! kubectl get serviceaccount default >/dev/null 2>&1; then
+  log "no default ServiceAccount after 60s; see $cluster_dir/logs/kube-controller-manager.log"
+  exit 1
+fi
 # Both gang schedulers ready (bounded: their logs say why not).
 for ((i = 0; i < 300; i++)); do
   schedulers_ready && break
+  restart_exited_components
   sleep 0.2
 done
 if ! schedulers_ready; then
   log "the gang schedulers or Kueue are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler,kueue}.log"
   exit 1
 fi
+# Every component still running: a controller manager that gave up after the checks above would
+# leave the cluster without Jobs' and StatefulSets' pods.
+restart_exited_components
 
 echo "$fingerprint" >"$cluster_dir/troupe-fingerprint"
 log "cluster $CLUSTER_NAME up in $((SECONDS - start))s (kubectl: $KUBE_BIN/kubectl)"
