@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/troupe-dev/troupe/pkg/metrics"
@@ -117,16 +116,10 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // SetupWithManager registers the reconciler: it watches the kind, the children it owns and
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
-// engine reads of pods (podChanged).
+// engine reads of pods (podChanged), and a moment later when the pod only moved on within its
+// life (podWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	nameLabel := r.adapter.NameLabel()
-	podToJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, pod client.Object) []reconcile.Request {
-		name, ok := pod.GetLabels()[nameLabel]
-		if !ok {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: pod.GetNamespace(), Name: name}}}
-	})
+	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.gvk.Kind).
 		For(r.adapter.NewObject()).

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func TestPodWakeups(t *testing.T) {
+	const nameLabel = "troupe.dev/mpijob-name"
+	pod := func(name, job string, phase corev1.PodPhase) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml"}, Status: corev1.PodStatus{Phase: phase}}
+		if job != "" {
+			p.Labels = map[string]string{nameLabel: job}
+		}
+		return p
+	}
+	deleting := pod("pi-worker-0", "pi", corev1.PodRunning)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	pi := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "pi"}}
+
+	// newQueue is the controller's queue on a clock the test moves.
+	newQueue := func(t *testing.T) (workqueue.TypedRateLimitingInterface[reconcile.Request], *clocktesting.FakeClock) {
+		clock := clocktesting.NewFakeClock(time.Unix(100, 0))
+		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+			workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
+				DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Clock: clock}),
+			})
+		t.Cleanup(q.ShutDown)
+		return q, clock
+	}
+	// queued waits until the queue holds want jobs (the delaying queue moves due items in a
+	// goroutine of its own), and checks what it holds.
+	queued := func(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.Request], want int) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
+			func(context.Context) (bool, error) { return q.Len() >= want, nil })
+		if err != nil || q.Len() != want {
+			t.Fatalf("jobs queued = %d, want %d", q.Len(), want)
+		}
+		for range want {
+			if got, _ := q.Get(); got != pi {
+				t.Errorf("queued %v, want %v", got, pi)
+			}
+		}
+	}
+	h := podWakeups{nameLabel: nameLabel, delay: time.Second}
+	ctx := context.Background()
+
+	t.Run("progress wakes the job a moment later, once for the pods that moved meanwhile", func(t *testing.T) {
+		q, clock := newQueue(t)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodPending), ObjectNew: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-1", "pi", corev1.PodPending), ObjectNew: pod("pi-worker-1", "pi", corev1.PodRunning)}, q)
+		if q.Len() != 0 {
+			t.Fatalf("a pod's progress woke its job at once (%d queued)", q.Len())
+		}
+		clock.Step(time.Second)
+		queued(t, q, 1)
+	})
+	for name, newer := range map[string]*corev1.Pod{
+		"succeeded": pod("pi-launcher-x", "pi", corev1.PodSucceeded),
+		"failed":    pod("pi-worker-0", "pi", corev1.PodFailed),
+		"deleting":  deleting,
+	} {
+		t.Run("a pod "+name+" wakes the job at once", func(t *testing.T) {
+			q, _ := newQueue(t)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: pod(newer.Name, "pi", corev1.PodRunning), ObjectNew: newer}, q)
+			queued(t, q, 1)
+		})
+	}
+	t.Run("a pod created or deleted wakes the job at once", func(t *testing.T) {
+		q, _ := newQueue(t)
+		h.Create(ctx, event.CreateEvent{Object: pod("pi-worker-0", "pi", corev1.PodPending)}, q)
+		queued(t, q, 1)
+		q.Done(pi)
+		h.Delete(ctx, event.DeleteEvent{Object: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
+		queued(t, q, 1)
+	})
+	t.Run("a pod relabelled away from its job wakes that job at once", func(t *testing.T) {
+		q, _ := newQueue(t)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodRunning), ObjectNew: pod("pi-worker-0", "", corev1.PodRunning)}, q)
+		queued(t, q, 1)
+	})
+	t.Run("a pod without the job's name label wakes nothing", func(t *testing.T) {
+		q, clock := newQueue(t)
+		h.Create(ctx, event.CreateEvent{Object: pod("other", "", corev1.PodPending)}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("other", "", corev1.PodPending), ObjectNew: pod("other", "", corev1.PodRunning)}, q)
+		clock.Step(time.Second)
+		if q.Len() != 0 {
+			t.Errorf("%d jobs queued for a pod of none", q.Len())
+		}
+	})
+}
