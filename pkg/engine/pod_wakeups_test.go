@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -89,6 +90,27 @@ func TestPodWakeups(t *testing.T) {
 		q, _ := newQueue(t)
 		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodRunning), ObjectNew: pod("pi-worker-0", "", corev1.PodRunning)}, q)
 		queued(t, q, 1)
+	})
+	// The manager's queue is controller-runtime's priority queue (its default), which takes
+	// items in through a buffer, in order, and knows no fake clock: with an hour's delay, a
+	// progress seen queued is a wake-up that did not wait.
+	t.Run("on the manager's queue, progress waits and an end does not", func(t *testing.T) {
+		q := priorityqueue.New[reconcile.Request]("test")
+		t.Cleanup(q.ShutDown)
+		later := podWakeups{nameLabel: nameLabel, delay: time.Hour}
+		other := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "other"}}
+		later.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodPending), ObjectNew: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
+		later.Create(ctx, event.CreateEvent{Object: pod("other-worker-0", "other", corev1.PodPending)}, q)
+		if got, _ := q.Get(); got != other {
+			t.Fatalf("first queued %v, want %v (a pod's progress did not wait)", got, other)
+		}
+		if q.Len() != 0 {
+			t.Fatalf("%d more queued: a pod's progress did not wait", q.Len())
+		}
+		later.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodRunning), ObjectNew: pod("pi-worker-0", "pi", corev1.PodFailed)}, q)
+		if got, _ := q.Get(); got != pi {
+			t.Errorf("queued %v, want %v at once", got, pi)
+		}
 	})
 	t.Run("a pod without the job's name label wakes nothing", func(t *testing.T) {
 		q, clock := newQueue(t)
