@@ -29,7 +29,7 @@ var normalWaiting = []string{"", "ContainerCreating", "PodInitializing"}
 // kubelet cannot start (its image, its configuration) comes first, then one that exited and is
 // restarted, then a pod the scheduler cannot place.
 func causeOf(p *corev1.Pod) (c podCause, ok bool) {
-	if !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if podEnded(p) {
 		return podCause{}, false
 	}
 	containers := slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)

@@ -45,20 +45,19 @@ func (h podWakeups) Create(_ context.Context, e event.CreateEvent, q workqueue.T
 }
 
 func (h podWakeups) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	job, named := h.job(e.ObjectNew)
 	// A pod relabelled away from a job leaves it: that job learns at once.
-	if older, ok := h.job(e.ObjectOld); ok {
-		if newer, _ := h.job(e.ObjectNew); newer != older {
-			q.Add(older)
-		}
+	if older, ok := h.job(e.ObjectOld); ok && (!named || older != job) {
+		q.Add(older)
 	}
-	pod, ok := e.ObjectNew.(*corev1.Pod)
-	if !ok || podEnded(pod) {
-		h.now(e.ObjectNew, q)
+	if !named {
 		return
 	}
-	if req, ok := h.job(pod); ok {
-		q.AddAfter(req, h.delay)
+	if pod, ok := e.ObjectNew.(*corev1.Pod); ok && !podEnded(pod) {
+		q.AddAfter(job, h.delay)
+		return
 	}
+	q.Add(job)
 }
 
 func (h podWakeups) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
