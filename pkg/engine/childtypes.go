@@ -53,6 +53,9 @@ type childType struct {
 	// metadataOnly types are watched and cached as metadata (OwnedSecret): their data never
 	// enters the operator's memory.
 	metadataOnly bool
+	// progressDelayed types have a controller that counts their pods in their status: an
+	// update that only counts the pods' progress wakes the job a moment later (childWakeups).
+	progressDelayed bool
 	// restoreSpec puts the fields the engine manages of an owned child (cur) back to the
 	// desired ones (want, of the same type) and reports whether it changed anything; nil: the
 	// engine manages the type's labels and spec hash only.
@@ -60,8 +63,8 @@ type childType struct {
 }
 
 var childTypes = []childType{
-	{object: &batchv1.Job{}, restoreSpec: restoreJob},
-	{object: &appsv1.StatefulSet{}, restoreSpec: restoreStatefulSet},
+	{object: &batchv1.Job{}, progressDelayed: true, restoreSpec: restoreJob},
+	{object: &appsv1.StatefulSet{}, progressDelayed: true, restoreSpec: restoreStatefulSet},
 	{object: &corev1.Service{}, restoreSpec: restoreService},
 	{object: &corev1.ConfigMap{}, restoreSpec: restoreConfigMap},
 	// A Secret's data is generated once (Generator) and never rewritten.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/troupe-dev/troupe/pkg/metrics"
@@ -117,7 +118,8 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
 // engine reads of pods (podChanged), and a moment later when the pod only moved on within its
-// life (podWakeups).
+// life (podWakeups); a worker StatefulSet's or a Job's update likewise when its controller only
+// counted its pods' progress (childWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -125,6 +127,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(r.adapter.NewObject()).
 		Watches(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, gone: r.gone, now: r.clock.Now}, builder.WithPredicates(podChanged))
 	for _, t := range childTypes {
+		if t.progressDelayed {
+			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), r.adapter.NewObject(), handler.OnlyControllerOwner())
+			b = b.Watches(t.object, childWakeups{owner: owner, delay: podProgressDelay})
+			continue
+		}
 		if t.metadataOnly {
 			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (OwnedSecret)
 		} else {

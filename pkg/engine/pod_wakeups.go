@@ -11,19 +11,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// podProgressDelay is how long a pod's progress waits before it wakes its job (podWakeups).
-// The pods of a job start within moments of each other, each in several steps (bound, started,
-// ready); a second gathers most of them into one pass: 18-21% fewer passes and 8-10% less CPU
-// at 200 jobs x 9 pods, with pods Running no later (docs/performance.md).
+// podProgressDelay is how long a pod's progress, or a child's count of it, waits before it wakes
+// the job (podWakeups, childWakeups). The pods of a job are created and start within moments
+// of each other, each in several steps (created, bound, started, ready) that the StatefulSet and
+// Job controllers count again in their status; a second gathers most of them into one pass
+// (docs/performance.md: about a third fewer passes at 50 and 200 jobs x 9 pods).
 const podProgressDelay = time.Second
 
 // podWakeups queues a pass of a pod's job, named by the kind's name label on the pod (the pass
-// then selects the job's pods by its UID). A pod created, deleted or ended (Succeeded, Failed,
-// being deleted) wakes its job at once: a job's verdict, restarts and status lag wait on these.
-// A pod that only moved on within its life (scheduled, started, ready, a container restarted)
-// wakes it after podProgressDelay, and every such wake-up of the job within that time is the
-// same one (the queue keeps one entry per job). A pod relabelled away from a job wakes that
-// job at once, as handler.EnqueueRequestsFromMapFunc (used before) woke both.
+// then selects the job's pods by its UID). A pod that ended (Succeeded, Failed), is being
+// deleted or is gone wakes its job at once: a job's verdict, restarts and status lag wait on
+// these. A pod created, or one that only moved on within its life (scheduled, started, ready, a
+// container restarted), wakes it after podProgressDelay, and every such wake-up of the job
+// within that time is the same one (the queue keeps one entry per job). A pod relabelled away
+// from a job wakes that job at once, as handler.EnqueueRequestsFromMapFunc (used before) woke
+// both.
 type podWakeups struct {
 	nameLabel string
 	delay     time.Duration
@@ -40,20 +42,29 @@ func (h podWakeups) now(pod client.Object, q workqueue.TypedRateLimitingInterfac
 	}
 }
 
+// Create: a new pod is progress (its set or Job, which the job's own pass created, made it). One
+// that has ended already (first seen after a gap in the watch) wakes the job at once.
 func (h podWakeups) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.now(e.Object, q)
+	h.wake(e.Object, q)
 }
 
 func (h podWakeups) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	job, named := h.job(e.ObjectNew)
 	// A pod relabelled away from a job leaves it: that job learns at once.
-	if older, ok := h.job(e.ObjectOld); ok && (!named || older != job) {
-		q.Add(older)
+	if older, ok := h.job(e.ObjectOld); ok {
+		if job, named := h.job(e.ObjectNew); !named || older != job {
+			q.Add(older)
+		}
 	}
+	h.wake(e.ObjectNew, q)
+}
+
+// wake queues the pod's job: at once when the pod has ended, after the delay otherwise.
+func (h podWakeups) wake(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	job, named := h.job(obj)
 	if !named {
 		return
 	}
-	if pod, ok := e.ObjectNew.(*corev1.Pod); ok && !podEnded(pod) {
+	if pod, ok := obj.(*corev1.Pod); ok && !podEnded(pod) {
 		q.AddAfter(job, h.delay)
 		return
 	}

@@ -16,6 +16,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
+// newQueue is a controller's queue on a clock the test moves.
+func newQueue(t *testing.T) (workqueue.TypedRateLimitingInterface[reconcile.Request], *clocktesting.FakeClock) {
+	clock := clocktesting.NewFakeClock(time.Unix(100, 0))
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Clock: clock}),
+		})
+	t.Cleanup(q.ShutDown)
+	return q, clock
+}
+
+// queuedOnce waits until the queue holds an entry (the delaying queue moves due items in a
+// goroutine of its own), checks that it holds job alone, and takes it.
+func queuedOnce(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.Request], job reconcile.Request) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return q.Len() > 0, nil })
+	if err != nil || q.Len() != 1 {
+		t.Fatalf("jobs queued = %d, want 1", q.Len())
+	}
+	got, _ := q.Get()
+	if got != job {
+		t.Errorf("queued %v, want %v", got, job)
+	}
+	q.Done(got)
+}
+
 func TestPodWakeups(t *testing.T) {
 	const nameLabel = "troupe.dev/mpijob-name"
 	pod := func(name, job string, phase corev1.PodPhase) *corev1.Pod {
@@ -29,31 +56,6 @@ func TestPodWakeups(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	pi := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "pi"}}
 
-	// newQueue is the controller's queue on a clock the test moves.
-	newQueue := func(t *testing.T) (workqueue.TypedRateLimitingInterface[reconcile.Request], *clocktesting.FakeClock) {
-		clock := clocktesting.NewFakeClock(time.Unix(100, 0))
-		q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
-			workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
-				DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Clock: clock}),
-			})
-		t.Cleanup(q.ShutDown)
-		return q, clock
-	}
-	// queued waits until the queue holds want jobs (the delaying queue moves due items in a
-	// goroutine of its own), and checks what it holds.
-	queued := func(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.Request], want int) {
-		t.Helper()
-		err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
-			func(context.Context) (bool, error) { return q.Len() >= want, nil })
-		if err != nil || q.Len() != want {
-			t.Fatalf("jobs queued = %d, want %d", q.Len(), want)
-		}
-		for range want {
-			if got, _ := q.Get(); got != pi {
-				t.Errorf("queued %v, want %v", got, pi)
-			}
-		}
-	}
 	h := podWakeups{nameLabel: nameLabel, delay: time.Second}
 	ctx := context.Background()
 
@@ -65,7 +67,7 @@ func TestPodWakeups(t *testing.T) {
 			t.Fatalf("a pod's progress woke its job at once (%d queued)", q.Len())
 		}
 		clock.Step(time.Second)
-		queued(t, q, 1)
+		queuedOnce(t, q, pi)
 	})
 	for name, newer := range map[string]*corev1.Pod{
 		"succeeded": pod("pi-launcher-x", "pi", corev1.PodSucceeded),
@@ -75,21 +77,30 @@ func TestPodWakeups(t *testing.T) {
 		t.Run("a pod "+name+" wakes the job at once", func(t *testing.T) {
 			q, _ := newQueue(t)
 			h.Update(ctx, event.UpdateEvent{ObjectOld: pod(newer.Name, "pi", corev1.PodRunning), ObjectNew: newer}, q)
-			queued(t, q, 1)
+			queuedOnce(t, q, pi)
 		})
 	}
-	t.Run("a pod created or deleted wakes the job at once", func(t *testing.T) {
-		q, _ := newQueue(t)
+	t.Run("a pod created wakes the job a moment later, once for the pods created meanwhile", func(t *testing.T) {
+		q, clock := newQueue(t)
 		h.Create(ctx, event.CreateEvent{Object: pod("pi-worker-0", "pi", corev1.PodPending)}, q)
-		queued(t, q, 1)
-		q.Done(pi)
+		h.Create(ctx, event.CreateEvent{Object: pod("pi-worker-1", "pi", corev1.PodPending)}, q)
+		if q.Len() != 0 {
+			t.Fatalf("a pod's create woke its job at once (%d queued)", q.Len())
+		}
+		clock.Step(time.Second)
+		queuedOnce(t, q, pi)
+	})
+	t.Run("a pod first seen ended, or deleted, wakes the job at once", func(t *testing.T) {
+		q, _ := newQueue(t)
+		h.Create(ctx, event.CreateEvent{Object: pod("pi-worker-0", "pi", corev1.PodFailed)}, q)
+		queuedOnce(t, q, pi)
 		h.Delete(ctx, event.DeleteEvent{Object: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
-		queued(t, q, 1)
+		queuedOnce(t, q, pi)
 	})
 	t.Run("a pod relabelled away from its job wakes that job at once", func(t *testing.T) {
 		q, _ := newQueue(t)
 		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodRunning), ObjectNew: pod("pi-worker-0", "", corev1.PodRunning)}, q)
-		queued(t, q, 1)
+		queuedOnce(t, q, pi)
 	})
 	// The manager's queue is controller-runtime's priority queue (its default), which takes
 	// items in through a buffer, in order, and knows no fake clock: with an hour's delay, a
@@ -100,7 +111,7 @@ func TestPodWakeups(t *testing.T) {
 		later := podWakeups{nameLabel: nameLabel, delay: time.Hour}
 		other := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "other"}}
 		later.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodPending), ObjectNew: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
-		later.Create(ctx, event.CreateEvent{Object: pod("other-worker-0", "other", corev1.PodPending)}, q)
+		later.Delete(ctx, event.DeleteEvent{Object: pod("other-worker-0", "other", corev1.PodRunning)}, q)
 		if got, _ := q.Get(); got != other {
 			t.Fatalf("first queued %v, want %v (a pod's progress did not wait)", got, other)
 		}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// childWakeups queues a pass of a StatefulSet's or Job's owning job, as the owner handler
+// (owner) does, but wakes it podProgressDelay later when the child's controller only counted
+// its pods' progress: the StatefulSet controller rewrites a set's status as each pod is created,
+// starts and becomes ready, the Job controller a Job's active and ready counts, each step a
+// moment after the pod's own event, which podWakeups gathers already. Everything else wakes the
+// job at once: a create or delete, a change of the child's spec, labels, owners or deletion, a
+// Job's conditions (its verdict: the status lag waits on it) or terminal counts, a set's
+// controller having seen a new spec or counting fewer pods (restarts wait on both:
+// statefulSetsAtAttempt).
+type childWakeups struct {
+	owner handler.EventHandler
+	delay time.Duration
+}
+
+func (h childWakeups) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.owner.Create(ctx, e, q)
+}
+
+func (h childWakeups) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if childProgressOnly(e.ObjectOld, e.ObjectNew) {
+		q = delayedAdds{TypedRateLimitingInterface: q, delay: h.delay}
+	}
+	h.owner.Update(ctx, e, q)
+}
+
+func (h childWakeups) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.owner.Delete(ctx, e, q)
+}
+
+func (h childWakeups) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.owner.Generic(ctx, e, q)
+}
+
+// delayedAdds is a queue whose Add waits delay: the owner handler adds at once.
+type delayedAdds struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	delay time.Duration
+}
+
+func (q delayedAdds) Add(req reconcile.Request) { q.AddAfter(req, q.delay) }
+
+// childProgressOnly: between the two versions only the status moved, and only by counts of
+// pods that came or progressed (see childWakeups).
+func childProgressOnly(older, newer client.Object) bool {
+	if !sameChildMeta(older, newer) {
+		return false
+	}
+	switch n := newer.(type) {
+	case *appsv1.StatefulSet:
+		o, ok := older.(*appsv1.StatefulSet)
+		return ok && statefulSetProgressOnly(o, n)
+	case *batchv1.Job:
+		o, ok := older.(*batchv1.Job)
+		return ok && jobProgressOnly(o, n)
+	}
+	return false
+}
+
+// sameChildMeta: the child's spec (generation), labels, annotations, owners and deletion are
+// as they were.
+func sameChildMeta(older, newer client.Object) bool {
+	return older.GetGeneration() == newer.GetGeneration() &&
+		older.GetDeletionTimestamp().Equal(newer.GetDeletionTimestamp()) &&
+		reflect.DeepEqual(older.GetLabels(), newer.GetLabels()) &&
+		reflect.DeepEqual(older.GetAnnotations(), newer.GetAnnotations()) &&
+		reflect.DeepEqual(older.GetOwnerReferences(), newer.GetOwnerReferences())
+}
+
+func statefulSetProgressOnly(o, n *appsv1.StatefulSet) bool {
+	return n.Status.ObservedGeneration == o.Status.ObservedGeneration &&
+		n.Status.Replicas >= o.Status.Replicas &&
+		equality.Semantic.DeepEqual(n.Status.Conditions, o.Status.Conditions)
+}
+
+func jobProgressOnly(o, n *batchv1.Job) bool {
+	return n.Status.Active >= o.Status.Active &&
+		n.Status.Succeeded == o.Status.Succeeded && n.Status.Failed == o.Status.Failed &&
+		equality.Semantic.DeepEqual(n.Status.Conditions, o.Status.Conditions) &&
+		n.Status.CompletionTime.Equal(o.Status.CompletionTime)
+}
