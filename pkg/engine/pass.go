@@ -117,8 +117,8 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // SetupWithManager registers the reconciler: it watches the kind, the children it owns and
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
-// engine reads of pods (podChanged), and a moment later when the pod only moved on within its
-// life (podWakeups); a worker StatefulSet's or a Job's update likewise when its controller only
+// engine reads of pods (podChanged), and a moment later when the pod was created or only moved
+// on within its life (podWakeups); a worker StatefulSet's or a Job's update likewise when its controller only
 // counted its pods' progress (childWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
