@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// childWakeups queues a pass of a StatefulSet's or Job's owning job, as the owner handler
-// (owner) does, but wakes it podProgressDelay later when the child's controller only counted
+// childWakeups queues a pass of a StatefulSet's or Job's owning job, as the owner handler it
+// embeds does, but wakes it podProgressDelay later when the child's controller only counted
 // its pods' progress: the StatefulSet controller rewrites a set's status as each pod is created,
 // starts and becomes ready, the Job controller a Job's active and ready counts, each step a
 // moment after the pod's own event, which podWakeups gathers already. Everything else wakes the
@@ -25,27 +25,15 @@ import (
 // controller having seen a new spec or counting fewer pods (restarts wait on both:
 // statefulSetsAtAttempt).
 type childWakeups struct {
-	owner handler.EventHandler
-	delay time.Duration
-}
-
-func (h childWakeups) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.owner.Create(ctx, e, q)
+	handler.EventHandler // the owner handler: creates, deletes and every other update
+	delay                time.Duration
 }
 
 func (h childWakeups) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	if childProgressOnly(e.ObjectOld, e.ObjectNew) {
 		q = delayedAdds{TypedRateLimitingInterface: q, delay: h.delay}
 	}
-	h.owner.Update(ctx, e, q)
-}
-
-func (h childWakeups) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.owner.Delete(ctx, e, q)
-}
-
-func (h childWakeups) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.owner.Generic(ctx, e, q)
+	h.EventHandler.Update(ctx, e, q)
 }
 
 // delayedAdds is a queue whose Add waits delay: the owner handler adds at once.

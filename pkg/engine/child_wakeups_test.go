@@ -23,8 +23,8 @@ func TestChildWakeups(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(troupev1.GroupVersion.WithKind("MPIJob"), meta.RESTScopeNamespace)
 	h := childWakeups{
-		owner: handler.EnqueueRequestForOwner(fakeJobClient(t).Scheme(), mapper, &troupev1.MPIJob{}, handler.OnlyControllerOwner()),
-		delay: time.Second,
+		EventHandler: handler.EnqueueRequestForOwner(fakeJobClient(t).Scheme(), mapper, &troupev1.MPIJob{}, handler.OnlyControllerOwner()),
+		delay:        time.Second,
 	}
 	pi := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "pi"}}
 	owned := metav1.ObjectMeta{Name: "pi-worker", Namespace: "ml", Generation: 1, OwnerReferences: []metav1.OwnerReference{{

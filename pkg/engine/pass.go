@@ -118,8 +118,8 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // the pods of its jobs (mapped back to the job through the kind's name label; the reconcile
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
 // engine reads of pods (podChanged), and a moment later when the pod was created or only moved
-// on within its life (podWakeups); a worker StatefulSet's or a Job's update likewise when its controller only
-// counted its pods' progress (childWakeups).
+// on within its life (podWakeups); a worker StatefulSet's or a Job's update likewise when its
+// controller only counted its pods' progress (childWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -129,7 +129,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, t := range childTypes {
 		if t.progressDelayed {
 			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), r.adapter.NewObject(), handler.OnlyControllerOwner())
-			b = b.Watches(t.object, childWakeups{owner: owner, delay: podProgressDelay})
+			b = b.Watches(t.object, childWakeups{EventHandler: owner, delay: podProgressDelay})
 			continue
 		}
 		if t.metadataOnly {
