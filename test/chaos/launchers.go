@@ -30,9 +30,10 @@ type launcherWatch struct {
 
 type seenPod struct {
 	pod *corev1.Pod // the last state seen
-	// lastLive is when the pod was last seen neither terminal nor being deleted.
-	lastLive time.Time
-	gone     bool
+	// lastLive is when the pod was last seen neither terminal nor being deleted; seenEnded
+	// when it was first seen terminal or being deleted (zero: not yet).
+	lastLive, seenEnded time.Time
+	gone                bool
 }
 
 type seenJob struct {
@@ -86,6 +87,8 @@ func (w *launcherWatch) pod(o any, deleted bool) {
 	s.pod = pod
 	if !deleted && pod.DeletionTimestamp == nil && !terminal(pod) {
 		s.lastLive = time.Now()
+	} else if s.seenEnded.IsZero() && (pod.DeletionTimestamp != nil || terminal(pod)) {
+		s.seenEnded = time.Now()
 	}
 	s.gone = s.gone || deleted
 }
@@ -152,8 +155,11 @@ func (w *launcherWatch) counts(completion func(types.UID) time.Time) map[types.U
 	}
 	for _, ps := range byJob {
 		c := get(ps[0].pod.Labels)
-		if n := overlaps(ps); n > 0 {
-			g := overlapGroup{n: n, job: metav1.GetControllerOf(ps[0].pod).Name}
+		if late := overlapping(ps); len(late) > 0 {
+			g := overlapGroup{n: len(late), job: metav1.GetControllerOf(ps[0].pod).Name}
+			for _, p := range late {
+				g.lateCreated = append(g.lateCreated, p.pod.CreationTimestamp.Time)
+			}
 			for _, p := range ps {
 				g.pods = append(g.pods, p.pod.Name)
 				g.detail = append(g.detail, describePod(p))
@@ -164,12 +170,14 @@ func (w *launcherWatch) counts(completion func(types.UID) time.Time) map[types.U
 	return out
 }
 
-// overlapGroup is a launcher Job with n pods created while another of its pods ran.
+// overlapGroup is a launcher Job with n pods created while another of its pods ran (created at
+// lateCreated).
 type overlapGroup struct {
-	n      int
-	job    string
-	pods   []string
-	detail []string
+	n           int
+	job         string
+	pods        []string
+	detail      []string
+	lateCreated []time.Time
 }
 
 // describePod is one line about a launcher pod, for a duplicate's report.
@@ -187,13 +195,13 @@ func describePod(s *seenPod) string {
 		p.Name, owner, p.CreationTimestamp.UTC().Format(time.TimeOnly), p.Status.Phase, podEnd(s).UTC().Format(time.TimeOnly), del, s.gone)
 }
 
-// overlaps counts the pods created while an earlier pod of the same list was still running.
+// overlapping returns the pods created while an earlier pod of the same list was still running.
 // Times are whole seconds (creationTimestamp's precision): a pod created in the second its
 // predecessor ended is not counted, so a count is never a false alarm.
-func overlaps(ps []*seenPod) int {
+func overlapping(ps []*seenPod) []*seenPod {
 	ps = slices.Clone(ps)
 	slices.SortFunc(ps, func(a, b *seenPod) int { return a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time) })
-	n := 0
+	var late []*seenPod
 	for i, b := range ps {
 		created := b.pod.CreationTimestamp.Truncate(time.Second)
 		for _, a := range ps[:i] {
@@ -202,17 +210,18 @@ func overlaps(ps []*seenPod) int {
 				continue
 			}
 			if created.Before(podEnd(a).Truncate(time.Second)) {
-				n++
+				late = append(late, b)
 				break
 			}
 		}
 	}
-	return n
+	return late
 }
 
 // podEnd is the earliest moment the pod is known to have stopped running: its containers'
-// finish, the deletion request, or (a pod seen deleted with neither) the last time it was
-// seen running. A pod still running has no end.
+// finish, the deletion request, or the moment the watch first saw it ended, whichever is
+// first; or (a pod seen deleted with neither) the last time it was seen running. A pod still
+// running has no end.
 func podEnd(s *seenPod) time.Time {
 	p := s.pod
 	var end time.Time
@@ -229,6 +238,12 @@ func podEnd(s *seenPod) time.Time {
 		if end.IsZero() || requested.Before(end) {
 			end = requested
 		}
+	}
+	if !s.seenEnded.IsZero() && !end.IsZero() && s.seenEnded.Before(end) {
+		// A pod cannot be seen ended before it ended: a later finishedAt was written again
+		// after the fact (the simulated node re-applying its stage after an API server
+		// restart), and the moment the watch saw the pod ended bounds its end.
+		end = s.seenEnded
 	}
 	if end.IsZero() && (s.gone || terminal(p)) {
 		// Ended unseen (during a broken watch): the last time it was seen running, or its

@@ -45,6 +45,12 @@ func TestOverlaps(t *testing.T) {
 				p.pod.DeletionGracePeriodSeconds = ptr.To[int64](30)
 				return p
 			}(), pod(3*time.Second, -1)}, 0},
+		"a failure seen before the next, its finishedAt written again later": {[]*seenPod{
+			func() *seenPod { p := pod(0, 11*time.Second); p.seenEnded = t0.Add(3 * time.Second); return p }(),
+			pod(4*time.Second, -1)}, 0},
+		"a failure seen after the next was made": {[]*seenPod{
+			func() *seenPod { p := pod(0, 9*time.Second); p.seenEnded = t0.Add(10 * time.Second); return p }(),
+			pod(4*time.Second, -1)}, 1},
 		"a pod that ended unseen, last seen running before the next": {[]*seenPod{
 			func() *seenPod { p := pod(0, -1); p.gone, p.lastLive = true, t0.Add(time.Second); return p }(),
 			pod(4*time.Second, -1)}, 0},
@@ -53,7 +59,7 @@ func TestOverlaps(t *testing.T) {
 			pod(4*time.Second, -1)}, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := overlaps(tc.pods); got != tc.want {
+			if got := len(overlapping(tc.pods)); got != tc.want {
 				t.Errorf("overlaps = %d, want %d", got, tc.want)
 			}
 		})
@@ -114,7 +120,9 @@ func TestDuplicates(t *testing.T) {
 		jobs    map[types.UID]types.UID
 		tampers []tamperResult
 		// removed: the Job controller's deletions, "job/pod".
-		removed        func(job, pod string) bool
+		removed func(job, pod string) bool
+		// duringRestart: the moments of an API server restart.
+		duringRestart  func(time.Time) bool
 		want, wantKube int
 	}{
 		"as without faults": {
@@ -142,6 +150,18 @@ func TestDuplicates(t *testing.T) {
 			removed:  func(job, pod string) bool { return job == "j" && pod == "p-2s" },
 			wantKube: 1,
 		},
+		"two pods of one launcher Job at once, the second made during an API server restart": {
+			pods:          []*seenPod{launcher("f", "fj1", 0, 20*time.Second), launcher("f", "fj1", 2*time.Second, 9*time.Second)},
+			jobs:          map[types.UID]types.UID{"fj1": "f"},
+			duringRestart: func(t time.Time) bool { return !t.Before(t0.Add(time.Second)) && t.Before(t0.Add(5*time.Second)) },
+			wantKube:      1,
+		},
+		"two pods of one launcher Job at once, the restart over before the second": {
+			pods:          []*seenPod{launcher("f", "fj1", 0, 20*time.Second), launcher("f", "fj1", 7*time.Second, 9*time.Second)},
+			jobs:          map[types.UID]types.UID{"fj1": "f"},
+			duringRestart: func(t time.Time) bool { return !t.Before(t0.Add(time.Second)) && t.Before(t0.Add(5*time.Second)) },
+			want:          1,
+		},
 		"a launcher pod after completion": {
 			pods: []*seenPod{launcher("f", "fj1", 0, 30*time.Second), launcher("f", "fj1", 35*time.Second, -1)},
 			jobs: map[types.UID]types.UID{"fj1": "f"},
@@ -152,11 +172,29 @@ func TestDuplicates(t *testing.T) {
 			if tc.removed == nil {
 				tc.removed = func(string, string) bool { return false }
 			}
+			if tc.duringRestart == nil {
+				tc.duringRestart = func(time.Time) bool { return false }
+			}
 			faulty := passOf("faults", "f", t0.Add(30*time.Second), "MPIJob")
-			got, kube := duplicates(calm, calmWatch, faulty, watchOf(tc.pods, tc.jobs), tc.tampers, tc.removed)
+			got, kube := duplicates(calm, calmWatch, faulty, watchOf(tc.pods, tc.jobs), tc.tampers, tc.removed, tc.duringRestart)
 			if got != tc.want || kube != tc.wantKube {
 				t.Errorf("duplicates = %d and the Job controller's %d, want %d and %d", got, kube, tc.want, tc.wantKube)
 			}
 		})
+	}
+}
+
+// A restart's span runs from the kill's second to restartSettle after the API server served
+// again.
+func TestDuringRestart(t *testing.T) {
+	kill := t0.Add(700 * time.Millisecond)
+	rep := &faultReport{restarts: []span{{from: kill, to: kill.Add(3*time.Second + restartSettle)}}}
+	for _, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{{-time.Second, false}, {0, true}, {2 * time.Second, true}, {13 * time.Second, true}, {14 * time.Second, false}} {
+		if got := rep.duringRestart(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("duringRestart(t0%+v) = %v, want %v", tc.at, got, tc.want)
+		}
 	}
 }

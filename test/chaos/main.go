@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
@@ -78,10 +79,11 @@ func run() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = o.log.Close() }()
-	// client-go's complaints while the API server restarts go to the log, not between the
-	// harness's lines.
+	// client-go's complaints while the API server restarts, and controller-runtime's client's
+	// (API warnings), go to the log, not between the harness's lines.
 	klog.LogToStderr(false)
 	klog.SetOutput(o.log)
+	ctrllog.SetLogger(klog.NewKlogr())
 
 	// Ctrl-C or SIGTERM cancels the run; the deferred tearDown then stops the operator's
 	// replicas (by their PIDs) and deletes the cluster. -timeout bounds the whole run.
@@ -146,6 +148,16 @@ func run() (int, error) {
 	<-faultsDone
 	fmt.Println(passLine("run 2, faults", faulty))
 	fmt.Println(rep.line())
+	for _, ev := range rep.timelineLines() {
+		fmt.Println("chaos: fault", ev)
+	}
+	for _, st := range rep.slow {
+		fmt.Printf("chaos: the operator's log around the slow restore of %s (%s to %s):\n", st.name,
+			st.from.UTC().Format(time.TimeOnly), st.to.UTC().Format(time.TimeOnly))
+		for _, l := range e.fleet.linesAbout(st.name, st.from, st.to) {
+			fmt.Println("chaos:   ", l)
+		}
+	}
 	started, exits, early := e.fleet.counts()
 	fmt.Printf("chaos: operator replicas started %d; ended on their own %d (a leader that cannot renew its lease exits), %d while starting (the API server down)\n",
 		started, exits, early)
@@ -175,7 +187,7 @@ func run() (int, error) {
 		}
 	}
 	var kube int
-	s.duplicates, kube = duplicates(calm, calmWatch, faulty, faultyWatch, rep.tampers, e.jobControllerDeletions(ctx, faulty.ns))
+	s.duplicates, kube = duplicates(calm, calmWatch, faulty, faultyWatch, rep.tampers, e.jobControllerDeletions(ctx, faulty.ns), rep.duringRestart)
 	if kube > 0 {
 		fmt.Printf("chaos: launcher pods the Job controller made twice and removed itself (an API server restart lost a create's answer): %d\n", kube)
 	}

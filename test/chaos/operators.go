@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -418,6 +419,36 @@ func caughtUp(ctx context.Context, addr string) bool {
 
 func logHas(path, s string) bool {
 	return countLines(path, func(l string) bool { return strings.Contains(l, s) }) > 0
+}
+
+// linesAbout returns, from every replica's log, the lines logged from a second before from to
+// a second after to (the log's times are whole seconds) that name job name, report an error or
+// tell of the lease; at most 80, each cut to 400 bytes.
+func (f *fleet) linesAbout(name string, from, to time.Time) []string {
+	f.mu.Lock()
+	logs := append([]string(nil), f.logs...)
+	f.mu.Unlock()
+	from, to = from.Add(-time.Second).Truncate(time.Second), to.Add(time.Second)
+	var out []string
+	for _, path := range logs {
+		countLines(path, func(l string) bool {
+			var entry struct {
+				TS    time.Time `json:"ts"`
+				Level string    `json:"level"`
+			}
+			if json.Unmarshal([]byte(l), &entry) != nil || entry.TS.Before(from) || entry.TS.After(to) {
+				return false
+			}
+			if !strings.Contains(l, `"name":"`+name+`"`) && entry.Level != "error" && !strings.Contains(l, "lease") {
+				return false
+			}
+			if len(out) < 80 {
+				out = append(out, filepath.Base(path)+": "+l[:min(len(l), 400)])
+			}
+			return true
+		})
+	}
+	return out
 }
 
 func countLines(path string, match func(string) bool) int {

@@ -4,7 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // echoServer answers each line with its name and the line: a replica's webhook port.
@@ -70,5 +75,35 @@ func TestForwarderReachesOnlyLiveReplicas(t *testing.T) {
 	f.mu.Unlock()
 	if got, err := ask(t, l.Addr().String()); err == nil && got != "" {
 		t.Fatalf("answered %q with no live replica", got)
+	}
+}
+
+// The lines printed around a slow restore are the replicas' lines of that span that name the
+// job, report an error or tell of the lease.
+func TestLinesAbout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "operator-01.log")
+	log := strings.Join([]string{
+		`{"level":"info","ts":"2026-11-27T10:15:09Z","msg":"before","MPIJob":{"name":"a","namespace":"n"}}`,
+		`{"level":"info","ts":"2026-11-27T10:15:11Z","msg":"pass","MPIJob":{"name":"a","namespace":"n"}}`,
+		`{"level":"info","ts":"2026-11-27T10:15:12Z","msg":"pass","MPIJob":{"name":"ab","namespace":"n"}}`,
+		`{"level":"error","ts":"2026-11-27T10:15:13Z","msg":"failed"}`,
+		`{"level":"info","ts":"2026-11-27T10:15:13Z","msg":"successfully renewed lease"}`,
+		`not json`,
+		`{"level":"info","ts":"2026-11-27T10:15:20Z","msg":"after","MPIJob":{"name":"a","namespace":"n"}}`,
+	}, "\n")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{logs: []string{path}}
+	at := func(s int) time.Time { return time.Date(2026, 11, 27, 10, 15, s, 500_000_000, time.UTC) }
+	got := f.linesAbout("a", at(11), at(14))
+	var msgs []string
+	for _, l := range got {
+		_, rest, _ := strings.Cut(l, `"msg":"`)
+		msg, _, _ := strings.Cut(rest, `"`)
+		msgs = append(msgs, msg)
+	}
+	if want := []string{"pass", "failed", "successfully renewed lease"}; !slices.Equal(msgs, want) {
+		t.Errorf("lines = %q, want those of %q", got, want)
 	}
 }

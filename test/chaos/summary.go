@@ -179,12 +179,15 @@ func sortedNames(p *pass) []string {
 // duplicates counts the faulty run's launcher pods that no attempt accounts for: pods of one
 // launcher Job created while another of its pods still ran, pods created after their job had
 // completed, and launcher Jobs beyond those of the undisturbed run plus one per launcher Job
-// the tamperer deleted. Each is printed. Overlapping pods of one launcher Job of which the Job
-// controller itself deleted one (its SuccessfulDelete event names the pod; removedByJob says)
-// are kube-controller-manager's own extra pod, made when a create's answer was lost in an API
-// server restart and removed once seen: they are counted apart, in kube.
+// the tamperer deleted. Each is printed. troupe makes launcher Jobs, never their pods: an extra
+// pod of one launcher Job is kube-controller-manager's, made when a create's answer was lost
+// in an API server restart. Overlapping pods of one launcher Job of which the Job controller
+// itself deleted one (its SuccessfulDelete event names the pod; removedByJob says), or whose
+// later pod was made while an API server or etcd restart was under way or its controllers were
+// catching up (duringRestart), are counted apart, in kube; outside those, an overlap would be
+// a launcher Job that troupe built to let two pods run (its podReplacementPolicy).
 func duplicates(calm *pass, calmWatch *launcherWatch, faulty *pass, faultyWatch *launcherWatch, tampers []tamperResult,
-	removedByJob func(job, pod string) bool) (n, kube int) {
+	removedByJob func(job, pod string) bool, duringRestart func(time.Time) bool) (n, kube int) {
 	completion := func(p *pass) func(types.UID) time.Time {
 		byUID := map[types.UID]time.Time{}
 		for _, js := range p.jobs {
@@ -213,13 +216,14 @@ func duplicates(calm *pass, calmWatch *launcherWatch, faulty *pass, faultyWatch 
 		extraJobs := max(0, c.jobs-ref-deleted[name])
 		overlapping := 0
 		for _, g := range c.overlaps {
-			byJobController := slices.ContainsFunc(g.pods, func(pod string) bool { return removedByJob(g.job, pod) })
+			byJobController := slices.ContainsFunc(g.pods, func(pod string) bool { return removedByJob(g.job, pod) }) ||
+				slices.ContainsFunc(g.lateCreated, duringRestart)
 			if byJobController {
 				kube += g.n
 			} else {
 				overlapping += g.n
 			}
-			fmt.Printf("chaos: %s %s: launcher Job %s had %d pods created while another ran (one deleted by the Job controller: %v):\n",
+			fmt.Printf("chaos: %s %s: launcher Job %s had %d pods created while another ran (the Job controller's, deleted by it or made during an API server restart: %v):\n",
 				f.shape.Kind, name, g.job, g.n, byJobController)
 			for _, l := range g.detail {
 				fmt.Println("chaos:   " + l)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +32,8 @@ const foreignLabel = "troupe.dev/chaos-foreign"
 // adopt, change or delete the object. release checks exactly that (same UID, resourceVersion,
 // labels and data, no owner reference) and deletes the object, after which the job proceeds
 // (it looks again every 10 s: the foreign object carries no label whose change a watch would
-// deliver).
+// deliver). It may be called again after a failure: an object of that name carrying its label
+// is taken as the one an earlier call made.
 func PreCreateForeign(ctx context.Context, c client.Client, t Target) (release func(ctx context.Context) error, err error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -40,7 +42,14 @@ func PreCreateForeign(ctx context.Context, c client.Client, t Target) (release f
 		},
 		Data: map[string]string{"owner": "someone else", mpi.HostfileKey: "not-troupes slots=1\n"},
 	}
-	if err := c.Create(ctx, cm); err != nil {
+	if err := c.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		// A create retried after its answer was lost (the API server restarting) finds the
+		// object it made: take it, if it carries this call's label, as it was stored.
+		want := cm.Labels[foreignLabel]
+		if gerr := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); gerr != nil || cm.Labels[foreignLabel] != want || len(cm.OwnerReferences) > 0 {
+			return nil, fmt.Errorf("create the foreign ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("create the foreign ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	created := cm.DeepCopy()
