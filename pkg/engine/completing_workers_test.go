@@ -326,3 +326,37 @@ func TestJobWithoutMaster(t *testing.T) {
 		t.Error("no Succeeded event")
 	}
 }
+
+// A gang counts out the pods of worker Jobs that completed in the current attempt, of indexes
+// the set still asks for; a Job that failed, one of an earlier attempt, one of an index scaled
+// away and a StatefulSet's pods are not counted.
+func TestCompletedWorkers(t *testing.T) {
+	s := &Spec{WorkerSets: []WorkerSet{
+		{Name: "ws", ChildName: "train-ws", Replicas: 3, RunsToCompletion: true},
+		{Name: "sts", ChildName: "train-sts", Replicas: 2},
+	}}
+	job := func(name string, attempt int, ended batchv1.JobConditionType) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		j.Spec.Template.Labels = map[string]string{troupev1.LabelRestartAttempt: strconv.Itoa(attempt)}
+		if ended != "" {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: ended, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	obs := &Observed{Attempt: 1, WorkerJobs: map[string][]*batchv1.Job{
+		"ws": {
+			job("train-ws-0", 1, batchv1.JobComplete),
+			job("train-ws-1", 0, batchv1.JobComplete), // an earlier attempt's
+			job("train-ws-2", 1, batchv1.JobFailed),
+			job("train-ws-3", 1, batchv1.JobComplete), // an index scaled away
+		},
+		"sts": {job("train-sts-0", 1, batchv1.JobComplete)},
+	}}
+	if got := completedWorkers(s, obs); got != 1 {
+		t.Errorf("completedWorkers = %d, want 1", got)
+	}
+	obs.WorkerJobs["ws"] = append(obs.WorkerJobs["ws"], job("train-ws-1", 1, batchv1.JobComplete))
+	if got := completedWorkers(s, obs); got != 2 {
+		t.Errorf("with train-ws-1 of this attempt complete too: completedWorkers = %d, want 2", got)
+	}
+}

@@ -60,6 +60,7 @@ func decide(s *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	d.plan.ReadyWorkers = ReadyWorkers(s, d.obs)
 	d.plan.Verdict = Verdict(prev, d.obs)
 	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
+	d.plan.CompletedWorkers = completedWorkers(s, d.obs)
 	return d
 }
 

@@ -179,12 +179,7 @@ func workersVerdict(s *Spec, obs *Observed) troupev1.JobPhase {
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
-		done := map[string]bool{}
-		for _, j := range obs.WorkerJobs[ws.Name] {
-			if c := terminalJobCondition(j); c != nil && c.Type == batchv1.JobComplete && attemptOf(j.Spec.Template.Labels) == obs.Attempt {
-				done[j.Name] = true
-			}
-		}
+		done := completedWorkerJobs(ws, obs)
 		for _, h := range ws.WorkerHostnames() {
 			if !done[h] {
 				return ""
@@ -192,6 +187,36 @@ func workersVerdict(s *Spec, obs *Observed) troupev1.JobPhase {
 		}
 	}
 	return troupev1.JobSucceeded
+}
+
+// completedWorkerJobs names the worker Jobs of ws that have completed in the current attempt.
+func completedWorkerJobs(ws *WorkerSet, obs *Observed) map[string]bool {
+	done := map[string]bool{}
+	for _, j := range obs.WorkerJobs[ws.Name] {
+		if c := terminalJobCondition(j); c != nil && c.Type == batchv1.JobComplete && attemptOf(j.Spec.Template.Labels) == obs.Attempt {
+			done[j.Name] = true
+		}
+	}
+	return done
+}
+
+// completedWorkers counts the pods of the worker sets that run to completion whose Jobs, of
+// indexes the set still asks for, have completed in the current attempt (Plan.CompletedWorkers).
+func completedWorkers(s *Spec, obs *Observed) int32 {
+	var n int32
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		if !ws.RunsToCompletion {
+			continue
+		}
+		done := completedWorkerJobs(ws, obs)
+		for _, h := range ws.WorkerHostnames() {
+			if done[h] {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // surplusWorkerJobs are the job's worker Jobs of indexes it no longer asks for (a worker set

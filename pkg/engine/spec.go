@@ -432,6 +432,10 @@ type Plan struct {
 	Verdict troupev1.JobPhase
 	// HoldCreates: no missing child is created this pass (holdCreates).
 	HoldCreates bool
+	// CompletedWorkers counts the pods of worker sets that run to completion whose Jobs have
+	// completed in the current attempt (completedWorkers): they never run again in it, so a
+	// gang counts only the rest.
+	CompletedWorkers int32
 }
 
 // Ended says the job has succeeded or failed: it is never started again, and whatever happens

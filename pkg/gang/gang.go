@@ -37,13 +37,18 @@ func podsInOrder(s *engine.Spec) []*corev1.PodTemplateSpec {
 }
 
 // MinMember is how many of the job's pods must be schedulable together: the scheduling
-// policy's minAvailable, else every pod (launcher included).
+// policy's minAvailable, else every pod (launcher included); but never more than the pods
+// still to run. The pods of worker Jobs that completed in this attempt never come back, and
+// a gang that still counted them could admit no pod made after them (a master's retry once
+// the workers of a PyTorchJob have finished): the coscheduling plugin counts only the group's
+// pods that have not ended, and would refuse that pod forever.
 func MinMember(s *engine.Spec) int32 {
 	all := s.MasterPods() + s.TotalWorkers()
+	want := all
 	if m := s.SchedulingPolicy.MinAvailable; m != nil && *m < all {
-		return max(*m, 1)
+		want = *m
 	}
-	return all
+	return max(min(want, all-s.Plan.CompletedWorkers), 1)
 }
 
 // MinResources sums the requests of the pods that make up MinMember, launcher first, unless

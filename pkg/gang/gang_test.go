@@ -65,6 +65,32 @@ func TestMinResources(t *testing.T) {
 	}
 }
 
+// Pods of worker Jobs that completed in this attempt leave the gang: a pod made after them (a
+// master's retry) must not wait for them.
+func TestMinMemberLeavesOutCompletedWorkers(t *testing.T) {
+	for name, tc := range map[string]struct {
+		minAvailable *int32
+		completed    int32
+		want         int32
+	}{
+		"none completed":                               {nil, 0, 4},
+		"two of three workers completed":               {nil, 2, 2},
+		"every worker completed":                       {nil, 3, 1},
+		"minAvailable below what is left":              {ptr.To[int32](2), 1, 2},
+		"minAvailable above what is left":              {ptr.To[int32](3), 2, 2},
+		"every pod counted as completed, at least one": {nil, 4, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := spec()
+			s.SchedulingPolicy.MinAvailable = tc.minAvailable
+			s.Plan.CompletedWorkers = tc.completed
+			if got := MinMember(s); got != tc.want {
+				t.Errorf("minMember = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPodRequests(t *testing.T) {
 	p := pod("1", "1Gi", 0).Spec
 	p.Containers = append(p.Containers, corev1.Container{Name: "side", Resources: corev1.ResourceRequirements{

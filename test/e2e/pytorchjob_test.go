@@ -250,6 +250,43 @@ func TestGangPyTorchJobs(t *testing.T) {
 	}
 }
 
+// A gang PyTorchJob whose workers finish first and whose master then fails, with a retry
+// left (backoffLimit 1): the master's second pod must be scheduled though the workers are gone.
+// The gang no longer counts the pods of completed worker Jobs (the coscheduling plugin counts
+// only a group's pods that have not ended, and would refuse that pod forever), so the retry
+// runs, fails too, and the job Fails.
+func TestGangPyTorchJobMasterRetryAfterWorkersFinished(t *testing.T) {
+	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
+		t.Run(string(g), func(t *testing.T) {
+			ns := newNamespace(t)
+			history := watchPods(t, ns)
+			job := pytorchExample(t, ns)
+			job.Spec.SchedulingPolicy.Gang = ptr.To(g)
+			job.Spec.RunPolicy.BackoffLimit = ptr.To[int32](1)
+			r := job.Spec.PyTorchReplicaSpecs
+			r.Master.RestartPolicy = troupev1.ReplicaRestartNever
+			r.Master.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
+			r.Master.Template.Annotations = map[string]string{simDurationAnnot: "4s"}
+			r.Worker.Template.Annotations = map[string]string{simDurationAnnot: "1s"}
+			if err := k8s.Create(context.Background(), job); err != nil {
+				t.Fatal(err)
+			}
+			waitForPyTorchJob(t, ns, job.Name, "Failed", func(j *troupev1.PyTorchJob) bool { return j.Status.Phase == troupev1.JobFailed })
+			history.mu.Lock()
+			masters := 0
+			for _, e := range history.events {
+				if f := strings.Fields(e); len(f) >= 2 && f[0] == string(watch.Added) && strings.HasPrefix(f[1], job.Name+"-master-") {
+					masters++
+				}
+			}
+			history.mu.Unlock()
+			if masters != 2 {
+				t.Errorf("%d master pods, want 2 (the first and its retry)", masters)
+			}
+		})
+	}
+}
+
 // A PyTorchJob created suspended in a namespace that enforces Pod Security "restricted" has no
 // pod (its master's and workers' Jobs suspended) until it is resumed; then the Job controller
 // creates every pod, which passes "restricted", and the job succeeds.
