@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 	"github.com/troupe-dev/troupe/test/chaos/tamper"
@@ -55,6 +56,12 @@ func tamperJob(t *testing.T, kind, ns string) (tamper.Target, types.UID) {
 		j.Spec.Worker.Replicas = ptrInt32(2)
 		j.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: tamperRuns}
 		job = j
+	case "PyTorchJob":
+		j := pytorchExample(t, ns)
+		r := j.Spec.PyTorchReplicaSpecs
+		r.Master.Template.Annotations = map[string]string{simDurationAnnot: tamperRuns}
+		r.Worker.Template.Annotations = map[string]string{simDurationAnnot: tamperRuns}
+		job = j
 	default:
 		t.Fatalf("no job for kind %s", kind)
 	}
@@ -74,16 +81,18 @@ func waitAtRest(t *testing.T, target tamper.Target) {
 }
 
 // Every tampering of tamper.Actions on a running job of each kind is undone by the operator:
-// a deleted launcher Job, worker StatefulSet, Service, hostfile ConfigMap or exec Role comes
-// back with a new UID and the same spec; an edited hostfile and a StatefulSet scaled by hand
-// are put back; a StatefulSet whose owner reference was removed is re-adopted (same UID, no
-// second one). Each restore time is logged; a pod watch shows no two launcher pods at once. Then the job-failing action: a deleted SSH Secret
-// fails an MPIJob and a HorovodJob as docs/security.md says, and is not generated again. Once
-// the job is deleted, nothing carrying its UID is left.
+// a deleted launcher (master) Job, worker StatefulSet, Service, hostfile ConfigMap or exec
+// Role comes back with a new UID and the same spec; an edited hostfile and a StatefulSet
+// scaled by hand are put back; a StatefulSet whose owner reference was removed is re-adopted
+// (same UID, no second one). A PyTorchJob (worker Jobs, no StatefulSet, no hostfile) has its
+// master Job and Service tampered with. Each restore time is logged; a pod watch shows no two
+// launcher pods at once. Then the job-failing action: a deleted SSH Secret fails an MPIJob and
+// a HorovodJob as docs/security.md says, and is not generated again. Once the job is deleted,
+// nothing carrying its UID is left.
 func TestTamperedChildrenAreRestored(t *testing.T) {
 	var (
 		times = map[string][]time.Duration{}
-		kinds = []string{"ChainerJob", "MPIJob", "HorovodJob"}
+		kinds = []string{"ChainerJob", "MPIJob", "HorovodJob", "PyTorchJob"}
 		ch    = make(chan tamper.Result, 64)
 	)
 	t.Run("kinds", func(t *testing.T) {
@@ -103,8 +112,8 @@ func TestTamperedChildrenAreRestored(t *testing.T) {
 					ch <- res
 					waitAtRest(t, target) // the next tampering starts from a job at rest
 				}
-				if jobs, sets, wantSets := countOwned(t, target, uid); jobs != 1 || sets != wantSets {
-					t.Errorf("after the tamperings: %d batch Jobs and %d StatefulSets carry the job's UID, want 1 and %d", jobs, sets, wantSets)
+				if masters, sets, wantSets := countOwned(t, target, uid); masters != 1 || sets != wantSets {
+					t.Errorf("after the tamperings: %d master (launcher) Jobs and %d StatefulSets carry the job's UID, want 1 and %d", masters, sets, wantSets)
 				}
 				if n := pods.maxLive(launcherJobName(target) + "-"); n != 1 {
 					t.Errorf("up to %d launcher pods existed at once through the tamperings, want 1", n)
@@ -161,10 +170,10 @@ func roundAll(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// countOwned counts the batch Jobs and StatefulSets that carry the job's UID label, and the
-// StatefulSets the job wants: a tampering must never leave two launchers or a second
-// StatefulSet behind.
-func countOwned(t *testing.T, target tamper.Target, uid types.UID) (jobs, sets, wantSets int) {
+// countOwned counts the master (launcher) batch Jobs (not a worker set's) and StatefulSets
+// that carry the job's UID label, and the StatefulSets the job wants: a tampering must never
+// leave two launchers or a second StatefulSet behind.
+func countOwned(t *testing.T, target tamper.Target, uid types.UID) (masters, sets, wantSets int) {
 	t.Helper()
 	ctx := context.Background()
 	kids, err := tamper.Children(ctx, k8s, target)
@@ -185,13 +194,21 @@ func countOwned(t *testing.T, target tamper.Target, uid types.UID) (jobs, sets, 
 	if err := k8s.List(ctx, &sl, client.InNamespace(target.Namespace), sel); err != nil {
 		t.Fatal(err)
 	}
-	return len(jl.Items), len(sl.Items), wantSets
+	for _, j := range jl.Items {
+		if j.Labels[troupev1.LabelWorkerSet] == "" {
+			masters++
+		}
+	}
+	return masters, len(sl.Items), wantSets
 }
 
 // launcherJobName is the name of the job's master (launcher) batch Job.
 func launcherJobName(target tamper.Target) string {
-	if target.Kind == "ChainerJob" {
+	switch target.Kind {
+	case "ChainerJob":
 		return troupev1.ChainerMasterJob.For(target.Name)
+	case "PyTorchJob":
+		return troupev1.PyTorchMasterJob.For(target.Name)
 	}
 	return troupev1.MPILauncherJob.For(target.Name)
 }
@@ -220,13 +237,13 @@ func (h *podHistory) maxLive(prefix string) int {
 func deleteJob(t *testing.T, target tamper.Target) {
 	t.Helper()
 	var job client.Object
-	switch target.Kind {
-	case "ChainerJob":
-		job = &troupev1.ChainerJob{}
-	case "MPIJob":
-		job = &troupev1.MPIJob{}
-	default:
-		job = &troupev1.HorovodJob{}
+	for _, k := range kinds.All() {
+		if k.Name == target.Kind {
+			job = k.NewObject()
+		}
+	}
+	if job == nil {
+		t.Fatalf("no kind %s", target.Kind)
 	}
 	job.SetNamespace(target.Namespace)
 	job.SetName(target.Name)

@@ -103,7 +103,11 @@ func pickChild(kids []client.Object, action string, t Target) client.Object {
 	}
 	switch action {
 	case ActionDeleteMaster:
-		return first(func(o client.Object) bool { _, ok := o.(*batchv1.Job); return ok })
+		// Not a worker Job of a set that runs to completion (they come first).
+		return first(func(o client.Object) bool {
+			_, ok := o.(*batchv1.Job)
+			return ok && o.GetLabels()[troupev1.LabelWorkerSet] == ""
+		})
 	case ActionDeleteWorkers, ActionScaleWorkers, ActionRemoveOwnerRef:
 		if len(sets) > 0 {
 			return sets[0]

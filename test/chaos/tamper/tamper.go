@@ -77,7 +77,9 @@ const (
 
 // Actions are the tamperings the operator restores for a job of kind with its default
 // transport (ChainerJob: KubeExec, with an exec Role; MPIJob and HorovodJob: SSH, whose Secret
-// is not restorable, see ActionDeleteSSHSecret). ActionsFor gives those of one job as it is.
+// is not restorable, see ActionDeleteSSHSecret). A PyTorchJob has no StatefulSet (its Workers
+// are batch Jobs run to completion) and no hostfile: its master Job and its Service.
+// ActionsFor gives those of one job as it is.
 func Actions(kind string) []string {
 	common := []string{ActionDeleteMaster, ActionDeleteWorkers, ActionDeleteService, ActionDeleteHostfile,
 		ActionEditHostfile, ActionScaleWorkers, ActionRemoveOwnerRef}
@@ -86,6 +88,8 @@ func Actions(kind string) []string {
 		return append(common, ActionDeleteExecRole)
 	case "MPIJob", "HorovodJob":
 		return common
+	case "PyTorchJob":
+		return []string{ActionDeleteMaster, ActionDeleteService}
 	}
 	return nil
 }

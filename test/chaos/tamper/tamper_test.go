@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,13 +45,24 @@ func mpiJob(name, ns string) *troupev1.MPIJob {
 	}
 }
 
+func pytorchJob(name, ns string) *troupev1.PyTorchJob {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: troupev1.PyTorchMainContainer, Image: "torch:test"}}}}
+	return &troupev1.PyTorchJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name + "-uid")},
+		Spec: troupev1.PyTorchJobSpec{PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{
+			Master: &troupev1.ReplicaSpec{Replicas: ptr.To[int32](1), Template: tmpl},
+			Worker: &troupev1.ReplicaSpec{Replicas: ptr.To[int32](2), Template: tmpl},
+		}},
+	}
+}
+
 // ActionsFor follows the job's transport: a ChainerJob (KubeExec by default) has an exec Role
-// and no SSH Secret, an MPIJob (SSH) the other way round; and each kind's Actions are among
-// its job's.
+// and no SSH Secret, an MPIJob (SSH) the other way round, a PyTorchJob neither, nor a
+// StatefulSet or a hostfile; and each kind's Actions are among its job's.
 func TestActionsForFollowTheTransport(t *testing.T) {
 	chainer := testutil.MakeChainerJob("cj", "ns").WorkerSet("ws0", 2).Obj()
 	chainer.UID = "chainer-uid"
-	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(chainer, mpiJob("mj", "ns")).Build()
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(chainer, mpiJob("mj", "ns"), pytorchJob("pj", "ns")).Build()
 	for _, tc := range []struct {
 		target Target
 		want   []string
@@ -59,6 +71,7 @@ func TestActionsForFollowTheTransport(t *testing.T) {
 			ActionDeleteExecRole, ActionEditHostfile, ActionScaleWorkers, ActionRemoveOwnerRef}},
 		{Target{"MPIJob", "ns", "mj"}, []string{ActionDeleteMaster, ActionDeleteWorkers, ActionDeleteService, ActionDeleteHostfile,
 			ActionEditHostfile, ActionScaleWorkers, ActionRemoveOwnerRef, ActionDeleteSSHSecret}},
+		{Target{"PyTorchJob", "ns", "pj"}, []string{ActionDeleteMaster, ActionDeleteService}},
 	} {
 		got, err := ActionsFor(context.Background(), c, tc.target)
 		if err != nil {
@@ -132,5 +145,18 @@ func TestFinishedJobIsNotTamperedWith(t *testing.T) {
 	res := Do(context.Background(), c, Target{"MPIJob", "ns", "mj"}, ActionDeleteMaster, time.Second)
 	if !errors.Is(res.Err, ErrJobFinished) || res.Restored {
 		t.Errorf("tampering with a Succeeded job: %+v, want ErrJobFinished", res)
+	}
+}
+
+// A PyTorchJob's worker Jobs come before its master Job among the children: the master's
+// deletion takes the master Job, named <job>-master.
+func TestDeleteMasterTakesTheMasterJob(t *testing.T) {
+	target := Target{"PyTorchJob", "ns", "pj"}
+	kids, err := desiredChildren(pytorchJob("pj", "ns"), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pickChild(kids, ActionDeleteMaster, target); got == nil || got.GetName() != troupev1.PyTorchMasterJob.For("pj") {
+		t.Errorf("delete-master-job takes %v, want the Job %s", got, troupev1.PyTorchMasterJob.For("pj"))
 	}
 }
