@@ -156,7 +156,7 @@ func (w *launcherWatch) counts(completion func(types.UID) time.Time) map[types.U
 	for _, ps := range byJob {
 		c := get(ps[0].pod.Labels)
 		if late := overlapping(ps); len(late) > 0 {
-			g := overlapGroup{n: len(late), job: metav1.GetControllerOf(ps[0].pod).Name}
+			g := overlapGroup{job: metav1.GetControllerOf(ps[0].pod).Name}
 			for _, p := range late {
 				g.lateCreated = append(g.lateCreated, p.pod.CreationTimestamp.Time)
 			}
@@ -170,10 +170,9 @@ func (w *launcherWatch) counts(completion func(types.UID) time.Time) map[types.U
 	return out
 }
 
-// overlapGroup is a launcher Job with n pods created while another of its pods ran (created at
-// lateCreated).
+// overlapGroup is a launcher Job with pods created while another of its pods ran, at
+// lateCreated (one per such pod).
 type overlapGroup struct {
-	n           int
 	job         string
 	pods        []string
 	detail      []string

@@ -189,7 +189,7 @@ func run() (int, error) {
 	var kube int
 	s.duplicates, kube = duplicates(calm, calmWatch, faulty, faultyWatch, rep.tampers, e.jobControllerDeletions(ctx, faulty.ns), rep.duringRestart)
 	if kube > 0 {
-		fmt.Printf("chaos: launcher pods the Job controller made twice and removed itself (an API server restart lost a create's answer): %d\n", kube)
+		fmt.Printf("chaos: launcher pods the Job controller made twice (an API server restart lost a create's answer; it removed one, or the second came during the restart): %d\n", kube)
 	}
 	orph, err := settledOrphans(ctx, e.c, faulty.ns, 90*time.Second)
 	if err != nil {

@@ -219,12 +219,12 @@ func duplicates(calm *pass, calmWatch *launcherWatch, faulty *pass, faultyWatch 
 			byJobController := slices.ContainsFunc(g.pods, func(pod string) bool { return removedByJob(g.job, pod) }) ||
 				slices.ContainsFunc(g.lateCreated, duringRestart)
 			if byJobController {
-				kube += g.n
+				kube += len(g.lateCreated)
 			} else {
-				overlapping += g.n
+				overlapping += len(g.lateCreated)
 			}
 			fmt.Printf("chaos: %s %s: launcher Job %s had %d pods created while another ran (the Job controller's, deleted by it or made during an API server restart: %v):\n",
-				f.shape.Kind, name, g.job, g.n, byJobController)
+				f.shape.Kind, name, g.job, len(g.lateCreated), byJobController)
 			for _, l := range g.detail {
 				fmt.Println("chaos:   " + l)
 			}
