@@ -63,6 +63,7 @@ func trimTemplates(n *yaml.Node) {
 		if props := value(n, "properties"); props != nil {
 			dropDescriptions(props)
 			allowNull(n)
+			flowSmallNodes(props)
 		}
 		return
 	}
@@ -157,4 +158,39 @@ func value(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// flowSmallNodes writes the small schemas below a pod template on one line each
+// ("containerPort: {format: int32, type: integer}"): a pod schema nests 20 levels deep, so in
+// block style its indentation alone is most of the file, and the MPIJob CRD, with a template per
+// form's launcher and worker, would weigh 1.5 MB. It reports whether n is small enough for a line
+// of its own: a scalar, or a mapping or list of at most flowMaxNodes small nodes.
+func flowSmallNodes(n *yaml.Node) bool {
+	if n.Kind == yaml.ScalarNode {
+		return true
+	}
+	small := true
+	for _, c := range n.Content {
+		if !flowSmallNodes(c) {
+			small = false
+		}
+	}
+	if small && countNodes(n) <= flowMaxNodes {
+		n.Style = yaml.FlowStyle
+		return true
+	}
+	return false
+}
+
+// flowMaxNodes bounds a one-line schema: a property with its type, format and a short enum fits,
+// a whole object of properties does not.
+const flowMaxNodes = 32
+
+// countNodes is the number of nodes in the tree under n, n included.
+func countNodes(n *yaml.Node) int {
+	count := 1
+	for _, c := range n.Content {
+		count += countNodes(c)
+	}
+	return count
 }

@@ -36,7 +36,7 @@ type userManifest struct {
 }
 
 // userManifests finds every job manifest of examples/*.yaml and of the seed documents
-// (../shared/seeds/*.md) whose kind troupe serves.
+// (test/manifests/seeds) whose kind troupe serves.
 func userManifests(t *testing.T) []userManifest {
 	t.Helper()
 	served := map[string]bool{}
@@ -78,33 +78,19 @@ func userManifests(t *testing.T) []userManifest {
 		obj["apiVersion"] = troupev1.GroupVersion.String()
 		out = append(out, userManifest{name: filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f), obj: obj})
 	}
-	docs, _ := filepath.Glob(filepath.Join(seedsDir, "*.md"))
-	for _, d := range docs {
-		examples := seedExamples(t, filepath.Base(d))
-		var base map[string]any
-		for _, ex := range examples {
-			if !ex.fragment && base == nil {
-				base = ex.obj
-			}
+	// The seed documents' job manifests, kept as test data (test/manifests/seeds).
+	seeds := seedManifestFiles(t)
+	for _, f := range seeds {
+		obj := readManifest(t, f)
+		if !served[fmt.Sprint(obj["kind"])] {
+			continue
 		}
-		for _, ex := range examples {
-			obj := ex.obj
-			if ex.fragment {
-				if base == nil {
-					continue
-				}
-				obj = complete(base, ex.obj).(map[string]any)
-			}
-			if !served[fmt.Sprint(obj["kind"])] {
-				continue
-			}
-			obj["apiVersion"] = troupev1.GroupVersion.String()
-			out = append(out, userManifest{name: "seeds/" + filepath.Base(d) + "#" + ex.name, obj: obj})
-		}
+		obj["apiVersion"] = troupev1.GroupVersion.String()
+		out = append(out, userManifest{name: "seeds/" + filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f), obj: obj})
 	}
-	if len(files) == 0 || len(docs) == 0 || len(kubeflow) == 0 || len(trainingOperator) == 0 {
-		t.Fatalf("found %d example files, %d seed documents, %d kubeflow MPIJobs and %d training-operator manifests",
-			len(files), len(docs), len(kubeflow), len(trainingOperator))
+	if len(files) == 0 || len(seeds) == 0 || len(kubeflow) == 0 || len(trainingOperator) == 0 {
+		t.Fatalf("found %d example files, %d seed manifests, %d kubeflow MPIJobs and %d training-operator manifests",
+			len(files), len(seeds), len(kubeflow), len(trainingOperator))
 	}
 	return out
 }

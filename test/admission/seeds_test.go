@@ -2,10 +2,8 @@ package admission
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -19,150 +17,57 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// seedsDir holds the published documents of the systems troupe replaces; CI clones the project
-// with shared/ beside it.
-var seedsDir = filepath.Join("..", "..", "..", "shared", "seeds")
+// seedManifestsDir holds the job manifests of the published documents of the systems troupe
+// replaces, one folder per document, written from the documents by hack/seedmanifests
+// (fragments completed there).
+var seedManifestsDir = filepath.Join("..", "manifests", "seeds")
 
-// seedExample is one manifest of a seed document: a ```yaml block, or one document of it.
-type seedExample struct {
-	doc, name string
-	obj       map[string]any
-	// fragment: the document elides part of it ("..." lines, or containers without a name or
-	// image); it is completed from the document's first whole example before it is created.
-	fragment bool
-}
-
-var (
-	yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
-	// elision is a line a document writes as "..." for what it leaves out, alone or as a list
-	// item ("- ..." followed by the item's other fields); it is removed, keeping the "-".
-	elision = regexp.MustCompile(`(?m)^(\s*-?)\s*\.\.\.\s*$`)
-)
-
-// seedExamples extracts the job manifests of a seed document, in order. Blocks without a spec
-// (the status a document shows as command output) are not manifests and are left out.
-func seedExamples(t *testing.T, doc string) []seedExample {
+// seedManifestFiles is every seed manifest file, found by glob.
+func seedManifestFiles(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(seedsDir, doc))
+	files, err := filepath.Glob(filepath.Join(seedManifestsDir, "*", "*.yaml"))
 	if err != nil {
-		t.Fatalf("read the seed document: %v", err)
+		t.Fatal(err)
 	}
-	var out []seedExample
-	for i, block := range yamlBlock.FindAllStringSubmatch(string(data), -1) {
-		if strings.HasPrefix(block[1], "$ ") {
-			continue // a terminal transcript (kubectl get -o yaml), not a manifest
-		}
-		for j, part := range regexp.MustCompile(`(?m)^---\s*$`).Split(block[1], -1) {
-			elided := elision.MatchString(part)
-			var obj map[string]any
-			if err := yaml.Unmarshal([]byte(elision.ReplaceAllString(part, "$1")), &obj); err != nil {
-				t.Fatalf("%s block %d: %v", doc, i+1, err)
-			}
-			if obj["spec"] == nil {
-				continue
-			}
-			out = append(out, seedExample{
-				doc: doc, name: fmt.Sprintf("block%d.%d", i+1, j+1), obj: obj,
-				fragment: elided || obj["kind"] == nil || !namedContainers(obj["spec"]),
-			})
-		}
-	}
-	return out
+	return files
 }
 
-// namedContainers reports whether every container list under v names its containers and their
-// images, as a whole pod template does.
-func namedContainers(v any) bool {
-	switch x := v.(type) {
-	case map[string]any:
-		if cs, ok := x["containers"].([]any); ok {
-			for _, c := range cs {
-				m, _ := c.(map[string]any)
-				if m["name"] == nil || m["image"] == nil {
-					return false
-				}
-			}
-		}
-		for _, e := range x {
-			if !namedContainers(e) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if !namedContainers(e) {
-				return false
-			}
-		}
+// readManifest reads one manifest file.
+func readManifest(t *testing.T, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return true
-}
-
-// complete lays a fragment over the document's whole example: maps merge key by key, lists
-// element by element (a fragment's first container completes the example's first), and the
-// fragment's values win.
-func complete(base, fragment any) any {
-	switch f := fragment.(type) {
-	case map[string]any:
-		b, ok := base.(map[string]any)
-		if !ok {
-			return f
-		}
-		out := map[string]any{}
-		for k, v := range b {
-			out[k] = v
-		}
-		for k, v := range f {
-			out[k] = complete(b[k], v)
-		}
-		return out
-	case []any:
-		b, _ := base.([]any)
-		out := make([]any, max(len(b), len(f)))
-		copy(out, b)
-		for i, v := range f {
-			out[i] = complete(out[i], v)
-		}
-		return out
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	return fragment
+	return obj
 }
 
 // Every job manifest in the documents of the systems troupe replaces is admitted by the real
 // API server with the webhooks after changing only apiVersion, strict about fields (as kubectl
-// is), so none of the seed's fields is dropped unknown; fragments are admitted once completed
+// is), so none of the seed's fields is dropped unknown; fragments are admitted as completed
 // with what the document says they leave out.
 func TestSeedExamplesAreAdmitted(t *testing.T) {
-	// The least each document holds, so that a change in extraction cannot pass by finding
-	// nothing: chainer-operator's example-job-mn and its GPU fragment; FFFFFaraway's
-	// simple-train-cpu; T9k's mpi-example and its fragments (Horovod, resources, shared
-	// memory, environment, scheduler, two debug and two pause modes).
-	want := map[string]int{"chainer-operator.md": 2, "ffffaraway-mpi-operator.md": 1, "t9k-mpijob.md": 10}
-	for doc, least := range want {
-		t.Run(strings.TrimSuffix(doc, ".md"), func(t *testing.T) {
-			examples := seedExamples(t, doc)
-			if len(examples) < least {
-				t.Fatalf("found %d job manifests in %s, want at least %d", len(examples), doc, least)
-			}
-			var base map[string]any
-			for _, ex := range examples {
-				if !ex.fragment && base == nil {
-					base = ex.obj
-				}
-			}
-			if base == nil {
-				t.Fatalf("%s has no whole example to complete its fragments from", doc)
-			}
-			for _, ex := range examples {
-				t.Run(ex.name, func(t *testing.T) {
-					obj := ex.obj
-					if ex.fragment {
-						obj = complete(base, ex.obj).(map[string]any)
-					}
-					createSeed(t, obj)
-				})
-			}
+	// The least each document holds, so that a lost file cannot pass by finding nothing:
+	// chainer-operator's example-job-mn and its GPU fragment; FFFFFaraway's simple-train-cpu;
+	// T9k's mpi-example and its fragments (Horovod, resources, shared memory, environment,
+	// scheduler, two debug and two pause modes).
+	want := map[string]int{"chainer-operator": 2, "ffffaraway-mpi-operator": 1, "t9k-mpijob": 10}
+	found := map[string]int{}
+	for _, f := range seedManifestFiles(t) {
+		doc := filepath.Base(filepath.Dir(f))
+		found[doc]++
+		t.Run(doc+"/"+strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			createSeed(t, readManifest(t, f))
 		})
+	}
+	for doc, least := range want {
+		if found[doc] < least {
+			t.Errorf("found %d job manifests of %s in %s, want at least %d", found[doc], doc, seedManifestsDir, least)
+		}
 	}
 }
 
