@@ -35,8 +35,8 @@ build: ## Build troupe-operator, troupe-agent and kubectl-troupe into bin/, stam
 	go build -ldflags "$(VERSION_LDFLAGS)" -o bin/ ./cmd/...
 
 .PHONY: run
-run: build ## Run the operator against the cluster in $$KUBECONFIG.
-	./bin/troupe-operator
+run: build ## Run the operator against the cluster in $$KUBECONFIG, its webhooks served here when the API server is on this machine (hack/run-local.sh).
+	hack/run-local.sh
 
 # make release VERSION=vX.Y.Z: what a release publishes, into DIST (hack/release.sh lists it).
 DIST ?= dist
@@ -114,13 +114,14 @@ vuln: $(GOVULNCHECK) $(VULNDB) ## govulncheck over every package: fail on a vuln
 	$(GOVULNCHECK) -db file://$(VULNDB) -format json ./... | go run ./hack/vulncheck hack/vuln-accepted.txt
 
 .PHONY: verify
-verify: generate manifests ## Fail when a generated file is stale, a build output or a file over 1 MiB is tracked, code is unformatted, config/'s RBAC is too wide, lint or govulncheck finds anything.
+verify: generate manifests ## Fail when a generated file is stale, a build output or a file over 1 MiB is tracked, a doc cites a missing target, path, test or flag, code is unformatted, config/'s RBAC is too wide, lint or govulncheck finds anything.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- apis config deploy charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- apis config deploy charts); \
 	  test -z "$$untracked" || { echo "generated files not committed: $$untracked"; exit 1; }
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	hack/check-tracked-files.sh
+	go run ./hack/docrefs
 	go run ./hack/rbaccheck config
 	go vet ./...
 	$(MAKE) lint
@@ -134,7 +135,7 @@ test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo tes
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./test/chaos/tamper/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./test/chaos/tamper/...
 
 .PHONY: test-integration
 # Run verbose into a log: shown are each package's result and how many

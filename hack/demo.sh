@@ -31,6 +31,29 @@ mkdir -p "$DEMO_DIR"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# stage WHAT USUALLY: the next of the demo's $STAGES stages, numbered, with how long it usually
+# takes on a 2-core machine (docs/testing.md), and how long the one before took.
+stage_number=0
+stage_start=$SECONDS
+stage() {
+  if ((stage_number > 0)); then printf '    (took %ss)\n' "$((SECONDS - stage_start))"; fi
+  stage_number=$((stage_number + 1))
+  stage_start=$SECONDS
+  printf '\n==> [%s/%s] %s (usually %s)\n' "$stage_number" "$STAGES" "$1" "$2"
+}
+
+# example_addons prints what the example needs beside the control plane (cluster-up.sh's
+# CLUSTER_ADDONS): "gang" for a job that names a gang scheduler, "kueue" for one that names a
+# Kueue queue. The others run on a plain cluster, whose three add-ons are then not built.
+example_addons() {
+  local addons=()
+  if grep -Eq '^[^#]*(gang: *(Volcano|Coscheduling)|schedulerName: *(volcano|scheduler-plugins-scheduler)|t9kScheduler)' "$EXAMPLE"; then
+    addons+=(gang)
+  fi
+  if grep -Eq '^[^#]*kueue\.x-k8s\.io/queue-name' "$EXAMPLE"; then addons+=(kueue); fi
+  echo "${addons[*]}"
+}
+
 # read_example sets KIND (lower case), NAME, JOB (kind.group/name, for kubectl), LABEL (the
 # job's selector) and NS (kubectl's namespace flag, empty for the default namespace) from
 # $EXAMPLE, which must hold exactly one troupe job. It needs the CRDs installed.
@@ -130,14 +153,22 @@ if [[ ${REAL:-} == 1 ]]; then
   exit 0
 fi
 
-step "building the control plane (cached in $TROUPE_CACHE) and troupe-operator"
-hack/controlplane/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
-  coscheduler volcano-scheduler kueue
+STAGES=5
+export CLUSTER_ADDONS
+CLUSTER_ADDONS=$(example_addons)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+[[ " $CLUSTER_ADDONS " != *" gang "* ]] || components+=(coscheduler volcano-scheduler)
+[[ " $CLUSTER_ADDONS " != *" kueue "* ]] || components+=(kueue)
+stage "building the control plane: ${components[*]} (cached in $TROUPE_CACHE)" \
+  "6 to 8 min the first time on a 2-core machine, a second once cached"
+hack/controlplane/build.sh "${components[@]}"
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
+stage "building troupe-operator" "1 to 2 min the first time, seconds after"
 go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
 
-step "starting the local cluster $CLUSTER_NAME"
+stage "starting the local cluster $CLUSTER_NAME${CLUSTER_ADDONS:+ with $CLUSTER_ADDONS}" \
+  "20 to 40 s, a few seconds when it is already up"
 # kwokctl's own log goes to a file; it is shown only if the cluster does not come up.
 if ! KUBECONFIG=$(hack/controlplane/cluster-up.sh 2>"$DEMO_DIR/cluster-up.log" | tail -n 1) || [[ -z $KUBECONFIG ]]; then
   cat "$DEMO_DIR/cluster-up.log" >&2
@@ -146,7 +177,7 @@ fi
 export KUBECONFIG
 kubectl get nodes -L nvidia.com/gpu.present
 
-step "installing the CRDs"
+stage "installing the CRDs and starting troupe-operator" "5 to 15 s"
 kubectl apply --server-side -f config/crds/
 kubectl wait --for=condition=Established --timeout=60s crd/chainerjobs.troupe.dev
 
@@ -173,7 +204,9 @@ done
 curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
 
 read_example
+stage "running $EXAMPLE to Succeeded" "10 to 30 s"
 run_example 180s
+printf '    (took %ss)\n' "$((SECONDS - stage_start))"
 
 step "kubectl get ${NS[*]}${NS:+ }${KIND}s"
 kubectl get "${NS[@]}" "$KIND"s -o wide

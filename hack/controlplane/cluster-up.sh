@@ -7,6 +7,9 @@
 #   DISABLE_QPS_LIMITS=1  kube-controller-manager, kube-scheduler and kwok talk to the API server
 #                 unthrottled (kwokctl --disable-qps-limits), so that what a benchmark measures
 #                 is the operator (`make bench`)
+#   CLUSTER_ADDONS  what runs beside the control plane: "gang" (the two gang schedulers) and
+#                 "kueue" (Kueue's manager), space-separated; default "gang kueue", "" for a plain
+#                 cluster (make demo's, for an example that needs neither: three fewer builds)
 #   REAL_NODE=1   also join this machine to the cluster as a real node (realnode-up.sh): pods
 #                 that tolerate troupe.dev/real-node run there in containers
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
@@ -37,15 +40,26 @@ NODES=${NODES:-$here/nodes.yaml}
 configs=("$here/kwokctl.yaml" "$here/pod-stages.yaml" "$here/exec.yaml")
 templates=("$here/kwokctl.yaml" "$here/coscheduler.yaml" "$here/volcano-scheduler.conf" "$here/kueue-config.yaml" "$here/kueue-run.sh")
 troupe_dir=$cluster_dir/troupe
-# Objects every cluster has: the gang schedulers' and Kueue's CRDs, then Volcano's default Queue.
-crds=("$here"/crds/volcano/*.yaml "$here"/crds/scheduler-plugins/*.yaml)
+CLUSTER_ADDONS=${CLUSTER_ADDONS-gang kueue}
+addon() { [[ " $CLUSTER_ADDONS " == *" $1 "* ]]; }
+for a in $CLUSTER_ADDONS; do
+  [[ $a == gang || $a == kueue ]] || { log "CLUSTER_ADDONS: unknown add-on $a (gang, kueue)"; exit 2; }
+done
+# What the cluster's add-ons are made from (the fingerprint's files): the gang schedulers' CRDs and
+# Volcano's default Queue, Kueue's CRDs and webhooks; the CRDs (files under crds/) are installed.
+crds=()
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+if addon gang; then
+  crds+=("$here"/crds/volcano/*.yaml "$here"/crds/scheduler-plugins/*.yaml "$here/volcano-queue.yaml")
+  components+=(coscheduler volcano-scheduler)
+fi
+addon kueue && components+=(kueue)
 # Kueue's CRDs whose versions (v1beta1 stored, v1beta2 served) Kueue's webhook converts.
 kueue_converted=(localqueues clusterqueues cohorts workloads multikueueclusters)
 start=$SECONDS
 
-"$here/build.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl \
-  coscheduler volcano-scheduler kueue
-crds+=("$KUEUE_MANIFESTS"/crds/*.yaml)
+"$here/build.sh" "${components[@]}"
+! addon kueue || crds+=("$KUEUE_MANIFESTS"/crds/*.yaml "$KUEUE_MANIFESTS/webhooks.yaml")
 kwokctl=$KWOK_BIN/kwokctl
 kubectl() { "$KUBE_BIN/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
@@ -55,20 +69,36 @@ APISERVER_BIND_ADDRESS=127.0.0.1
 [[ ${REAL_NODE:-} != 1 ]] || APISERVER_BIND_ADDRESS=0.0.0.0
 
 # What the cluster is made from; a cluster made from anything else is recreated.
-fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" "$here/volcano-queue.yaml" \
-  "$KUEUE_MANIFESTS/webhooks.yaml" | sha256sum | cut -c1-16)-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
+fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" | sha256sum | cut -c1-16)-${CLUSTER_ADDONS// /+}-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
 
-# schedulers_ready: both gang schedulers and Kueue answer on their ports (written down by the run
-# that made the cluster), and Volcano's has synced its caches (it serves /healthz before that).
-# Kueue is ready once its webhooks serve with the certificate its rotator accepted.
+# schedulers_ready: the add-ons answer on their ports (written down by the run that made the
+# cluster): both gang schedulers, Volcano's with its caches synced (it serves /healthz before
+# that), and Kueue once its webhooks serve with the certificate its rotator accepted.
 schedulers_ready() {
   local COSCHEDULER_PORT VOLCANO_PORT KUEUE_HEALTH_PORT
   # shellcheck source=/dev/null
   source "$troupe_dir/ports" 2>/dev/null || return 1
-  [[ $(curl -ksS --max-time 2 "https://127.0.0.1:$COSCHEDULER_PORT/readyz" 2>/dev/null) == ok ]] &&
-    [[ $(curl -sS --max-time 2 "http://127.0.0.1:$VOLCANO_PORT/healthz" 2>/dev/null) == ok ]] &&
-    grep -q "Scheduler completes Initialization" "$cluster_dir/logs/volcano-scheduler.log" 2>/dev/null &&
-    [[ $(curl -sS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null) == ok ]]
+  if addon gang; then
+    [[ $(curl -ksS --max-time 2 "https://127.0.0.1:$COSCHEDULER_PORT/readyz" 2>/dev/null) == ok ]] &&
+      [[ $(curl -sS --max-time 2 "http://127.0.0.1:$VOLCANO_PORT/healthz" 2>/dev/null) == ok ]] &&
+      grep -q "Scheduler completes Initialization" "$cluster_dir/logs/volcano-scheduler.log" 2>/dev/null || return 1
+  fi
+  if addon kueue; then
+    [[ $(curl -sS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" 2>/dev/null) == ok ]] || return 1
+  fi
+}
+
+# without_absent_addons: the rendered kwokctl.yaml on stdin without the components of the add-ons
+# this cluster does not run (each a "- name: X" entry of its components list).
+without_absent_addons() {
+  local skip=" "
+  addon gang || skip+="coscheduler volcano-scheduler "
+  addon kueue || skip+="kueue "
+  awk -v skip="$skip" '
+    /^components:/ { inComponents = 1; print; next }
+    inComponents && /^- name: / { dropping = index(skip, " " $3 " ") > 0 }
+    !(inComponents && dropping) { print }
+  '
 }
 
 # component_exited PID_FILE: the component of PID_FILE is not running (gone, or a zombie: this
@@ -177,6 +207,8 @@ free_port KUEUE_HEALTH_PORT
 free_port KUEUE_METRICS_PORT
 mkdir -p "$troupe_dir"
 for t in "${templates[@]}"; do render "$t" >"$troupe_dir/${t##*/}"; done
+without_absent_addons <"$troupe_dir/kwokctl.yaml" >"$troupe_dir/kwokctl.yaml.new"
+mv "$troupe_dir/kwokctl.yaml.new" "$troupe_dir/kwokctl.yaml"
 # kwokctl names a component's log after its binary: logs/kueue.log.
 mv "$troupe_dir/kueue-run.sh" "$troupe_dir/kueue"
 chmod +x "$troupe_dir/kueue"
@@ -197,15 +229,17 @@ for c in "$troupe_dir/kwokctl.yaml" "${configs[@]:1}"; do config_flags+=(--confi
 
 # The gang schedulers started with the cluster and wait for their CRDs: install them first.
 crd_flags=()
-for c in "${crds[@]}"; do crd_flags+=(-f "$c"); done
-kubectl apply --server-side "${crd_flags[@]}" >&2
+for c in "${crds[@]}"; do
+  if [[ $c == */crds/* ]]; then crd_flags+=(-f "$c"); fi
+done
+((${#crd_flags[@]} == 0)) || kubectl apply --server-side "${crd_flags[@]}" >&2
 kubectl apply -f "$NODES" >&2
-kubectl wait --for=condition=Established crd --all --timeout=60s >&2
+((${#crd_flags[@]} == 0)) || kubectl wait --for=condition=Established crd --all --timeout=60s >&2
 # Volcano's scheduler makes this Queue too as it starts, with the same spec; a server-side apply
 # creates or updates it in one request, whichever comes first (and needs no OpenAPI schema of
 # the new CRD, which a client-side apply waits for).
-kubectl apply --server-side --force-conflicts -f "$here/volcano-queue.yaml" >&2
-install_kueue
+! addon gang || kubectl apply --server-side --force-conflicts -f "$here/volcano-queue.yaml" >&2
+! addon kueue || install_kueue
 kubectl wait --for=condition=Ready nodes --all --timeout=60s >&2
 # Pods are refused until the service account controller has made the namespace's default
 # ServiceAccount; wait for it so the first kubectl create after this script works (bounded, and
@@ -226,7 +260,7 @@ for ((i = 0; i < 300; i++)); do
   sleep 0.2
 done
 if ! schedulers_ready; then
-  log "the gang schedulers or Kueue are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler,kueue}.log"
+  log "the add-ons ($CLUSTER_ADDONS) are not ready after 60s; see $cluster_dir/logs/{coscheduler,volcano-scheduler,kueue}.log"
   exit 1
 fi
 # Every component still running: a controller manager that gave up after the checks above would
