@@ -22,7 +22,7 @@ var troubleshootingDoc = filepath.Join("..", "..", "..", "docs", "troubleshootin
 // docs/troubleshooting.md under a heading of its own, so that a new reason without its
 // documentation fails make test-unit.
 func TestEveryReasonIsInTroubleshooting(t *testing.T) {
-	reasons := reasonConstants(t)
+	reasons := constants(t, "Reason")
 	if len(reasons) < 40 {
 		t.Fatalf("found %d Reason* constants in this package, want every condition reason (more than 40): %v", len(reasons), reasons)
 	}
@@ -35,9 +35,42 @@ func TestEveryReasonIsInTroubleshooting(t *testing.T) {
 	}
 }
 
-// reasonConstants parses this package's Go files (tests and generated code aside) and returns
-// every exported string constant whose name starts with Reason, by name.
-func reasonConstants(t *testing.T) map[string]string {
+// operationsDoc lists every event reason in its table of events: a row "| `<reason>`, ... |".
+var operationsDoc = filepath.Join("..", "..", "..", "docs", "operations.md")
+
+// Every event reason troupe emits (an Event* constant of this package, its message formats
+// aside) is a row of docs/operations.md's table of events.
+func TestEveryEventReasonIsInOperations(t *testing.T) {
+	events := constants(t, "Event")
+	data, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " | "); ok && strings.HasPrefix(line, "| `") {
+			for _, r := range strings.Split(first, ", ") {
+				rows[strings.Trim(r, "`")] = true
+			}
+		}
+	}
+	if len(events) < 15 {
+		t.Fatalf("found %d Event* constants, want every event reason: %v", len(events), events)
+	}
+	for _, name := range slices.Sorted(maps.Keys(events)) {
+		if strings.HasSuffix(name, "Message") {
+			continue
+		}
+		if !rows[events[name]] {
+			t.Errorf("%s = %q is not a row of docs/operations.md's table of events: say when it is emitted", name, events[name])
+		}
+	}
+}
+
+// constants parses this package's Go files (tests and generated code aside) and returns every
+// exported string constant whose name starts with prefix, by name. A constant may be another
+// one of the same package (EventSecretMissing = ReasonSecretMissing).
+func constants(t *testing.T, prefix string) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("*.go")
@@ -45,6 +78,8 @@ func reasonConstants(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	reasons := map[string]string{}
+	aliases := map[string]string{}
+	all := map[string]string{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "zz_generated") {
 			continue
@@ -61,7 +96,17 @@ func reasonConstants(t *testing.T) map[string]string {
 			for _, spec := range gen.Specs {
 				vs := spec.(*ast.ValueSpec)
 				for i, id := range vs.Names {
-					if !id.IsExported() || !strings.HasPrefix(id.Name, "Reason") || i >= len(vs.Values) {
+					if !id.IsExported() || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						all[id.Name], _ = strconv.Unquote(lit.Value)
+					}
+					if !strings.HasPrefix(id.Name, prefix) {
+						continue
+					}
+					if other, ok := vs.Values[i].(*ast.Ident); ok {
+						aliases[id.Name] = other.Name
 						continue
 					}
 					lit, ok := vs.Values[i].(*ast.BasicLit)
@@ -78,6 +123,13 @@ func reasonConstants(t *testing.T) map[string]string {
 				}
 			}
 		}
+	}
+	for name, other := range aliases {
+		v, ok := all[other]
+		if !ok {
+			t.Errorf("%s = %s: not a string constant of this package", name, other)
+		}
+		reasons[name] = v
 	}
 	return reasons
 }
