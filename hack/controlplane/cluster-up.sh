@@ -94,10 +94,14 @@ without_absent_addons() {
   local skip=" "
   addon gang || skip+="coscheduler volcano-scheduler "
   addon kueue || skip+="kueue "
+  # The "components:" line is written with the first entry kept: none kept, none written.
   awk -v skip="$skip" '
-    /^components:/ { inComponents = 1; print; next }
-    inComponents && /^- name: / { dropping = index(skip, " " $3 " ") > 0 }
-    !(inComponents && dropping) { print }
+    /^components:/ { inComponents = 1; next }
+    inComponents && /^- name: / {
+      dropping = index(skip, " " $3 " ") > 0
+      if (!dropping && !headed) { print "components:"; headed = 1 }
+    }
+    !inComponents || (headed && !dropping) { print }
   '
 }
 
