@@ -38,15 +38,15 @@ func TestFamilies(t *testing.T) {
 	want := `
 # HELP troupe_jobs_created_total Jobs the operator took on (their first status was written).
 # TYPE troupe_jobs_created_total counter
-troupe_jobs_created_total{kind="MPIJob",namespace="metrics-unit"} 1
+troupe_jobs_created_total{kind="MPIJob",job_namespace="metrics-unit"} 1
 # HELP troupe_jobs_finished_total Jobs that ended, by result (Succeeded or Failed).
 # TYPE troupe_jobs_finished_total counter
-troupe_jobs_finished_total{kind="MPIJob",namespace="metrics-unit",result="Failed"} 1
-troupe_jobs_finished_total{kind="MPIJob",namespace="metrics-unit",result="Succeeded"} 0
+troupe_jobs_finished_total{kind="MPIJob",job_namespace="metrics-unit",result="Failed"} 1
+troupe_jobs_finished_total{kind="MPIJob",job_namespace="metrics-unit",result="Succeeded"} 0
 # HELP troupe_jobs_running Jobs whose phase is Running now, read from the leading replica's cache at scrape time.
 # TYPE troupe_jobs_running gauge
-troupe_jobs_running{kind="MPIJob",namespace="idle"} 0
-troupe_jobs_running{kind="MPIJob",namespace="metrics-unit"} 2
+troupe_jobs_running{kind="MPIJob",job_namespace="idle"} 0
+troupe_jobs_running{kind="MPIJob",job_namespace="metrics-unit"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"troupe_jobs_created_total", "troupe_jobs_finished_total", "troupe_jobs_running"); err != nil {
