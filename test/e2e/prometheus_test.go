@@ -26,8 +26,9 @@ const (
 	monitorPod       = "troupe-operator-5d8f7c9b6-x2k4q"
 	monitorContainer = "operator"
 	monitorPort      = "metrics"
-	// The scrape interval: short, so that rate() over a few intervals has samples soon.
-	scrapeInterval = time.Second
+	// The scrape interval (and timeout): short, so that rate() over a few intervals has samples
+	// soon, and long enough for a scrape on a loaded machine (TLS, the token's review).
+	scrapeInterval = 2 * time.Second
 )
 
 // prometheusConfig is the scrape configuration that prometheus-operator generates for the
@@ -136,7 +137,14 @@ func startPrometheus(t *testing.T) *prometheus {
 			return false, err
 		}
 		if len(up) != 1 || up[0].Value != "1" {
-			return false, fmt.Errorf("up = %v", up)
+			var targets struct {
+				ActiveTargets []struct {
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"activeTargets"`
+			}
+			_ = p.get("targets", &targets)
+			return false, fmt.Errorf("up = %v, targets %+v", up, targets.ActiveTargets)
 		}
 		return true, nil
 	})
