@@ -84,7 +84,9 @@ func TestMetricsScraped(t *testing.T) {
 	checkBuildInfo(t, families)
 	// The same endpoint scraped by a real Prometheus as the shipped ServiceMonitor has it
 	// scraped, with the target labels it adds: the dashboard shows the jobs' namespace.
+	start := time.Now()
 	checkDashboardOnPrometheus(t, startPrometheus(t), ns)
+	t.Logf("Prometheus started, scraped and answered the dashboard in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// A new operator process (a rolling update, a new leader) starts from the jobs' written
 	// status: it counts none of them again, and reads the running job from its cache.
