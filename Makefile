@@ -15,6 +15,8 @@ VULNDB := $(TROUPE_CACHE)/vulndb-$(VULNDB_VERSION)
 ENVTEST_ASSETS := $(TROUPE_CACHE)/envtest-$(KUBE_VERSION)-$(ETCD_VERSION)
 # kube-apiserver, kube-controller-manager, kube-scheduler and a kubectl of the same version.
 KUBE_BIN := $(TROUPE_CACHE)/kube-$(KUBE_VERSION)/bin
+# Prometheus's server, which the e2e suite scrapes the operator with (test/e2e/prometheus_test.go).
+PROMETHEUS_BIN := $(TROUPE_CACHE)/prometheus-$(PROMETHEUS_VERSION)/bin
 
 GO_TEST_FLAGS ?=
 # Every fuzz target of the repository, as <package dir>:<target>, found by its declaration: a
@@ -234,9 +236,10 @@ test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, 
 	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
 
 .PHONY: test-e2e
-test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster.
+test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster, scraped by Prometheus.
 	hack/dataplane-deps.sh
-	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
+	hack/controlplane/build.sh prometheus
+	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
 
 .PHONY: test-demo
 test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.

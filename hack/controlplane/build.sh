@@ -3,6 +3,7 @@
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
 #              coscheduler volcano-scheduler kubelet kube-proxy coredns registry mpi-operator kueue
+#              prometheus
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
@@ -12,6 +13,7 @@
 #   $TROUPE_CACHE/registry-$REGISTRY_VERSION/bin/registry
 #   $TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/{bin/mpi-operator,crds/kubeflow.org_mpijobs.yaml}
 #   $TROUPE_CACHE/kueue-$KUEUE_VERSION/{bin/kueue,crds/*.yaml,webhooks.yaml}
+#   $TROUPE_CACHE/prometheus-$PROMETHEUS_VERSION/bin/prometheus
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -173,6 +175,14 @@ for c in "$@"; do
       install -m 0644 "$moddir"/config/components/crd/bases/*.yaml "$KUEUE_MANIFESTS/crds/"
       kueue_webhooks "$moddir/config/components/webhook/manifests.yaml" >"$KUEUE_MANIFESTS/.webhooks.yaml"
       mv -f "$KUEUE_MANIFESTS/.webhooks.yaml" "$KUEUE_MANIFESTS/webhooks.yaml"
+      ;;
+    # Prometheus's server, for the e2e suite's scrape of the operator (test/e2e/prometheus_test.go).
+    # Its web UI's assets are not built in (they are, with the builtinassets tag, from a
+    # JavaScript build the module does not ship): the API the test queries needs none.
+    prometheus)
+      [[ -x $PROMETHEUS_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/prometheus" github.com/prometheus/prometheus "$PROMETHEUS_VERSION" PROMETHEUS_VERSION
+      build "$c" "$PROMETHEUS_BIN" "$TOOLS_MODULES/prometheus" github.com/prometheus/prometheus/cmd/prometheus -ldflags "-s -w"
       ;;
     *) log "unknown component $c"; exit 2 ;;
   esac

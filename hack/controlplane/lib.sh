@@ -33,6 +33,7 @@ MPI_OPERATOR_CRDS=$TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/crds
 KUEUE_BIN=$TROUPE_CACHE/kueue-${KUEUE_VERSION:?}/bin
 # Kueue's CRDs (crds/) and the local cluster's webhook configurations for it (webhooks.yaml).
 KUEUE_MANIFESTS=$TROUPE_CACHE/kueue-$KUEUE_VERSION
+PROMETHEUS_BIN=$TROUPE_CACHE/prometheus-${PROMETHEUS_VERSION:?}/bin
 
 log() { echo "[controlplane] $*" >&2; }
 

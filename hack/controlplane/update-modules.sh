@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
 # Run it after changing a version there (every module, or only those named: kube etcd kwok coredns registry
-# scheduler-plugins volcano mpi-operator kueue), then commit test/tools/*/go.mod and go.sum. build.sh only ever
+# scheduler-plugins volcano mpi-operator kueue prometheus), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
 set -euo pipefail
@@ -153,11 +153,19 @@ update_kueue() {
   (cd "$dir" && go get -tool "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue)
+# prometheus: Prometheus's server (cmd/prometheus), built with its own requirements (no replace
+# list), for the e2e suite's scrape of the operator.
+update_prometheus() {
+  local dir=$TOOLS_MODULES/prometheus
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/prometheus
+  (cd "$dir" && go get -tool "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" && go mod tidy)
+}
+
+all=(kube etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue prometheus)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
-    kube | etcd | kwok | volcano | coredns | registry | kueue) "update_$t" ;;
+    kube | etcd | kwok | volcano | coredns | registry | kueue | prometheus) "update_$t" ;;
     scheduler-plugins) update_scheduler_plugins ;;
     mpi-operator) update_mpi_operator ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;

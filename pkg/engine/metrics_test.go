@@ -54,7 +54,7 @@ func TestReconcileErrorsCounted(t *testing.T) {
 	want := `
 # HELP troupe_reconcile_errors_total Reconciles of a job that ended in an error (and are retried with backoff).
 # TYPE troupe_reconcile_errors_total counter
-troupe_reconcile_errors_total{kind="ChainerJob",namespace="errors-unit"} %d
+troupe_reconcile_errors_total{job_namespace="errors-unit",kind="ChainerJob"} %d
 `
 	check := func(n int) {
 		t.Helper()

@@ -1,9 +1,10 @@
 // Package metrics holds troupe's own Prometheus metrics, one family per fact about the jobs,
 // served with controller-runtime's on the operator's metrics endpoint.
 //
-// Every family but troupe_build_info is labelled by the job's kind and namespace, and nothing
-// else but a job's result: a series per kind (3) and namespace that had a job since the operator started, so
-// the cardinality follows the number of namespaces that run jobs, never the number of jobs.
+// Every family but troupe_build_info is labelled by the job's kind and namespace (the label
+// job_namespace, LabelNamespace), and nothing else but a job's result: a series per kind and
+// namespace that had a job since the operator started, so the cardinality follows the number
+// of namespaces that run jobs, never the number of jobs.
 //
 // The counters count transitions the engine has written into a job's status (pkg/engine:
 // metrics.go), once each: a new operator process or a new leader starts from the status the
@@ -27,10 +28,14 @@ import (
 
 var log = logf.Log.WithName("metrics")
 
-// Label names.
+// Label names. None is a label Prometheus gives every target it scrapes (job, instance, and
+// with a Prometheus Operator ServiceMonitor namespace, service, pod, container, endpoint):
+// with honor_labels off, as a ServiceMonitor leaves it, Prometheus would keep the target's
+// value under that name and rename ours exported_<name>. So the job's namespace is
+// job_namespace (as kubeflow's training-operator names it), not namespace.
 const (
 	LabelKind      = "kind"
-	LabelNamespace = "namespace"
+	LabelNamespace = "job_namespace"
 	// LabelResult is Succeeded or Failed.
 	LabelResult = "result"
 )

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,15 +39,15 @@ func TestFamilies(t *testing.T) {
 	want := `
 # HELP troupe_jobs_created_total Jobs the operator took on (their first status was written).
 # TYPE troupe_jobs_created_total counter
-troupe_jobs_created_total{kind="MPIJob",namespace="metrics-unit"} 1
+troupe_jobs_created_total{job_namespace="metrics-unit",kind="MPIJob"} 1
 # HELP troupe_jobs_finished_total Jobs that ended, by result (Succeeded or Failed).
 # TYPE troupe_jobs_finished_total counter
-troupe_jobs_finished_total{kind="MPIJob",namespace="metrics-unit",result="Failed"} 1
-troupe_jobs_finished_total{kind="MPIJob",namespace="metrics-unit",result="Succeeded"} 0
+troupe_jobs_finished_total{job_namespace="metrics-unit",kind="MPIJob",result="Failed"} 1
+troupe_jobs_finished_total{job_namespace="metrics-unit",kind="MPIJob",result="Succeeded"} 0
 # HELP troupe_jobs_running Jobs whose phase is Running now, read from the leading replica's cache at scrape time.
 # TYPE troupe_jobs_running gauge
-troupe_jobs_running{kind="MPIJob",namespace="idle"} 0
-troupe_jobs_running{kind="MPIJob",namespace="metrics-unit"} 2
+troupe_jobs_running{job_namespace="idle",kind="MPIJob"} 0
+troupe_jobs_running{job_namespace="metrics-unit",kind="MPIJob"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"troupe_jobs_created_total", "troupe_jobs_finished_total", "troupe_jobs_running"); err != nil {
@@ -79,5 +80,38 @@ troupe_build_info{goversion="` + runtime.Version() + `",revision="` + revision +
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "troupe_build_info"); err != nil {
 		t.Error(err)
+	}
+}
+
+// No family has a label that Prometheus gives the target it scrapes (its own job and
+// instance, and those a Prometheus Operator ServiceMonitor adds): Prometheus would keep the
+// target's value and rename ours exported_<name>, as namespace once was.
+func TestNoTargetLabels(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	Touch("MPIJob", "target-labels")
+	SetRunningCounter("MPIJob", func(context.Context) (map[string]int, bool, error) {
+		return map[string]int{"target-labels": 1}, true, nil
+	})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	targetLabels := []string{"job", "instance", "namespace", "service", "pod", "container", "endpoint"}
+	seen := 0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if slices.Contains(targetLabels, l.GetName()) {
+					t.Errorf("%s has the label %s, which a scrape renames exported_%s", f.GetName(), l.GetName(), l.GetName())
+				}
+			}
+		}
+		seen++
+	}
+	if seen != 10 {
+		t.Errorf("%d families gathered, want troupe's 10", seen)
 	}
 }

@@ -11,12 +11,12 @@ func TestMetricNames(t *testing.T) {
 		expr string
 		want []string
 	}{
-		{`sum by (kind) (troupe_jobs_running{kind=~"$kind",namespace=~"$namespace"})`, []string{"troupe_jobs_running"}},
+		{`sum by (kind) (troupe_jobs_running{kind=~"$kind",job_namespace=~"$namespace"})`, []string{"troupe_jobs_running"}},
 		{`histogram_quantile(0.9, sum by (le) (rate(troupe_job_startup_seconds_bucket{kind="a"}[$__rate_interval])))`,
 			[]string{"troupe_job_startup_seconds_bucket"}},
 		{`sum(increase(a_total{result="Failed"}[1h])) / sum(increase(a_total[1h])) > bool 0.5 and on (kind) b offset 5m`,
 			[]string{"a_total", "b"}},
-		{`label_values(troupe_jobs_created_total{kind=~"$kind"}, namespace)`, []string{"troupe_jobs_created_total"}},
+		{`label_values(troupe_jobs_created_total{kind=~"$kind"}, job_namespace)`, []string{"troupe_jobs_created_total"}},
 		{`rate(x{l="a{b}"}[5m]) * 1e3 + up`, []string{"x", "up"}},
 	} {
 		if diff := cmp.Diff(tc.want, MetricNames(tc.expr)); diff != "" {

@@ -15,10 +15,15 @@ import (
 type Operator struct {
 	// LogPath is the operator's log file.
 	LogPath string
-	// MetricsURL is the operator's Prometheus endpoint (http://127.0.0.1:<port>/metrics).
+	// MetricsURL is the operator's Prometheus endpoint (https://127.0.0.1:<port>/metrics),
+	// secure as in an install (pkg/metrics.ServerOptions): a self-signed certificate, and only
+	// a bearer token the API server authorizes to get /metrics.
 	MetricsURL string
-	cmd        *exec.Cmd
-	log        *os.File
+	// MetricsToken is such a token: a ServiceAccount's, bound to the install's ClusterRole
+	// troupe-metrics-reader (Metrics reads the endpoint with it).
+	MetricsToken string
+	cmd          *exec.Cmd
+	log          *os.File
 }
 
 // StartOperator builds troupe-operator from the repository at repoRoot, points the cluster of
@@ -58,6 +63,10 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if out, err := setup.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("webhook configuration: %w\n%s", err, out)
 	}
+	token, err := metricsReaderToken(repoRoot, kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("metrics reader: %w", err)
+	}
 	if logPath == "" {
 		logPath = filepath.Join(dir, "operator.log")
 	}
@@ -65,7 +74,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics, "--metrics-secure=false",
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe, "--zap-log-level", "2",
 		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
 		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
@@ -74,7 +83,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 		_ = logFile.Close()
 		return nil, err
 	}
-	o := &Operator{LogPath: logPath, MetricsURL: "http://" + metrics + "/metrics", cmd: cmd, log: logFile}
+	o := &Operator{LogPath: logPath, MetricsURL: "https://" + metrics + "/metrics", MetricsToken: token, cmd: cmd, log: logFile}
 	if err := WaitReady(probe, 200*time.Millisecond, 30*time.Second); err != nil {
 		o.Stop()
 		return nil, fmt.Errorf("operator not ready (log %s): %w", logPath, err)

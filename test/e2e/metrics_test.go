@@ -1,16 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -20,13 +20,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/metrics"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 	"github.com/troupe-dev/troupe/pkg/version"
 )
 
 // Jobs of every outcome run on the simulated cluster; the operator's own /metrics endpoint
 // then counts them in their namespace, the Grafana dashboard's every query names a metric the
-// endpoint serves, and a new operator process counts nothing twice.
+// endpoint serves, Prometheus scraping it as the shipped ServiceMonitor does answers every
+// query of the dashboard for the jobs' namespace, and a new operator process counts nothing
+// twice.
 func TestMetricsScraped(t *testing.T) {
 	ns := newNamespace(t)
 	taken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken-mpi", Namespace: ns}}
@@ -69,16 +72,21 @@ func TestMetricsScraped(t *testing.T) {
 	// ran waited (0 s on the simulated cluster).
 	for _, name := range []string{"troupe_job_startup_seconds", "troupe_launcher_wait_seconds"} {
 		if n := value(families, check{name: name, kind: kind, ns: ns}); n < 1 || n > 2 {
-			t.Errorf("%s{namespace=%s} has %v observations, want 1 or 2 (ok, long)", name, ns, n)
+			t.Errorf("%s{job_namespace=%s} has %v observations, want 1 or 2 (ok, long)", name, ns, n)
 		}
 	}
 	if value(families, check{name: "troupe_reconcile_errors_total", kind: kind, ns: ns}) < 0 {
-		t.Errorf("troupe_reconcile_errors_total{namespace=%s} is not served", ns)
+		t.Errorf("troupe_reconcile_errors_total{job_namespace=%s} is not served", ns)
 	}
 	t.Logf("troupe's metrics of namespace %s, scraped from %s:\n%s", ns, operator.MetricsURL, troupeLines(t, ns))
 
 	checkDashboard(t, families)
 	checkBuildInfo(t, families)
+	// The same endpoint scraped by a real Prometheus as the shipped ServiceMonitor has it
+	// scraped, with the target labels it adds: the dashboard shows the jobs' namespace.
+	start := time.Now()
+	checkDashboardOnPrometheus(t, startPrometheus(t), ns)
+	t.Logf("Prometheus started, scraped and answered the dashboard in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// A new operator process (a rolling update, a new leader) starts from the jobs' written
 	// status: it counts none of them again, and reads the running job from its cache.
@@ -156,7 +164,7 @@ func waitForMetrics(t *testing.T, checks []check) map[string]*dto.MetricFamily {
 		}
 		for _, c := range checks {
 			if got := value(families, c); got != c.want {
-				return false, fmt.Errorf("%s%v{namespace=%s} = %v, want %v", c.name, c.labels, c.ns, got, c.want)
+				return false, fmt.Errorf("%s%v{job_namespace=%s} = %v, want %v", c.name, c.labels, c.ns, got, c.want)
 			}
 		}
 		return true, nil
@@ -164,17 +172,16 @@ func waitForMetrics(t *testing.T, checks []check) map[string]*dto.MetricFamily {
 	return families
 }
 
+// scrape reads the operator's endpoint as Prometheus does: HTTPS, with a reader's token.
 func scrape() (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get(operator.MetricsURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := operator.Metrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", operator.MetricsURL, resp.Status)
-	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return parser.TextToMetricFamilies(bytes.NewReader(body))
 }
 
 // value is a check's series value in the scrape, -1 when it is not served.
@@ -183,7 +190,7 @@ func value(families map[string]*dto.MetricFamily, c check) float64 {
 	if f == nil {
 		return -1
 	}
-	want := map[string]string{"kind": c.kind, "namespace": c.ns}
+	want := map[string]string{metrics.LabelKind: c.kind, metrics.LabelNamespace: c.ns}
 	for i := 0; i+1 < len(c.labels); i += 2 {
 		want[c.labels[i]] = c.labels[i+1]
 	}
@@ -218,19 +225,16 @@ func value(families map[string]*dto.MetricFamily, c check) float64 {
 // TYPE lines.
 func troupeLines(t *testing.T, ns string) string {
 	t.Helper()
-	resp, err := http.Get(operator.MetricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := operator.Metrics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, line := range strings.Split(string(body), "\n") {
 		if strings.HasPrefix(line, "# HELP troupe_") || strings.HasPrefix(line, "# TYPE troupe_") ||
-			(strings.HasPrefix(line, "troupe_") && strings.Contains(line, `namespace="`+ns+`"`)) {
+			(strings.HasPrefix(line, "troupe_") && strings.Contains(line, metrics.LabelNamespace+`="`+ns+`"`)) {
 			out = append(out, line)
 		}
 	}

@@ -255,7 +255,7 @@ func wantMetric(t *testing.T, name, ns string, want float64, labels ...string) {
 		return got == want, nil
 	})
 	if got != want {
-		t.Errorf("%s{kind=%s,namespace=%s} = %v, want %v", name, jobsKind, ns, got, want)
+		t.Errorf("%s{kind=%s,job_namespace=%s} = %v, want %v", name, jobsKind, ns, got, want)
 	}
 }
 
