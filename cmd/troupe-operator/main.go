@@ -95,8 +95,7 @@ func run() error {
 		fmt.Println(version.String("troupe-operator"))
 		return nil
 	}
-	// JSON logs through zapr; --zap-devel switches to human-readable console output.
-	ctrl.SetLogger(withObjectReferences(zap.New(zap.UseFlagOptions(&logOpts))))
+	setupLogging(&logOpts)
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme),
