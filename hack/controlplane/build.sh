@@ -73,18 +73,22 @@ check_pin() {
 # build_kube NAME [oldest]: a Kubernetes command of KUBE_VERSION from test/tools/kube, or with
 # "oldest" of KUBE_OLDEST_VERSION from test/tools/kube-oldest (make test-integration-oldest).
 build_kube() {
-  local dir=$TOOLS_MODULES/kube version=$KUBE_VERSION var=KUBE_VERSION bin=$KUBE_BIN minor
+  local dir=$TOOLS_MODULES/kube version=$KUBE_VERSION var=KUBE_VERSION bin=$KUBE_BIN major minor
   if [[ ${2:-} == oldest ]]; then
     dir=$TOOLS_MODULES/kube-oldest version=$KUBE_OLDEST_VERSION var=KUBE_OLDEST_VERSION bin=$KUBE_OLDEST_BIN
   fi
   [[ -x $bin/$1 ]] && return 0
   check_pin "$dir" k8s.io/kubernetes "$version" "$var"
   # Stamp the version, or the server reports v0.0.0-master and version checks in clients fail.
-  minor=${version#v*.}
+  # The major and minor are bare numbers, as in a release: kube-apiserver 1.30 parses the major
+  # and refuses to start on "v1".
+  major=${version#v}
+  minor=${major#*.}
+  major=${major%%.*}
   minor=${minor%%.*}
   local v=k8s.io/component-base/version
   build "$1" "$bin" "$dir" "k8s.io/kubernetes/cmd/$1" -ldflags "-s -w \
-    -X $v.gitVersion=$version -X $v.gitMajor=${version%%.*} -X $v.gitMinor=$minor \
+    -X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitMinor=$minor \
     -X $v.gitTreeState=clean"
 }
 
