@@ -17,7 +17,7 @@ import (
 // controller-runtime and to klog. client-go logs through klog (leader election's "Successfully
 // acquired lease", a watch's errors, client-side throttling): without the second, those lines
 // were klog's own text among the operator's JSON.
-func setupLogging(opts *zap.Options) logr.Logger {
+func setupLogging(opts *zap.Options) {
 	l := withObjectReferences(zap.New(zap.UseFlagOptions(opts)))
 	ctrl.SetLogger(l)
 	// ContextualLogger: client-go code that takes its logger from a context or from
@@ -28,7 +28,6 @@ func setupLogging(opts *zap.Options) logr.Logger {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	_ = fs.Set("v", strconv.Itoa(verbosity(opts)))
-	return l
 }
 
 // verbosity is the highest logr V level the options let through: 0 at the default info level,

@@ -154,8 +154,7 @@ func (t recordRefusals) RoundTrip(req *http.Request) (*http.Response, error) {
 	// when the API server refuses it, as one without the WatchList feature does (1.30, 422): the
 	// guard matches no read, so that refusal is not the guard's.
 	watchList := req.Method == http.MethodGet && req.URL.Query().Get("sendInitialEvents") == "true"
-	if resp != nil && !(watchList && resp.StatusCode == http.StatusUnprocessableEntity) &&
-		(resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnprocessableEntity) {
+	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnprocessableEntity && !watchList) {
 		t.rec.add(fmt.Sprintf("%s %s: %d", req.Method, req.URL.Path, resp.StatusCode))
 	}
 	return resp, err
