@@ -5,6 +5,10 @@
 KUBE_VERSION ?= v1.35.6
 # Published staging modules (k8s.io/api, k8s.io/client-go, ...) matching KUBE_VERSION.
 KUBE_STAGING_VERSION ?= v0.35.6
+# The oldest Kubernetes troupe supports (docs/operations.md, "Supported Kubernetes versions"): its
+# kube-apiserver runs the integration and admission suites in make test-integration-oldest.
+KUBE_OLDEST_VERSION ?= v1.30.14
+KUBE_OLDEST_STAGING_VERSION ?= v0.30.14
 ETCD_VERSION ?= v3.6.5
 KWOK_VERSION ?= v0.7.0
 # Gang schedulers run beside kube-scheduler on the local cluster. scheduler-plugins (coscheduling)

@@ -28,11 +28,17 @@ func main() {
 
 func run(args []string) int {
 	if filepath.Base(args[0]) == rshName {
+		logClientGo(os.Stderr, rshName)
 		return rsh(args[1:])
 	}
 	if len(args) < 2 {
 		usage()
 		return 2
+	}
+	if args[1] == "rsh" {
+		logClientGo(os.Stderr, rshName)
+	} else {
+		logClientGo(os.Stderr, "troupe-agent "+args[1])
 	}
 	switch args[1] {
 	case "wait":

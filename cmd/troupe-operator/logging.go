@@ -1,9 +1,52 @@
 package main
 
 import (
+	"flag"
+	"strconv"
+
 	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
+
+// setupLogging makes the one logger of the process from the --zap-* flags (JSON lines through
+// zapr by default; --zap-devel: human-readable console output) and gives it to
+// controller-runtime and to klog. client-go logs through klog (leader election's "Successfully
+// acquired lease", a watch's errors, client-side throttling): without the second, those lines
+// were klog's own text among the operator's JSON.
+func setupLogging(opts *zap.Options) {
+	l := withObjectReferences(zap.New(zap.UseFlagOptions(opts)))
+	ctrl.SetLogger(l)
+	// ContextualLogger: client-go code that takes its logger from a context or from
+	// klog.Background gets this one as it is, its V levels included.
+	klog.SetLoggerWithOptions(l, klog.ContextualLogger(true))
+	// klog asks its own -v before it hands a klog.V(n) line on: the same verbosity as the
+	// logger's, so that --zap-log-level=4 shows client-go's V(4) lines too and no more.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(verbosity(opts)))
+}
+
+// verbosity is the highest logr V level the options let through: 0 at the default info level,
+// 1 at debug (--zap-devel's default), n at --zap-log-level=n.
+func verbosity(opts *zap.Options) int {
+	level := opts.Level
+	if level == nil {
+		if opts.Development {
+			return 1
+		}
+		return 0
+	}
+	v := 0
+	// zap's level of logr's V(n) is -n; the number levels go as low as zap's int8 allows.
+	for v < 127 && level.Enabled(zapcore.Level(-v-1)) {
+		v++
+	}
+	return v
+}
 
 // withObjectReferences returns l logging every *corev1.ObjectReference value by its API
 // version, kind, namespace and name.

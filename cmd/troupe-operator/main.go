@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/kubeversion"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 	"github.com/troupe-dev/troupe/pkg/queue/kueue"
 	"github.com/troupe-dev/troupe/pkg/version"
@@ -54,6 +56,7 @@ func run() error {
 		apiQPS         float64
 		apiBurst       int
 		pprofAddr      string
+		skipKubeCheck  bool
 		opts           controllers.Options
 		hooks          webhookFlags
 	)
@@ -86,6 +89,8 @@ func run() error {
 	kueueInterval := flag.Duration("kueue-discovery-interval", time.Minute,
 		"While Kueue's API is not served: how often to ask for it again (and to look again at jobs held for want of it).")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the net/http/pprof endpoints bind to (e.g. 127.0.0.1:6060); empty disables them.")
+	flag.BoolVar(&skipKubeCheck, "skip-kube-version-check", false,
+		"Start even when the API server's Kubernetes is older than the oldest troupe supports (docs/operations.md, \"Supported Kubernetes versions\").")
 	hooks.bindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the version and the git revision, and exit.")
 	logOpts := zap.Options{}
@@ -95,8 +100,7 @@ func run() error {
 		fmt.Println(version.String("troupe-operator"))
 		return nil
 	}
-	// JSON logs through zapr; --zap-devel switches to human-readable console output.
-	ctrl.SetLogger(withObjectReferences(zap.New(zap.UseFlagOptions(&logOpts))))
+	setupLogging(&logOpts)
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), troupev1.AddToScheme(scheme),
@@ -120,6 +124,19 @@ func run() error {
 		// client of its own, each with its own limiter from QPS/Burst, which would make the
 		// flags a per-type budget. Events come last in it (clientrate.go).
 		limitRequests(cfg, apiQPS, apiBurst, stopping)
+	}
+	if skipKubeCheck {
+		ctrl.Log.Info("not checking the API server's Kubernetes version (--skip-kube-version-check)")
+	} else {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("discovery client: %w", err)
+		}
+		found, err := kubeversion.Check(dc)
+		if err != nil {
+			return err
+		}
+		ctrl.Log.Info("the API server's Kubernetes is supported", "version", found, "oldestSupported", "v"+kubeversion.Min.String())
 	}
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang

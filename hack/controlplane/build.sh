@@ -2,9 +2,11 @@
 # build.sh COMPONENT...: build control-plane binaries from Go modules, once, into a cache
 # outside the checkout keyed by version, so every clone on this machine reuses them.
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+#              oldest-kube-apiserver oldest-kubectl
 #              coscheduler volcano-scheduler kubelet kube-proxy coredns registry mpi-operator kueue
 #              prometheus
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
+#   $TROUPE_CACHE/kube-$KUBE_OLDEST_VERSION/bin/{kube-apiserver,kubectl}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
 #   $TROUPE_CACHE/kwok-$KWOK_VERSION/bin/{kwok,kwokctl}
 #   $TROUPE_CACHE/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION/bin/coscheduler
@@ -70,16 +72,25 @@ check_pin() {
   fi
 }
 
+# build_kube NAME [oldest]: a Kubernetes command of KUBE_VERSION from test/tools/kube, or with
+# "oldest" of KUBE_OLDEST_VERSION from test/tools/kube-oldest (make test-integration-oldest).
 build_kube() {
-  local dir=$TOOLS_MODULES/kube minor
-  [[ -x $KUBE_BIN/$1 ]] && return 0
-  check_pin "$dir" k8s.io/kubernetes "$KUBE_VERSION" KUBE_VERSION
+  local dir=$TOOLS_MODULES/kube version=$KUBE_VERSION var=KUBE_VERSION bin=$KUBE_BIN major minor
+  if [[ ${2:-} == oldest ]]; then
+    dir=$TOOLS_MODULES/kube-oldest version=$KUBE_OLDEST_VERSION var=KUBE_OLDEST_VERSION bin=$KUBE_OLDEST_BIN
+  fi
+  [[ -x $bin/$1 ]] && return 0
+  check_pin "$dir" k8s.io/kubernetes "$version" "$var"
   # Stamp the version, or the server reports v0.0.0-master and version checks in clients fail.
-  minor=${KUBE_VERSION#v*.}
+  # The major and minor are bare numbers, as in a release: kube-apiserver 1.30 parses the major
+  # and refuses to start on "v1".
+  major=${version#v}
+  minor=${major#*.}
+  major=${major%%.*}
   minor=${minor%%.*}
   local v=k8s.io/component-base/version
-  build "$1" "$KUBE_BIN" "$dir" "k8s.io/kubernetes/cmd/$1" -ldflags "-s -w \
-    -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=${KUBE_VERSION%%.*} -X $v.gitMinor=$minor \
+  build "$1" "$bin" "$dir" "k8s.io/kubernetes/cmd/$1" -ldflags "-s -w \
+    -X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitMinor=$minor \
     -X $v.gitTreeState=clean"
 }
 
@@ -111,6 +122,8 @@ for c in "$@"; do
     # kubectl too: a client of the server's own version, on machines that have none.
     # kubelet and kube-proxy: the local cluster's real node (realnode-up.sh).
     kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) build_kube "$c" ;;
+    # The oldest supported Kubernetes' API server and kubectl (make test-integration-oldest).
+    oldest-kube-apiserver | oldest-kubectl) build_kube "${c#oldest-}" oldest ;;
     coredns)
       [[ -x $COREDNS_BIN/$c ]] && continue
       check_pin "$TOOLS_MODULES/coredns" github.com/coredns/coredns "$COREDNS_VERSION" COREDNS_VERSION

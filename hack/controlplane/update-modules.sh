@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
-# Run it after changing a version there (every module, or only those named: kube etcd kwok coredns registry
+# Run it after changing a version there (every module, or only those named: kube kube-oldest etcd kwok coredns registry
 # scheduler-plugins volcano mpi-operator kueue prometheus), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
@@ -28,33 +28,41 @@ served_version() {
   done
 }
 
-# kube: k8s.io/kubernetes is not meant to be a dependency; its go.mod points every k8s.io staging
-# module at ./staging/..., which does not exist in the published module. Replace each one with
-# its published release. A module with no served release is left out: that is fine for the
-# sample-* examples, which nothing imports, and `go mod tidy` below fails loudly otherwise.
-update_kube() {
-  local dir=$TOOLS_MODULES/kube gomod m v
-  new_module "$dir" github.com/troupe-dev/troupe/test/tools/kube
-  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+# kube DIR VERSION STAGING_VERSION COMMAND...: k8s.io/kubernetes is not meant to be a dependency;
+# its go.mod points every k8s.io staging module at ./staging/..., which does not exist in the
+# published module. Replace each one with its published release. A module with no served release
+# is left out: that is fine for the sample-* examples, which nothing imports, and `go mod tidy`
+# below fails loudly otherwise. COMMANDs are the cmd/ packages of k8s.io/kubernetes to build.
+kube_module() {
+  local dir=$1 version=$2 staging=$3 gomod m v c
+  shift 3
+  new_module "$dir" "github.com/troupe-dev/troupe/test/tools/${dir##*/}"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
   {
     echo
     echo "// k8s.io/kubernetes's staging modules at their published releases (hack/controlplane/update-modules.sh)."
     echo "replace ("
     for m in $(sed -n 's#^\t\(k8s\.io/[^ ]*\) => \./staging/.*#\1#p' "$gomod"); do
-      v=$(served_version "$m")
-      if [[ -z $v ]]; then log "skipping $m: no ${KUBE_STAGING_VERSION%.*}.x release is served"; continue; fi
-      [[ $v == "$KUBE_STAGING_VERSION" ]] || log "$m@$KUBE_STAGING_VERSION is not served; using $v"
+      v=$(KUBE_STAGING_VERSION=$staging served_version "$m")
+      if [[ -z $v ]]; then log "skipping $m: no ${staging%.*}.x release is served"; continue; fi
+      [[ $v == "$staging" ]] || log "$m@$staging is not served; using $v"
       printf '\t%s => %s %s\n' "$m" "$m" "$v"
     done
     echo ")"
   } >>"$dir/go.mod"
-  (cd "$dir" && go get -tool \
-    "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-scheduler@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kubelet@$KUBE_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-proxy@$KUBE_VERSION" && go mod tidy)
+  (cd "$dir" && go get -tool "${@/%/@$version}" && go mod tidy)
+}
+
+update_kube() {
+  kube_module "$TOOLS_MODULES/kube" "$KUBE_VERSION" "$KUBE_STAGING_VERSION" \
+    k8s.io/kubernetes/cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
+}
+
+# kube-oldest: the API server (and a kubectl of its version) of the oldest Kubernetes troupe
+# supports, for `make test-integration-oldest` (docs/operations.md, "Supported Kubernetes versions").
+update_kube_oldest() {
+  kube_module "$TOOLS_MODULES/kube-oldest" "$KUBE_OLDEST_VERSION" "$KUBE_OLDEST_STAGING_VERSION" \
+    k8s.io/kubernetes/cmd/{kube-apiserver,kubectl}
 }
 
 update_etcd() {
@@ -161,11 +169,12 @@ update_prometheus() {
   (cd "$dir" && go get -tool "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" && go mod tidy)
 }
 
-all=(kube etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue prometheus)
+all=(kube kube-oldest etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue prometheus)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
     kube | etcd | kwok | volcano | coredns | registry | kueue | prometheus) "update_$t" ;;
+    kube-oldest) update_kube_oldest ;;
     scheduler-plugins) update_scheduler_plugins ;;
     mpi-operator) update_mpi_operator ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;

@@ -409,17 +409,15 @@ func finishMaster(t *testing.T, ns, chainerJob string, outcome batchv1.JobCondit
 	t.Helper()
 	job := waitFor(t, &batchv1.Job{}, ns, chainerJob+"-master")
 	now := metav1.Now()
-	interim := batchv1.JobSuccessCriteriaMet
-	if outcome == batchv1.JobFailed {
-		interim = batchv1.JobFailureTarget
-	}
 	setStatus(t, job, func() {
 		job.Status.StartTime = &now
 		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: interim, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastProbeTime: now, LastTransitionTime: now},
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastProbeTime: now, LastTransitionTime: now},
 			{Type: outcome, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastProbeTime: now, LastTransitionTime: now},
 		}
 		if outcome == batchv1.JobComplete {
+			job.Status.Conditions = testutil.JobSucceeded(kubeVersion,
+				batchv1.JobCondition{Reason: reason, Message: msg, LastProbeTime: now, LastTransitionTime: now})
 			job.Status.Succeeded = 1
 			job.Status.CompletionTime = &now
 		} else {

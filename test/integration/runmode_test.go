@@ -143,10 +143,7 @@ func TestMPIJobPauseAndResume(t *testing.T) {
 	setStatus(t, second, func() {
 		second.Status.Active, second.Status.Ready, second.Status.Succeeded = 0, ptr.To[int32](0), 1
 		second.Status.StartTime, second.Status.CompletionTime = &now, &now
-		second.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		}
+		second.Status.Conditions = testutil.JobSucceeded(kubeVersion, batchv1.JobCondition{LastTransitionTime: now})
 	})
 	done := waitForMPIJob(t, ns, "mpi-example", "Succeeded", func(j *troupev1.MPIJob) bool { return j.Status.Phase == troupev1.JobSucceeded })
 	for _, want := range []struct{ typ, reason string }{

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,8 @@ var (
 	k8s     client.Client
 	scheme  = runtime.NewScheme()
 	testEnv *envtest.Environment
+	// kubeVersion is the API server's: the tests write a child's status as its controllers do.
+	kubeVersion *version.Version
 )
 
 const (
@@ -82,6 +85,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = testEnv.Stop() }()
+	if kubeVersion, err = testutil.KubeVersion(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "API server version:", err)
+		return 1
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped, err := startOperator(ctx, cfg)

@@ -308,10 +308,7 @@ func finishLauncher(t *testing.T, ns, name string) {
 	job.Status.StartTime = &now
 	job.Status.CompletionTime = &now
 	job.Status.Succeeded = 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now},
-	}
+	job.Status.Conditions = testutil.JobSucceeded(kubeVersion, batchv1.JobCondition{LastProbeTime: now, LastTransitionTime: now})
 	if err := k8s.Status().Update(context.Background(), job); err != nil {
 		t.Fatalf("update %s status: %v", name, err)
 	}

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,6 +49,8 @@ var (
 	k8s      client.Client
 	adminCfg *rest.Config
 	scheme   = runtime.NewScheme()
+	// kubeVersion is the API server's: the tests write a Job's status as its controller does.
+	kubeVersion *version.Version
 )
 
 func TestMain(m *testing.M) {
@@ -84,6 +87,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	adminCfg = cfg
+	if kubeVersion, err = testutil.KubeVersion(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "API server version:", err)
+		return 1
+	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
