@@ -137,7 +137,7 @@ verify: generate manifests ## Fail when a generated file is stale, a build outpu
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-dockerfile test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -172,6 +172,11 @@ test-dataplane: ## sshd and mpirun (Open MPI, MPICH) of the troupe-mpi image ove
 	hack/images/build.sh troupe-mpi
 	hack/dataplane-deps.sh
 	go test $(GO_TEST_FLAGS) -count=1 -v -timeout 15m ./test/dataplane/...
+
+.PHONY: test-dockerfile
+test-dockerfile: ## The Dockerfile's troupe-operator and troupe-agent, built with buildah bud: they run, print their version, are static, non-root and laid out as make images' (root).
+	hack/container-deps.sh
+	hack/images/dockerfile-test.sh
 
 .PHONY: test-fuzz
 test-fuzz: ## A short run of every fuzz target (make fuzz runs them longer).

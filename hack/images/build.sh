@@ -3,7 +3,7 @@
 # image starts FROM scratch or from another image built here), and cache each one by the hash
 # of what it is made from.
 #   IMAGE: troupe-operator troupe-agent troupe-mpi troupe-train pause troupe-debian
-#          troupe-debian-trixie mpi-pi-openmpi mpi-pi-mpich
+#          troupe-debian-trixie mpi-pi-openmpi mpi-pi-mpich troupe-go
 # Each image is named $IMAGE_REGISTRY/IMAGE:TAG (hack/versions.mk: troupe-operator and troupe-agent
 # are tagged $IMAGE_TAG, the release; the others $DATAPLANE_IMAGE_TAG) in buildah's local
 # storage, but for the mpi-pi images, named as kubeflow's examples name theirs
@@ -30,7 +30,7 @@ version_ldflags() { "$REPO_ROOT/hack/version-ldflags.sh" "$VERSION"; }
 # parent IMAGE: the image IMAGE is built on, if it is one of ours.
 parent() {
   case $1 in
-    troupe-mpi) echo troupe-debian ;;
+    troupe-mpi | troupe-go) echo troupe-debian ;;
     troupe-train) echo troupe-mpi ;;
     mpi-pi-*) echo troupe-debian-trixie ;;
   esac
@@ -95,6 +95,13 @@ context() {
     pause) (cd "$REPO_ROOT" && go build -ldflags "-s -w" -o "$dir/pause" ./images/pause) ;;
     troupe-debian | troupe-debian-trixie) { rootfs_recipe "$(suite "$name")" && sources "$(suite "$name")"; } >"$dir/.recipe" ;;
     mpi-pi-*) echo "${name#mpi-pi-}" >"$dir/.mpi" ;; # the build argument, in the hash
+    # The toolchain by its version (its 270 MB are copied in on a cache miss only).
+    # The machine's CA bundle, as the operator's images have it: the Go module proxy may be
+    # reached through a proxy of the machine's that signs with a CA of its own.
+    troupe-go)
+      { go version && cat "$(go env GOROOT)/VERSION"; } >"$dir/.go"
+      cp /etc/ssl/certs/ca-certificates.crt "$dir/"
+      ;;
   esac
 }
 
@@ -141,6 +148,7 @@ build() {
     sources "$(suite "$name")" >"$ctx/.sources"
     "${recipe[@]}" "$ctx/rootfs.tar" "$ctx/.sources" >&2
   fi
+  [[ $name != troupe-go ]] || cp -a "$(go env GOROOT)" "$ctx/go"
   # chroot isolation: RUN steps need no container runtime, cgroups or network namespace.
   local args=() old
   old=$(buildah inspect --type image --format '{{.FromImageID}}' "$(ref "$name")" 2>/dev/null || true)
