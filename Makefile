@@ -137,7 +137,7 @@ verify: generate manifests ## Fail when a generated file is stale, a build outpu
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-dockerfile test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
