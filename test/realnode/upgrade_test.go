@@ -103,6 +103,17 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 
 		// The docs' Helm upgrade: the new CRDs first (Helm leaves crds/ alone on upgrade), taken
 		// over from Helm, then the chart.
+		// Why the docs force it: Helm created the CRDs and owns their fields, so the same
+		// apply without --force-conflicts is refused (and changes nothing).
+		for _, c := range docs(t, doccommands.Helm, doccommands.UpgradeCRDs, none) {
+			plain := exec.Command("sh", "-c", strings.Replace(c.Text, " --force-conflicts", "", 1))
+			plain.Dir, plain.Env = repoRoot, append(os.Environ(), "KUBECONFIG="+kubeconfig)
+			if out, err := plain.CombinedOutput(); err == nil || !strings.Contains(string(out), "conflict") {
+				t.Errorf("%s without --force-conflicts over the previous chart's CRDs: %v, want refused for conflicts with Helm's fields\n%s", c.Text, err, firstLines(string(out), 5))
+			} else {
+				t.Logf("without --force-conflicts: %s", firstLines(string(out), 2))
+			}
+		}
 		start := time.Now()
 		runDocs(t, repoRoot, doccommands.Helm, doccommands.UpgradeCRDs, none)
 		runDocs(t, repoRoot, doccommands.Helm, doccommands.Upgrade, none)
