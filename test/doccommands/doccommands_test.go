@@ -1,6 +1,9 @@
 package doccommands
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -81,4 +84,45 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("Substitute(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestEveryFlowIsRun: every flow of the rules is asked for by a real-node test (a call of
+// docs, runDocs or uninstallWithDocs in test/realnode naming its form and step), so that a
+// command classified into a flow is one a test runs.
+func TestEveryFlowIsRun(t *testing.T) {
+	forms := map[string]Form{}
+	for _, f := range []Form{Kustomize, Deploy, Helm, Namespaced, PreviousKustomize, Release, ReleaseNamespaced, ReleaseHelm} {
+		forms[formName(f)] = f
+	}
+	steps := map[string]Step{"PrepareNamespace": PrepareNamespace, "Install": Install, "UpgradeCRDs": UpgradeCRDs, "Upgrade": Upgrade, "Uninstall": Uninstall}
+	files, err := filepath.Glob("../realnode/*_test.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the real-node tests: %v", err)
+	}
+	run := map[Flow]bool{}
+	call := regexp.MustCompile(`(?:docs|runDocs)\(t, (?:[\w.]+, )?doccommands\.(\w+), doccommands\.(\w+)|uninstallWithDocs\(t, [\w.]+, doccommands\.(\w+)`)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllStringSubmatch(string(src), -1) {
+			if m[3] != "" {
+				run[Flow{forms[m[3]], Uninstall}] = true
+			} else {
+				run[Flow{forms[m[1]], steps[m[2]]}] = true
+			}
+		}
+	}
+	for _, f := range Flows() {
+		if !run[f] {
+			t.Errorf("no real-node test runs the docs' commands of %s", f)
+		}
+	}
+}
+
+// formName is the Go name of a form's constant.
+func formName(f Form) string {
+	return map[Form]string{Kustomize: "Kustomize", Deploy: "Deploy", Helm: "Helm", Namespaced: "Namespaced",
+		PreviousKustomize: "PreviousKustomize", Release: "Release", ReleaseNamespaced: "ReleaseNamespaced", ReleaseHelm: "ReleaseHelm"}[f]
 }

@@ -41,7 +41,8 @@ func previous(t *testing.T) previousRelease {
 // this repository), starts one job of every kind and form under it (MPIJob in the T9k, the
 // FFFFFaraway and kubeflow's form; a suspended one, a Volcano gang, one queued in Kueue), and
 // upgrades to this checkout's operator while they run, with the docs' upgrade commands as
-// written (test/doccommands): deploy/'s over the previous release's kustomize install, and
+// written (test/doccommands): kustomize's (config/) over the previous release's kustomize
+// install (deploy/'s then applied over it, the same objects), and
 // Helm's (the new CRDs taken over from Helm, then helm upgrade) over its chart. After each
 // upgrade, once the new operator has taken every job over (it labels their children with
 // troupe.dev/job-name, which the previous release did not write), no child was replaced (same
@@ -64,8 +65,8 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 	var none doccommands.Values // the checkouts' commands have no placeholder
 	t.Run("kubectl", func(t *testing.T) {
 		// The previous release's kustomize install, in its checkout, as CHANGELOG names it; the
-		// upgrade is the docs' upgrade of deploy/, and so is the uninstall (the two releases'
-		// installs hold the same objects).
+		// upgrade is the docs' upgrade of the kustomize install (config/), then deploy/'s
+		// applied over it; the uninstall is deploy/'s (the installs hold the same objects).
 		runDocs(t, prev.src, doccommands.PreviousKustomize, doccommands.Install, none)
 		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Deploy, none) })
 		checkInstallOf(t, oldImage)
@@ -75,9 +76,13 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 		before := snapshot(t, ns)
 
 		start := time.Now()
-		runDocs(t, repoRoot, doccommands.Deploy, doccommands.Upgrade, none)
+		runDocs(t, repoRoot, doccommands.Kustomize, doccommands.Upgrade, none)
 		checkInstallOf(t, operatorImage)
 		t.Logf("the docs' kubectl upgrade: the new operator available %v after the apply", time.Since(start).Round(time.Second))
+		checkUndisturbed(t, ns, before)
+		// deploy/'s upgrade, over the same release: the rendered install is the same objects.
+		runDocs(t, repoRoot, doccommands.Deploy, doccommands.Upgrade, none)
+		checkInstallOf(t, operatorImage)
 		checkUndisturbed(t, ns, before)
 		finishUpgradeJobs(t, ns)
 	})
