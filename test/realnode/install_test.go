@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/troupe-dev/troupe/pkg/version"
+	"github.com/troupe-dev/troupe/test/doccommands"
 )
 
 // The install as users run it: the operator image of make images in pods on the real node.
@@ -28,69 +29,64 @@ const (
 // operatorImage is the operator image of this checkout's version, as make images names it.
 var operatorImage = "ghcr.io/troupe-dev/troupe-operator:" + version.Version
 
-// TestInstall installs troupe four ways, one after the other, each from the repository as a
-// user would (kubectl apply --server-side -k config/, kubectl create -f deploy/, kubectl apply
-// --server-side -f deploy/, helm install charts/troupe), and checks each install the same way: two replicas of the operator image run
-// on the real node in a namespace that enforces the restricted Pod Security Standard, both
-// Ready (one leads), behind a PodDisruptionBudget, and the webhooks answer through their
-// Service. With the first install, the operator is restarted (kubectl rollout restart) while a
-// job runs on the real node: the rollout finishes and the job Succeeds with one launcher pod.
+// TestInstall installs troupe from the repository each way the docs write, with the docs'
+// commands as written (test/doccommands): kustomize (config/), the rendered deploy/ with each of
+// its two commands, Helm's chart and the namespace-scoped kustomize install (config/namespaced/).
+// It checks each install the same way: two replicas of the operator image run on the real
+// node in a namespace that enforces the restricted Pod Security Standard, both Ready (one
+// leads), behind a PodDisruptionBudget, and the webhooks answer through their Service. Each
+// install ends with the docs' uninstall of its form, after which nothing of troupe may be left.
+// With the first install, the operator is restarted (kubectl rollout restart) while a job runs
+// on the real node: the rollout finishes and the job Succeeds with one launcher pod.
 func TestInstall(t *testing.T) {
 	// The operator the job tests run as a local process would answer beside the installed one
 	// (and its webhook configuration is the installs'): stop it; the next job test restarts it.
 	stopOperator()
 	realNodeOnly(t)
+	var none doccommands.Values // the checkout's commands have no placeholder
 	t.Run("kustomize", func(t *testing.T) {
-		mustKubectl(t, "", "apply", "--server-side", "-k", filepath.Join(repoRoot, "config"))
-		t.Cleanup(func() { uninstall(t, "delete", "-k", filepath.Join(repoRoot, "config")) })
+		runDocs(t, repoRoot, doccommands.Kustomize, doccommands.Install, none)
+		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Kustomize, none) })
 		checkInstall(t)
 		checkRolloutDuringJob(t)
 	})
 	// deploy/ is the directory chainer-operator's README and ours hand to kubectl: every file
 	// in it must be an object kubectl creates, or the command exits 1 after creating the rest.
-	deploy := filepath.Join(repoRoot, "deploy") + "/"
-	t.Run("create", func(t *testing.T) {
-		mustKubectl(t, "", "create", "-f", deploy)
-		t.Cleanup(func() { uninstall(t, "delete", "-f", deploy) })
-		checkInstall(t)
-	})
-	t.Run("server-side", func(t *testing.T) {
-		mustKubectl(t, "", "apply", "--server-side", "-f", deploy)
-		t.Cleanup(func() { uninstall(t, "delete", "-f", deploy) })
-		checkInstall(t)
-	})
+	// Its two install commands are alternatives: one install each.
+	for i, install := range docs(t, doccommands.Deploy, doccommands.Install, none) {
+		t.Run(fmt.Sprintf("deploy-%d", i), func(t *testing.T) {
+			runDoc(t, repoRoot, install)
+			t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Deploy, none) })
+			checkInstall(t)
+		})
+	}
 	t.Run("helm", func(t *testing.T) {
 		helm := os.Getenv("HELM")
 		if helm == "" {
 			t.Fatal("HELM is not set: run with make test-realnode")
 		}
 		// The chart installs the CRDs (its crds/) and leaves the namespace to the user, who
-		// labels it for Pod Security (README's install section).
-		mustKubectl(t, "", "create", "namespace", operatorNS)
-		// Installed into a namespace without the label, the chart's notes say so and how to
-		// label it (a dry run on the server, where the chart can look the namespace up).
-		notes, err := exec.Command(helm, "install", "troupe", filepath.Join(repoRoot, "charts", "troupe"),
-			"--kubeconfig", kubeconfig, "--namespace", operatorNS, "--dry-run=server").CombinedOutput()
-		if err != nil || !strings.Contains(string(notes), "WARNING: namespace "+operatorNS+" does not enforce the restricted Pod Security Standard") {
-			t.Errorf("helm install --dry-run=server into an unlabelled namespace: %v; want the notes to warn\n%s", err, notes)
-		}
-		mustKubectl(t, "", "label", "namespace", operatorNS, "pod-security.kubernetes.io/enforce=restricted")
-		out, err := exec.Command(helm, "install", "troupe", filepath.Join(repoRoot, "charts", "troupe"),
-			"--kubeconfig", kubeconfig, "--namespace", operatorNS, "--wait", "--timeout", "5m").CombinedOutput()
-		if err == nil && !strings.Contains(string(out), "enforces the restricted Pod Security Standard") {
-			t.Errorf("helm install into the labelled namespace: the notes do not confirm the label\n%s", out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command(helm, "uninstall", "troupe", "--kubeconfig", kubeconfig,
-				"--namespace", operatorNS, "--wait").CombinedOutput(); err != nil {
-				t.Errorf("helm uninstall: %v\n%s", err, out)
+		// makes it and labels it for Pod Security (README's install section).
+		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Helm, none) })
+		for _, c := range docs(t, doccommands.Helm, doccommands.PrepareNamespace, none) {
+			runDoc(t, repoRoot, c)
+			if !strings.HasPrefix(c.Text, "kubectl create namespace ") {
+				continue
 			}
-			// Helm leaves the CRDs and the namespace, which it did not create.
-			uninstall(t, "delete", "-f", filepath.Join(repoRoot, "config", "crds"))
-			uninstall(t, "delete", "namespace", operatorNS)
-		})
-		if err != nil {
-			t.Fatalf("helm install: %v\n%s", err, out)
+			// Installed into a namespace without the label, the chart's notes say so and how
+			// to label it (a dry run on the server, where the chart can look the namespace up).
+			notes, err := exec.Command(helm, "install", "troupe", filepath.Join(repoRoot, "charts", "troupe"),
+				"--kubeconfig", kubeconfig, "--namespace", operatorNS, "--dry-run=server").CombinedOutput()
+			if err != nil || !strings.Contains(string(notes), "WARNING: namespace "+operatorNS+" does not enforce the restricted Pod Security Standard") {
+				t.Errorf("helm install --dry-run=server into an unlabelled namespace: %v; want the notes to warn\n%s", err, notes)
+			}
+		}
+		var out string
+		for _, c := range docs(t, doccommands.Helm, doccommands.Install, none) {
+			out += runDoc(t, repoRoot, c)
+		}
+		if !strings.Contains(out, "enforces the restricted Pod Security Standard") {
+			t.Errorf("helm install into the labelled namespace: the notes do not confirm the label\n%s", out)
 		}
 		chartCRDs, _ := filepath.Glob(filepath.Join(repoRoot, "charts", "troupe", "crds", "troupe.dev_*.yaml"))
 		for _, f := range chartCRDs { // troupe.dev_<plural>.yaml: the CRD <plural>.troupe.dev
@@ -101,6 +97,30 @@ func TestInstall(t *testing.T) {
 		t.Logf("Helm's release Secret holds %d bytes of its 1 MiB limit", len(release))
 		checkInstall(t)
 	})
+	t.Run("namespaced", func(t *testing.T) {
+		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Namespaced, none) })
+		runDocs(t, repoRoot, doccommands.Namespaced, doccommands.PrepareNamespace, none)
+		runDocs(t, repoRoot, doccommands.Namespaced, doccommands.Install, none)
+		checkInstall(t)
+		checkWatchesOnly(t, "troupe-jobs")
+	})
+}
+
+// checkWatchesOnly: the namespace-scoped operator is told to watch only ns (its argument) and
+// may read jobs there but not elsewhere (its ServiceAccount's rights).
+func checkWatchesOnly(t *testing.T, ns string) {
+	t.Helper()
+	args := mustKubectl(t, "", "get", "deployment", "-n", operatorNS, "troupe-operator", "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	if !strings.Contains(args, "--watch-namespaces="+ns) {
+		t.Errorf("the namespace-scoped operator's arguments %s lack --watch-namespaces=%s", args, ns)
+	}
+	sa := "system:serviceaccount:" + operatorNS + ":troupe-operator"
+	if out, _ := kubectl("", "auth", "can-i", "list", "mpijobs.troupe.dev", "-n", ns, "--as", sa); strings.TrimSpace(out) != "yes" {
+		t.Errorf("the namespace-scoped operator may not list MPIJobs in %s: %s", ns, out)
+	}
+	if out, _ := kubectl("", "auth", "can-i", "list", "mpijobs.troupe.dev", "-n", "default", "--as", sa); strings.TrimSpace(out) != "no" {
+		t.Errorf("the namespace-scoped operator may list MPIJobs in default: %s", out)
+	}
 }
 
 // realNodeOnly taints the kwok nodes and lifts the real node's taint for the test, so that
@@ -113,15 +133,6 @@ func realNodeOnly(t *testing.T) {
 		mustKubectl(t, "", "taint", "node", real, nodeLabel+"=true:NoSchedule")
 		mustKubectl(t, "", "taint", "nodes", "-l", nodeLabel+"!=true", simulatedTaint+"-")
 	})
-}
-
-// uninstall runs kubectl args (a delete) and waits for what it deletes to be gone, so that the
-// next install starts from a cluster without troupe.
-func uninstall(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := kubectl("", append(args, "--ignore-not-found", "--wait=true", "--timeout=180s")...); err != nil {
-		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
 }
 
 // checkInstall checks an install of this checkout that was just made, and that its operator's

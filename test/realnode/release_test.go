@@ -18,14 +18,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-dev/troupe/test/doccommands"
 )
 
 // TestInstallFromRelease installs troupe from what `make release` wrote and from nothing else,
 // as a cluster admin without the repository does: the release directory is copied away from the
 // checkout, its checksums are checked, its image archives (an index of linux/amd64 and
 // linux/arm64 each, with a binary of that architecture) are imported into the real node's
-// containerd, troupe.yaml is applied server-side, and a job runs, inspected with the release's
-// kubectl plugin. The release is built at a version no other image of this machine carries
+// containerd, and the docs' commands install it (test/doccommands, run in the release's
+// directory): from troupe.yaml, under which a job runs, inspected with the release's kubectl
+// plugin, and which the docs' upgrade commands then apply again; from troupe-crds.yaml and
+// troupe-namespaced.yaml; and from the chart with each of the docs' helm install commands, the
+// first then upgraded with the docs' CRD apply and helm upgrade. Each ends with the docs'
+// uninstall of its form, after which nothing of troupe may be left. The release is built at a version no other image of this machine carries
 // (TROUPE_RELEASE_VERSION, from make test-realnode), so the operator's pods and the launcher's
 // agent can only run from the release's archives.
 func TestInstallFromRelease(t *testing.T) {
@@ -63,9 +69,43 @@ func TestInstallFromRelease(t *testing.T) {
 		t.Fatalf("import the release's images into the node: %v\n%s", err, out)
 	}
 
-	install := filepath.Join(dist, "troupe.yaml")
-	mustKubectl(t, "", "apply", "--server-side", "-f", install)
-	t.Cleanup(func() { uninstall(t, "delete", "-f", install) })
+	// The docs' commands, run in the release's directory; the images are under their names.
+	v := doccommands.Values{Version: version, Registry: "ghcr.io/troupe-dev"}
+	image := "ghcr.io/troupe-dev/troupe-operator:" + version
+	t.Run("troupe.yaml", func(t *testing.T) { releaseInstallAndJob(t, dist, v) })
+	t.Run("namespaced", func(t *testing.T) {
+		t.Cleanup(func() { uninstallWithDocs(t, dist, doccommands.ReleaseNamespaced, v) })
+		runDocs(t, dist, doccommands.ReleaseNamespaced, doccommands.PrepareNamespace, v)
+		runDocs(t, dist, doccommands.ReleaseNamespaced, doccommands.Install, v)
+		checkInstallOf(t, image)
+		checkWatchesOnly(t, "troupe-jobs")
+	})
+	// The chart's two install commands (with and without the images' registry) are
+	// alternatives: one install each; the first is then upgraded with the docs' commands, to
+	// the same release (an upgrade across releases is TestUpgradeUnderRunningJobs's).
+	for i, install := range docs(t, doccommands.ReleaseHelm, doccommands.Install, v) {
+		t.Run(fmt.Sprintf("helm-%d", i), func(t *testing.T) {
+			t.Cleanup(func() { uninstallWithDocs(t, dist, doccommands.ReleaseHelm, v) })
+			runDocs(t, dist, doccommands.ReleaseHelm, doccommands.PrepareNamespace, v)
+			runDoc(t, dist, install)
+			checkInstallOf(t, image)
+			if i > 0 {
+				return
+			}
+			runDocs(t, dist, doccommands.ReleaseHelm, doccommands.UpgradeCRDs, v)
+			runDocs(t, dist, doccommands.ReleaseHelm, doccommands.Upgrade, v)
+			checkInstallOf(t, image)
+		})
+	}
+}
+
+// releaseInstallAndJob installs the release in dist from troupe.yaml with the docs' commands
+// (v names it), runs a job under it that the release's kubectl plugin inspects, upgrades it with
+// the docs' commands to the same release, and uninstalls it with the docs' commands.
+func releaseInstallAndJob(t *testing.T, dist string, v doccommands.Values) {
+	version := v.Version
+	runDocs(t, dist, doccommands.Release, doccommands.Install, v)
+	t.Cleanup(func() { uninstallWithDocs(t, dist, doccommands.Release, v) })
 	checkInstallOf(t, "ghcr.io/troupe-dev/troupe-operator:"+version)
 
 	plugin := pluginFromRelease(t, dist, version)
@@ -118,6 +158,10 @@ func TestInstallFromRelease(t *testing.T) {
 		t.Errorf("kubectl troupe logs lacks the launcher's prefixed last line:\n%s", logs)
 	}
 	t.Logf("the job Succeeded under the release's operator; kubectl troupe logs -n %s t9k:\n%s", ns, logs)
+
+	runDocs(t, dist, doccommands.Release, doccommands.UpgradeCRDs, v)
+	runDocs(t, dist, doccommands.Release, doccommands.Upgrade, v)
+	checkInstallOf(t, "ghcr.io/troupe-dev/troupe-operator:"+version)
 }
 
 // pluginFromRelease unpacks the release's kubectl plugin for this machine and returns its path.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/troupe-dev/troupe/test/doccommands"
 )
 
 // finishFile ends the running jobs' programs: they run until the test creates it in their pods
@@ -38,15 +40,18 @@ func previous(t *testing.T) previousRelease {
 // TestUpgradeUnderRunningJobs installs the previous release (built from its pinned commit of
 // this repository), starts one job of every kind and form under it (MPIJob in the T9k, the
 // FFFFFaraway and kubeflow's form; a suspended one, a Volcano gang, one queued in Kueue), and
-// upgrades to this checkout's operator while they run: with kubectl apply --server-side over
-// the previous release's kustomize install, and with helm upgrade over its chart. After each
+// upgrades to this checkout's operator while they run, with the docs' upgrade commands as
+// written (test/doccommands): kustomize's (config/) over the previous release's kustomize
+// install (deploy/'s then applied over it, the same objects), and
+// Helm's (the new CRDs taken over from Helm, then helm upgrade) over its chart. After each
 // upgrade, once the new operator has taken every job over (it labels their children with
 // troupe.dev/job-name, which the previous release did not write), no child was replaced (same
 // UIDs), no StatefulSet's or Job's generation moved, no pod was replaced or restarted, and no
 // job reports a held template change; then every job ends as it would have: the running ones
 // Succeed, the suspended one Succeeds once resumed, the queued one stays queued. The Helm case
 // then rolls back to the previous release (a downgrade) under a new running job and records
-// what that does.
+// what that does. Each case ends with the docs' uninstall, after which nothing of troupe may be
+// left.
 func TestUpgradeUnderRunningJobs(t *testing.T) {
 	prev := previous(t)
 	stopOperator()
@@ -57,14 +62,13 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 	}
 	oldImage := "ghcr.io/troupe-dev/troupe-operator:" + prev.version
 
+	var none doccommands.Values // the checkouts' commands have no placeholder
 	t.Run("kubectl", func(t *testing.T) {
-		oldInstall := filepath.Join(prev.src, "deploy")
-		newInstall := filepath.Join(repoRoot, "deploy") + "/"
-		mustKubectl(t, "", "apply", "--server-side", "-k", oldInstall)
-		t.Cleanup(func() {
-			uninstall(t, "delete", "-f", newInstall)
-			uninstall(t, "delete", "-k", oldInstall) // what the previous release had and this one has not
-		})
+		// The previous release's kustomize install, in its checkout, as CHANGELOG names it; the
+		// upgrade is the docs' upgrade of the kustomize install (config/), then deploy/'s
+		// applied over it; the uninstall is deploy/'s (the installs hold the same objects).
+		runDocs(t, prev.src, doccommands.PreviousKustomize, doccommands.Install, none)
+		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Deploy, none) })
 		checkInstallOf(t, oldImage)
 		ns := namespace(t, "upgrade-kubectl")
 		describeOnFailure(t, ns)
@@ -72,9 +76,13 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 		before := snapshot(t, ns)
 
 		start := time.Now()
-		mustKubectl(t, "", "apply", "--server-side", "-f", newInstall)
+		runDocs(t, repoRoot, doccommands.Kustomize, doccommands.Upgrade, none)
 		checkInstallOf(t, operatorImage)
-		t.Logf("kubectl apply --server-side -f deploy/: the new operator available %v after the apply", time.Since(start).Round(time.Second))
+		t.Logf("the docs' kubectl upgrade: the new operator available %v after the apply", time.Since(start).Round(time.Second))
+		checkUndisturbed(t, ns, before)
+		// deploy/'s upgrade, over the same release: the rendered install is the same objects.
+		runDocs(t, repoRoot, doccommands.Deploy, doccommands.Upgrade, none)
+		checkInstallOf(t, operatorImage)
 		checkUndisturbed(t, ns, before)
 		finishUpgradeJobs(t, ns)
 	})
@@ -88,27 +96,32 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 				t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		}
-		mustKubectl(t, "", "create", "namespace", operatorNS)
-		mustKubectl(t, "", "label", "namespace", operatorNS, "pod-security.kubernetes.io/enforce=restricted")
-		run("install", "troupe", filepath.Join(prev.src, "charts", "troupe"), "--wait", "--timeout", "5m")
-		t.Cleanup(func() {
-			if out, err := exec.Command(helm, "uninstall", "troupe", "--kubeconfig", kubeconfig, "--namespace", operatorNS,
-				"--wait").CombinedOutput(); err != nil {
-				t.Errorf("helm uninstall: %v\n%s", err, out)
-			}
-			uninstall(t, "delete", "-f", filepath.Join(repoRoot, "config", "crds"))
-			uninstall(t, "delete", "namespace", operatorNS)
-		})
+		// The docs' Helm install, run in the previous release's checkout: its chart.
+		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Helm, none) })
+		runDocs(t, repoRoot, doccommands.Helm, doccommands.PrepareNamespace, none)
+		runDocs(t, prev.src, doccommands.Helm, doccommands.Install, none)
 		checkInstallOf(t, oldImage)
 		ns := namespace(t, "upgrade-helm")
 		describeOnFailure(t, ns)
 		startUpgradeJobs(t, ns)
 		before := snapshot(t, ns)
 
-		// As the chart's notes say: the new CRDs first (Helm leaves crds/ alone on upgrade).
+		// The docs' Helm upgrade: the new CRDs first (Helm leaves crds/ alone on upgrade), taken
+		// over from Helm, then the chart.
+		// Why the docs force it: Helm created the CRDs and owns their fields, so the same
+		// apply without --force-conflicts is refused (and changes nothing).
+		for _, c := range docs(t, doccommands.Helm, doccommands.UpgradeCRDs, none) {
+			plain := exec.Command("sh", "-c", strings.Replace(c.Text, " --force-conflicts", "", 1))
+			plain.Dir, plain.Env = repoRoot, append(os.Environ(), "KUBECONFIG="+kubeconfig)
+			if out, err := plain.CombinedOutput(); err == nil || !strings.Contains(string(out), "conflict") {
+				t.Errorf("%s without --force-conflicts over the previous chart's CRDs: %v, want refused for conflicts with Helm's fields\n%s", c.Text, err, firstLines(string(out), 5))
+			} else {
+				t.Logf("without --force-conflicts: %s", firstLines(string(out), 2))
+			}
+		}
 		start := time.Now()
-		mustKubectl(t, "", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(repoRoot, "charts", "troupe", "crds"))
-		run("upgrade", "troupe", filepath.Join(repoRoot, "charts", "troupe"), "--wait", "--timeout", "5m")
+		runDocs(t, repoRoot, doccommands.Helm, doccommands.UpgradeCRDs, none)
+		runDocs(t, repoRoot, doccommands.Helm, doccommands.Upgrade, none)
 		checkInstallOf(t, operatorImage)
 		t.Logf("helm upgrade: the new operator available %v after the CRDs were applied", time.Since(start).Round(time.Second))
 		checkUndisturbed(t, ns, before)
