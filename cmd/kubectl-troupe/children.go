@@ -31,8 +31,8 @@ type children struct {
 	// secrets are read as metadata only: the plugin never reads a Secret's data.
 	secrets []metav1.PartialObjectMetadata
 	pods    []corev1.Pod
-	// notShown are the kinds of object the user may not list here, in the order describe
-	// shows them, each with the API server's refusal: the rest of the story is still told.
+	// notShown are the kinds of object the user may not list for the job (its children and
+	// pods; describe adds its events), each with the API server's refusal.
 	notShown []notShown
 }
 
