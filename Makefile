@@ -90,6 +90,7 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=1,leaderElection.enabled=false \
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
 	  --set podDisruptionBudget.enabled=false,networkPolicy.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
+	  --set userRoles.enabled=false \
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
 	$(HELM) template troupe charts/troupe --namespace ops --set certManager.enabled=true,metrics.secure=false \
 	  --set logging.level=debug,logging.format=console,kubeAPI.qps=-1,kubeAPI.burst=10,maxConcurrentReconciles=16 \
@@ -104,6 +105,10 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	  { echo "values.schema.json lets a bad failurePolicy through"; exit 1; }
 	@$(HELM) template troupe charts/troupe --set replicaCount=1 | grep -q 'kind: PodDisruptionBudget' && \
 	  { echo "the chart renders a PodDisruptionBudget for one replica"; exit 1; } || true
+	@test "$$($(HELM) template troupe charts/troupe | grep -cE '^    rbac.authorization.k8s.io/aggregate-to-(admin|edit|view): "true"$$')" = 3 || \
+	  { echo "the chart does not render the three users' roles, each with its aggregation label among its labels"; exit 1; }
+	@! $(HELM) template troupe charts/troupe --set userRoles.enabled=false | grep -q 'aggregate-to-' || \
+	  { echo "the chart renders the users' roles with userRoles.enabled=false"; exit 1; }
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -3,7 +3,8 @@
 # code, so that the chart follows config/ (run by make manifests, checked by make verify):
 #   templates/rbac.generated.yaml   config/rbac/operator, and config/rbac/jobs as a ClusterRole (or,
 #                                   with watchNamespaces, a Role per watched namespace), with
-#                                   the operator namespace turned into the release namespace
+#                                   the operator namespace turned into the release namespace;
+#                                   config/rbac/users unless userRoles.enabled is false
 #   templates/webhooks.generated.yaml
 #                                   config/webhook with the webhook Service of the release and
 #                                   the failurePolicy of the values
@@ -69,6 +70,12 @@ emit() {
   echo "{{- else }}"
   emit config/rbac/jobs/role.yaml
   emit config/rbac/cluster_binding.yaml
+  echo "{{- end }}"
+  # The users' roles, aggregated into the built-in view, edit and admin (userRoles.enabled).
+  # Their own labels line goes: the chart's labels (below) open the map their aggregation label
+  # continues.
+  echo "{{- if .Values.userRoles.enabled }}"
+  emit config/rbac/users/roles.yaml | sed -e '/^  labels:$/d'
   echo "{{- end }}"
 } >"$chart/templates/rbac.generated.yaml"
 

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +31,40 @@ type children struct {
 	// secrets are read as metadata only: the plugin never reads a Secret's data.
 	secrets []metav1.PartialObjectMetadata
 	pods    []corev1.Pod
+	// notShown are the kinds of object the user may not list for the job (its children and
+	// pods; describe adds its events), each with the API server's refusal.
+	notShown []notShown
+}
+
+// notShown is a kind of object ("Secrets", "Pods", "Events") the user may not read, and why.
+type notShown struct {
+	what, why string
+}
+
+// forbidden turns a refusal of the API server into a notShown, and passes any other error on.
+func forbidden(what string, err error) (notShown, error) {
+	if !apierrors.IsForbidden(err) {
+		return notShown{}, err
+	}
+	why := err.Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		why = status.Status().Message
+	}
+	// "secrets is forbidden: User "u" cannot list ...": the resource is already named by what.
+	if _, reason, ok := strings.Cut(why, " is forbidden: "); ok {
+		why = reason
+	}
+	return notShown{what: what, why: "forbidden: " + why}, nil
+}
+
+// notShownOf is the refusal of what among ns, if what was refused.
+func notShownOf(ns []notShown, what string) (notShown, bool) {
+	i := slices.IndexFunc(ns, func(n notShown) bool { return n.what == what })
+	if i < 0 {
+		return notShown{}, false
+	}
+	return ns[i], true
 }
 
 // listOwned lists into l the objects of l's type that belong to the job: its namespace's,
@@ -53,9 +89,16 @@ func (s *session) children(ctx context.Context, j job) (children, error) {
 	)
 	secrets := metav1.PartialObjectMetadataList{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	for _, l := range []client.ObjectList{&jobs, &sets, &services, &cms, &secrets, &pods} {
-		if err := s.listOwned(ctx, j, l); err != nil {
-			return c, err
+	for _, l := range []struct {
+		what string
+		list client.ObjectList
+	}{{"Jobs", &jobs}, {"StatefulSets", &sets}, {"Services", &services}, {"ConfigMaps", &cms}, {"Secrets", &secrets}, {"Pods", &pods}} {
+		if err := s.listOwned(ctx, j, l.list); err != nil {
+			refused, err := forbidden(l.what, err)
+			if err != nil {
+				return c, err
+			}
+			c.notShown = append(c.notShown, refused)
 		}
 	}
 	c.jobs, c.sets, c.services, c.configMaps, c.secrets, c.pods = jobs.Items, sets.Items, services.Items, cms.Items, secrets.Items, pods.Items

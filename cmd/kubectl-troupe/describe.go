@@ -31,13 +31,19 @@ func newDescribeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// What the user may not read (the built-in view role lists no Secrets) is shown as
+			// such; the rest of the story is still told.
 			c, err := s.children(cmd.Context(), j)
 			if err != nil {
 				return err
 			}
 			events, err := s.events(cmd.Context(), j)
 			if err != nil {
-				return err
+				refused, err := forbidden("Events", err)
+				if err != nil {
+					return err
+				}
+				c.notShown = append(c.notShown, refused)
 			}
 			return writeStory(o.streams.Out, story{job: j, children: c, events: events}, time.Now())
 		},
@@ -114,17 +120,46 @@ func writeStory(out io.Writer, st story, now time.Time) error {
 		}
 		section(sw, "Restarts By Reason", []string{"Reason", "Count"}, rows)
 	}
-	section(sw, "Children", []string{"Kind", "Name", "Status"}, childRows(st.children))
-	section(sw, "Pods", []string{"Name", "Role", "Phase", "Ready", "Restarts", "Node", "Age"}, podRows(st.children.pods, now))
-	section(sw, "Events", []string{"Type", "Reason", "Age", "From", "Message"}, eventRows(st.events, now))
+	var childNotes []string
+	for _, what := range []string{"Jobs", "StatefulSets", "Services", "ConfigMaps", "Secrets"} {
+		if n, ok := notShownOf(st.children.notShown, what); ok {
+			childNotes = append(childNotes, fmt.Sprintf("%s: not shown (%s)", n.what, oneLine(n.why)))
+		}
+	}
+	sectionWithNotes(sw, "Children", []string{"Kind", "Name", "Status"}, childRows(st.children), childNotes)
+	if n, ok := notShownOf(st.children.notShown, "Pods"); ok {
+		sw.printf("Pods:  not shown (%s)\n", oneLine(n.why))
+	} else {
+		section(sw, "Pods", []string{"Name", "Role", "Phase", "Ready", "Restarts", "Node", "Age"}, podRows(st.children.pods, now))
+	}
+	if n, ok := notShownOf(st.children.notShown, "Events"); ok {
+		sw.printf("Events:  not shown (%s)\n", oneLine(n.why))
+	} else {
+		section(sw, "Events", []string{"Type", "Reason", "Age", "From", "Message"}, eventRows(st.events, now))
+	}
 	return sw.err
 }
 
 // section writes "Title:" and an indented table of its own columns, or "Title: <none>" when it
 // has no rows.
 func section(out *errWriter, title string, header []string, rows [][]string) {
+	sectionWithNotes(out, title, header, rows, nil)
+}
+
+// sectionWithNotes is section followed by indented lines of its own under the table, such as
+// the kinds of children the user may not read.
+func sectionWithNotes(out *errWriter, title string, header []string, rows [][]string, notes []string) {
+	defer func() {
+		for _, n := range notes {
+			out.printf("  %s\n", n)
+		}
+	}()
 	if len(rows) == 0 {
-		out.printf("%s:  %s\n", title, none)
+		if len(notes) > 0 {
+			out.printf("%s:\n", title)
+		} else {
+			out.printf("%s:  %s\n", title, none)
+		}
 		return
 	}
 	tw := printers.GetNewTabWriter(out)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
@@ -206,5 +211,57 @@ func TestPhaseMessage(t *testing.T) {
 		if got := phaseMessage(&c.st); got != c.want {
 			t.Errorf("%s: phaseMessage = %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// What a user may not read (the built-in view role lists no Secrets) takes one line where it
+// would have been shown, naming the refusal; the rest of the story is told.
+func TestWriteStoryNotShown(t *testing.T) {
+	refusal := func(resource string) notShown {
+		refused := apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "",
+			errors.New(`User "viewer" cannot list resource "`+resource+`" in API group "" in the namespace "team-a"`))
+		n, err := forbidden(strings.ToUpper(resource[:1])+resource[1:], fmt.Errorf("list the children of pi: %w", refused))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	st := story{
+		job: testJob(t, runningMPIJob()),
+		children: children{
+			services: []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "pi"}}},
+			notShown: []notShown{refusal("secrets"), refusal("pods"), refusal("events")},
+		},
+	}
+	var out bytes.Buffer
+	if err := writeStory(&out, st, now); err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := strings.Cut(out.String(), "Children:")
+	want := `
+  Kind      Name   Status
+  ----      ----   ------
+  Service   pi     -
+  Secrets: not shown (forbidden: User "viewer" cannot list resource "secrets" in API group "" in the namespace "team-a")
+Pods:  not shown (forbidden: User "viewer" cannot list resource "pods" in API group "" in the namespace "team-a")
+Events:  not shown (forbidden: User "viewer" cannot list resource "events" in API group "" in the namespace "team-a")
+`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("describe from Children on (-want +got):\n%s", diff)
+	}
+
+	// No child readable at all: the section still names what it could not show.
+	st.children = children{notShown: []notShown{refusal("secrets")}}
+	out.Reset()
+	if err := writeStory(&out, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Children:\n  Secrets: not shown (forbidden: ") {
+		t.Errorf("describe without readable children:\n%s", out.String())
+	}
+
+	// Any other failure is not a refusal: describe still fails on it.
+	if _, err := forbidden("Secrets", apierrors.NewServiceUnavailable("etcd is down")); err == nil {
+		t.Error("forbidden took a 503 for a refusal")
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,6 +34,11 @@ func newSuspendCommand(o *options, suspend bool) *cobra.Command {
 					"Kueue may %s it again\n", j.ref(), queue, map[bool]string{true: "resume", false: "suspend"}[suspend])
 			}
 			changed, err := setSuspend(cmd, s.client, j.obj, suspend)
+			if apierrors.IsForbidden(err) {
+				// Reading the job took view; writing it takes edit.
+				return fmt.Errorf("%s %s: you may not patch %ss.%s in namespace %q (Kubernetes' edit or admin role, "+
+					"or troupe-edit, grants it): %w", verb, j.ref(), strings.ToLower(j.kind.Name), j.kind.GVK.Group, j.obj.GetNamespace(), err)
+			}
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", verb, j.ref(), err)
 			}

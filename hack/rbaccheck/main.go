@@ -46,8 +46,8 @@ func main() {
 	}
 }
 
-// Render builds the kustomization in dir as `kubectl kustomize` does and returns its Roles and
-// ClusterRoles.
+// Render builds the kustomization in dir as `kubectl kustomize` does and returns its Roles,
+// ClusterRoles and the ClusterRoles its bindings refer to.
 func Render(dir string, clusterWide bool) (Install, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
@@ -67,6 +67,14 @@ func Render(dir string, clusterWide bool) (Install, error) {
 				return Install{}, fmt.Errorf("%s: ClusterRole %s: %w", dir, r.GetName(), err)
 			}
 			in.Roles = append(in.Roles, cr)
+		case "ClusterRoleBinding", "RoleBinding":
+			var b rbacv1.RoleBinding // a ClusterRoleBinding has the same roleRef and subjects
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &b); err != nil {
+				return Install{}, fmt.Errorf("%s: %s %s: %w", dir, r.GetKind(), r.GetName(), err)
+			}
+			if b.RoleRef.Kind == "ClusterRole" {
+				in.BoundClusterRoles = append(in.BoundClusterRoles, b.RoleRef.Name)
+			}
 		case "ValidatingAdmissionPolicyBinding":
 			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &b); err != nil {

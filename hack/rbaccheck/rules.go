@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -36,12 +37,34 @@ var clusterSecretsVerbs = []string{"create", "get", "list", "patch", "watch"}
 // write (config/install/operator-guard.yaml; docs/security.md, "A stolen operator token").
 const GuardPolicy = "troupe-operator-guard"
 
+// aggregateLabels put a ClusterRole's rules into the built-in admin, edit or view ClusterRole
+// (Kubernetes' ClusterRole aggregation), so into every binding of those in the cluster. The
+// ClusterRoles that carry one are the users' roles (config/rbac/users).
+var aggregateLabels = map[string]string{
+	"rbac.authorization.k8s.io/aggregate-to-admin": "admin",
+	"rbac.authorization.k8s.io/aggregate-to-edit":  "edit",
+	"rbac.authorization.k8s.io/aggregate-to-view":  "view",
+}
+
+// userRoleGroup is the only API group a users' role may grant, and userRoleVerbs the verbs it
+// may grant on a job; on a job's status only readVerbs (the operator writes it), and a role
+// aggregated into view reads only.
+const userRoleGroup = "troupe.dev"
+
+var (
+	readVerbs     = []string{"get", "list", "watch"}
+	userRoleVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+)
+
 // Install is one rendered install of config/ and whether it is the cluster-wide one.
 type Install struct {
 	Name        string
 	ClusterWide bool
 	Roles       []rbacv1.ClusterRole
 	Namespaced  []rbacv1.Role
+	// BoundClusterRoles are the ClusterRoles a RoleBinding or ClusterRoleBinding of the install
+	// refers to.
+	BoundClusterRoles []string
 	// Guard and GuardBound: the install has GuardPolicy, and a binding of it that denies.
 	Guard, GuardBound bool
 }
@@ -51,13 +74,19 @@ type Install struct {
 //   - no ClusterRole rule on leases, nor on secrets but the cluster-wide install's one rule;
 //   - ClusterRole rules on webhook configurations name their objects (and so cannot create);
 //   - the namespace-scoped install has no ClusterRole rule without resourceNames at all;
-//   - both installs hold GuardPolicy, bound to deny.
+//   - both installs hold GuardPolicy, bound to deny;
+//   - a users' role (one aggregated into a built-in role) grants troupe's jobs only, never
+//     writes their status, and is bound by nothing of the install (userRoleViolations).
 func Check(in Install) []string {
 	var bad []string
 	if !in.Guard || !in.GuardBound {
 		bad = append(bad, fmt.Sprintf("%s: no ValidatingAdmissionPolicy %s bound with validationActions Deny: RBAC alone lets the operator's token write any Secret, Role or RoleBinding it may create", in.Name, GuardPolicy))
 	}
 	for _, cr := range in.Roles {
+		if aggregatedInto(cr) != nil {
+			bad = append(bad, userRoleViolations(in, cr)...)
+			continue
+		}
 		for i, r := range cr.Rules {
 			where := fmt.Sprintf("%s: ClusterRole %s rule %d (%v %v)", in.Name, cr.Name, i, r.APIGroups, r.Resources)
 			bad = append(bad, checkWildcards(where, r)...)
@@ -85,6 +114,53 @@ func Check(in Install) []string {
 		for i, r := range role.Rules {
 			where := fmt.Sprintf("%s: Role %s/%s rule %d (%v %v)", in.Name, role.Namespace, role.Name, i, r.APIGroups, r.Resources)
 			bad = append(bad, checkWildcards(where, r)...)
+		}
+	}
+	return bad
+}
+
+// aggregatedInto lists the built-in ClusterRoles a ClusterRole's labels aggregate it into.
+func aggregatedInto(cr rbacv1.ClusterRole) []string {
+	var into []string
+	for label, builtin := range aggregateLabels {
+		if _, ok := cr.Labels[label]; ok {
+			into = append(into, builtin)
+		}
+	}
+	slices.Sort(into)
+	return into
+}
+
+// userRoleViolations checks a users' role. Aggregation hands its rules to everyone who holds
+// the built-in role anywhere, so it must grant troupe's jobs and nothing else (an operator's
+// rule here would reach every editor of the cluster); the job's status only to read (the
+// operator keeps the record of a job's generated Secrets there); only reading when it is
+// aggregated into view. It is for people: no binding of the install may name it.
+func userRoleViolations(in Install, cr rbacv1.ClusterRole) []string {
+	into := aggregatedInto(cr)
+	var bad []string
+	if slices.Contains(in.BoundClusterRoles, cr.Name) {
+		bad = append(bad, fmt.Sprintf("%s: ClusterRole %s, aggregated into %v, is bound by the install: the users' roles are for people to bind", in.Name, cr.Name, into))
+	}
+	for i, r := range cr.Rules {
+		where := fmt.Sprintf("%s: ClusterRole %s (aggregated into %v) rule %d (%v %v)", in.Name, cr.Name, into, i, r.APIGroups, r.Resources)
+		bad = append(bad, checkWildcards(where, r)...)
+		if !slices.Equal(r.APIGroups, []string{userRoleGroup}) || len(r.NonResourceURLs) > 0 {
+			bad = append(bad, fmt.Sprintf("%s: a users' role grants group %s only", where, userRoleGroup))
+		}
+		allowed := userRoleVerbs
+		if slices.Equal(into, []string{"view"}) {
+			allowed = readVerbs
+		}
+		for _, res := range r.Resources {
+			if _, sub, _ := strings.Cut(res, "/"); sub == "status" {
+				allowed = readVerbs
+			}
+		}
+		for _, v := range r.Verbs {
+			if !slices.Contains(allowed, v) {
+				bad = append(bad, fmt.Sprintf("%s: verb %s is not one a users' role may grant here (%v)", where, v, allowed))
+			}
 		}
 	}
 	return bad

@@ -41,9 +41,11 @@ const (
 )
 
 var (
-	// k8s is an uncached client: tests see the API server's truth.
-	k8s    client.Client
-	scheme = runtime.NewScheme()
+	// k8s is an uncached client: tests see the API server's truth; adminConfig is its
+	// configuration, which tests copy to impersonate a user.
+	k8s         client.Client
+	adminConfig *rest.Config
+	scheme      = runtime.NewScheme()
 	// plugin is the built kubectl-troupe; kubeconfig names an administrator of the API server.
 	plugin, kubeconfig, cacheDir string
 )
@@ -106,6 +108,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { cancel(); <-stopped }()
+	adminConfig = cfg
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
