@@ -50,7 +50,7 @@ var externalFlags = setOf(
 	"tee", "redirects", "controller-queue-rate-limit", "controller-queue-burst", "threadiness",
 	"build-arg", "target", "file", "tag", "platform", "count", "run", "fuzz", "fuzztime", "bench",
 	"benchtime", "cpuprofile", "memprofile", "trimpath", "ldflags", "mod", "checkpoint-dir",
-	"bcast-bytes", "ssh-identity-file", "all", "host-discovery-script", "daemonize",
+	"bcast-bytes", "ssh-identity-file", "all", "host-discovery-script", "daemonize", "clusterrole", "role",
 	"manage-nodes-with-annotation-selector", "cleanup", "force", "mount", "check", "ignore-missing",
 )
 
