@@ -160,7 +160,7 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl k
 [[ " $CLUSTER_ADDONS " != *" gang "* ]] || components+=(coscheduler volcano-scheduler)
 [[ " $CLUSTER_ADDONS " != *" kueue "* ]] || components+=(kueue)
 stage "building the control plane: ${components[*]} (cached in $TROUPE_CACHE)" \
-  "6 to 8 min the first time on a 2-core machine, a second once cached"
+  "several minutes the first time on a 2-core machine, a second once cached"
 hack/controlplane/build.sh "${components[@]}"
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
