@@ -21,10 +21,11 @@ import (
 )
 
 // The ServiceAccount whose token scrapes a local operator's metrics, as Prometheus's does in
-// a cluster: bound to the install's ClusterRole troupe-metrics-reader.
+// a cluster: bound to the install's ClusterRole troupe-metrics-reader. Its name is not troupe-*:
+// it is the tests' own, and outlives the installs the real-node tests check for leftovers.
 const (
 	metricsReaderNamespace = "default"
-	metricsReaderName      = "troupe-metrics-scraper"
+	metricsReaderName      = "tests-metrics-scraper"
 )
 
 // metricsReaderToken installs config/rbac/operator's troupe-metrics-reader ClusterRole in the
