@@ -85,7 +85,6 @@ var rules = []rule{
 	{exact("kubectl apply --server-side -k config/namespaced/"), at(Install, Namespaced)},
 	{exact("kubectl delete -k config/namespaced/"), at(Uninstall, Namespaced)},
 	{exact("kubectl delete -f config/crds/"), at(Uninstall, Namespaced)},
-	{exact("kubectl delete namespace troupe-jobs"), at(Uninstall, Namespaced, ReleaseNamespaced)},
 
 	// TestUpgradeUnderRunningJobs: the previous release's kustomize install, in its checkout.
 	{exact("kubectl apply --server-side -k deploy/"), at(Install, PreviousKustomize)},
@@ -98,6 +97,10 @@ var rules = []rule{
 	{exact("kubectl apply --server-side -f troupe-namespaced.yaml"), at(Install, ReleaseNamespaced)},
 	{exact("kubectl delete -f troupe-namespaced.yaml"), at(Uninstall, ReleaseNamespaced)},
 	{exact("kubectl delete -f troupe-crds.yaml"), at(Uninstall, ReleaseNamespaced)},
+	// After both installs' deletes (a flow runs its commands in this table's order): deleted
+	// first, the namespace takes the operator's Role and RoleBinding with it, and the delete of
+	// the install's file fails on them (NotFound).
+	{exact("kubectl delete namespace troupe-jobs"), at(Uninstall, Namespaced, ReleaseNamespaced)},
 	{regexp.MustCompile(`^helm install troupe troupe-X\.Y\.Z\.tgz -n troupe-system( --set image\.repository=REGISTRY/troupe-operator --set agentImage=REGISTRY/troupe-agent:vX\.Y\.Z)?$`), at(Install, ReleaseHelm)},
 	{regexp.MustCompile(`^helm upgrade troupe troupe-(X\.Y\.Z|\d+\.\d+\.\d+)\.tgz -n troupe-system$`), at(Upgrade, ReleaseHelm)},
 	{exact("kubectl delete crd chainerjobs.troupe.dev horovodjobs.troupe.dev mpijobs.troupe.dev pytorchjobs.troupe.dev"), at(Uninstall, ReleaseHelm)},
