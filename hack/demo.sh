@@ -153,30 +153,21 @@ if [[ ${REAL:-} == 1 ]]; then
   exit 0
 fi
 
-STAGES=4
+STAGES=5
 export CLUSTER_ADDONS
 CLUSTER_ADDONS=$(example_addons)
-# Builds of separate modules, side by side: on a cold machine each spends much of its time
-# downloading modules and linking, one core at most, so two cores finish the lot sooner than one
-# build after another. The Kubernetes commands share one module and build cache, in sequence.
-groups=("etcd" "kwok kwokctl" "kube-apiserver kube-controller-manager kube-scheduler kubectl")
-[[ " $CLUSTER_ADDONS " != *" gang "* ]] || groups+=("coscheduler" "volcano-scheduler")
-[[ " $CLUSTER_ADDONS " != *" kueue "* ]] || groups+=("kueue")
-stage "building the control plane (${groups[*]}) and troupe-operator, side by side (cached in $TROUPE_CACHE)" \
-  "8 to 9 min the first time on a 2-core machine, seconds once cached"
-build_pids=()
-for g in "${groups[@]}"; do
-  # shellcheck disable=SC2086 # a group is a list of components
-  hack/controlplane/build.sh $g &
-  build_pids+=($!)
-done
-go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator &
-build_pids+=($!)
-failed=0
-for pid in "${build_pids[@]}"; do wait "$pid" || failed=1; done
-((failed == 0)) || { echo "a build failed (its output is above)" >&2; exit 1; }
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+[[ " $CLUSTER_ADDONS " != *" gang "* ]] || components+=(coscheduler volcano-scheduler)
+[[ " $CLUSTER_ADDONS " != *" kueue "* ]] || components+=(kueue)
+# One build after another: they are bound by two cores, and side by side they took longer
+# (850 s against 700 s, docs/testing.md).
+stage "building the control plane: ${components[*]} (cached in $TROUPE_CACHE)" \
+  "several minutes the first time on a 2-core machine, a second once cached"
+hack/controlplane/build.sh "${components[@]}"
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
+stage "building troupe-operator" "1 to 2 min the first time, seconds after"
+go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
 
 stage "starting the local cluster $CLUSTER_NAME${CLUSTER_ADDONS:+ with $CLUSTER_ADDONS}" \
   "20 to 40 s, a few seconds when it is already up"

@@ -37,6 +37,19 @@ module_version() {
   (cd "$1" && go list -m -f '{{.Version}}' "$2")
 }
 
+# children_cpu sets CHILDREN_CPU to the CPU seconds (user + system) the script's ended child
+# processes have used so far, from the shell's `times` (its second line: the children's). Not
+# in a subshell ($(...)), whose `times` would count its own children only.
+children_cpu() {
+  local f user sys
+  f=$(mktemp)
+  times >"$f"
+  read -r user sys < <(tail -n 1 "$f")
+  rm -f "$f"
+  CHILDREN_CPU=$(awk -v u="$user" -v s="$sys" 'function sec(t,  m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
+    BEGIN { printf "%d", sec(u) + sec(s) }')
+}
+
 # build NAME DEST_DIR MODULE_DIR PACKAGE [go build flags...]
 build() {
   local name=$1 dest=$2 moddir=$3 pkg=$4
@@ -48,7 +61,9 @@ build() {
   flock "$lock"
   if [[ ! -x $dest/$name ]]; then
     log "building $name ($pkg) into $dest"
-    local start=$SECONDS
+    local start=$SECONDS cpu
+    children_cpu
+    cpu=$CHILDREN_CPU
     # Build under a temporary name and rename: an interrupted build never leaves a binary that
     # looks finished.
     partial=$(mktemp "$dest/.$name.XXXXXX")
@@ -56,7 +71,10 @@ build() {
     chmod 0755 "$partial"
     mv -f "$partial" "$dest/$name"
     partial=
-    log "built $name in $((SECONDS - start))s"
+    # The CPU time says what a build costs whatever else the machine does (two cores: at best
+    # half of it in wall time).
+    children_cpu
+    log "built $name in $((SECONDS - start))s (CPU $((CHILDREN_CPU - cpu))s)"
   fi
   exec {lock}>&-
 }

@@ -296,7 +296,7 @@ func (r *Reconciler) createChild(ctx context.Context, job Object, s *Spec, want 
 	}
 	k := keyOf(want)
 	if !apierrors.IsAlreadyExists(err) {
-		return false, nil, false, fmt.Errorf("create %s %s: %w", k.Kind, k.Name, err)
+		return false, nil, false, createError(k, err)
 	}
 	taken := emptyLike(want)
 	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), taken); err != nil {

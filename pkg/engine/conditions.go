@@ -40,6 +40,8 @@ func initializedCondition(obs *Observed) metav1.Condition {
 			"objects with the names of this job's children exist and are not owned by it; delete or rename them: "+joinRefs(obs.Conflicts))
 	case len(obs.SecretProblems) > 0:
 		return newCondition(t, false, troupev1.ReasonSecretMissing, strings.Join(obs.SecretProblems, "; "))
+	case obs.Refused != nil:
+		return newCondition(t, false, troupev1.ReasonCreateRefused, obs.Refused.message())
 	case len(obs.Missing) > 0:
 		return newCondition(t, false, troupev1.ReasonCreatingChildren, "creating "+joinRefs(obs.Missing))
 	}

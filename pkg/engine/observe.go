@@ -69,6 +69,8 @@ type Observed struct {
 	StalePods         []*corev1.Pod
 	// Conflicts are children whose name is taken by an object the job does not own.
 	Conflicts []ChildRef
+	// Refused is the create of a child the API server refused in this pass, if one was.
+	Refused *createRefused
 	// Orphans are children of the job's found without their owner reference (adoptable): they
 	// count as the job's, and act adopts them back before anything else.
 	Orphans []claimedChild

@@ -67,10 +67,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	acted, err := r.act(ctx, job, spec, obs, prev)
+	var refused *createRefused
 	switch {
 	case errors.Is(err, errJobChanged):
 		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
 		return ctrl.Result{}, nil
+	case errors.As(err, &refused):
+		// The job says what was refused; the error retries the pass with backoff.
+		if acted.Status != nil {
+			prev = acted.Status
+		}
+		after := obs.after(acted)
+		after.Refused = refused
+		if _, rerr := r.report(ctx, job, spec, after, prev); rerr != nil {
+			return ctrl.Result{}, errors.Join(err, rerr)
+		}
+		return ctrl.Result{}, err
 	case err != nil:
 		return ctrl.Result{}, err
 	case acted.Expired:

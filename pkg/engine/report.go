@@ -357,6 +357,12 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 		(was == nil || was.Message != now.Message) {
 		add(corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
 	}
+	// A refused create is told with status.reason when first written (above), and again when
+	// another refusal follows it.
+	if now != nil && now.Reason == troupev1.ReasonCreateRefused && was != nil && was.Reason == now.Reason &&
+		was.Message != now.Message && next.Reason == prev.Reason {
+		add(corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
+	}
 	return out
 }
 
@@ -402,7 +408,7 @@ func becameTrue(prev, next *troupev1.JobStatus, t string) bool {
 
 // causeMessage is the message of the condition that names status.reason.
 func causeMessage(st *troupev1.JobStatus) string {
-	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning} {
+	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning, troupev1.ConditionInitialized} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Reason == st.Reason {
 			return c.Message
 		}

@@ -120,6 +120,11 @@ func statusReason(st, prev *troupev1.JobStatus, workers, master []setCause) stri
 		}
 		return ""
 	}
+	// A refused create holds the job until an admin lets it through.
+	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == troupev1.ReasonCreateRefused {
+		return c.Reason
+	}
 	held := []struct {
 		condition string
 		causes    []setCause
@@ -130,7 +135,8 @@ func statusReason(st, prev *troupev1.JobStatus, workers, master []setCause) stri
 			return c.Reason
 		}
 	}
-	if st.Phase == troupev1.JobPending && prev.Phase == troupev1.JobPending {
+	// A refusal held it only until the create went through (above while it holds).
+	if st.Phase == troupev1.JobPending && prev.Phase == troupev1.JobPending && prev.Reason != troupev1.ReasonCreateRefused {
 		return prev.Reason
 	}
 	return ""

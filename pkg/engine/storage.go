@@ -148,7 +148,7 @@ func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) (int, error) {
 			return created, fmt.Errorf("get PersistentVolumeClaim %s: %w", want.Name, err)
 		}
 		if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return created, fmt.Errorf("create PersistentVolumeClaim %s: %w", want.Name, err)
+			return created, createError(ChildRef{Kind: "PersistentVolumeClaim", Name: want.Name}, err)
 		}
 		created++
 	}

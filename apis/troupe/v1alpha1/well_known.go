@@ -53,7 +53,10 @@ const (
 	ReasonChildrenCreated  = "ChildrenCreated"
 	ReasonCreatingChildren = "CreatingChildren"
 	ReasonChildConflict    = "ChildNameConflict"
-	ReasonInvalidSpec      = "InvalidSpec"
+	// ReasonCreateRefused: the API server refused to create a child of the job (RBAC, an
+	// admission policy such as troupe-operator-guard, a ResourceQuota); the message is its.
+	ReasonCreateRefused = "CreateRefused"
+	ReasonInvalidSpec   = "InvalidSpec"
 	// ReasonTooLarge: the job is larger than troupe's bounds (MaxPodsPerJob, MaxSlotsPerPod).
 	ReasonTooLarge         = "TooLarge"
 	ReasonWorkersReady     = "AllWorkersReady"

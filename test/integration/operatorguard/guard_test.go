@@ -16,20 +16,27 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -208,6 +215,19 @@ func TestStolenOperatorTokenIsRefused(t *testing.T) {
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}},
 		{"a ConfigMap in kube-system", "nothing in kube-system", &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: metav1.NamespaceSystem}}},
+		{"a batch Job of no troupe job, privileged, as another ServiceAccount", "only the children of troupe jobs", &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "miner", Namespace: tenant},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: "deployer",
+				Containers: []corev1.Container{{Name: "c", Image: "miner:1", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}},
+				Volumes:    []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+			}}}}},
+		{"a Job labelled as troupe's but controlled by no troupe job", "only the children of troupe jobs", &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: tenant, Labels: map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe}},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "miner:1"}}}}}}},
+		{"a Role x-exec of job x granting exec on a pod not the job's", "only the Role <job>-exec", execRole("x-exec", "x", "controller")},
+		{"a Role x-exec on job x's pods, controlled by another job", "only the Role <job>-exec", execRole("x-exec", "y", "x-worker-0")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := op.Create(ctx, c.obj)
@@ -216,6 +236,109 @@ func TestStolenOperatorTokenIsRefused(t *testing.T) {
 			}
 		})
 	}
+	// Another tenant's workload and network objects, which RBAC lets the operator change: each
+	// change and delete is refused.
+	foreign := []client.Object{
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenant}, Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:1"}}}}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenant}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "db"}, Ports: []corev1.ServicePort{{Port: 5432}}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenant}, Data: map[string]string{"mode": "safe"}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenant}, Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: tenant}, Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, MinAvailable: ptr.To(intstr.FromInt32(1))}},
+	}
+	for _, obj := range foreign {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes := []struct {
+		name  string
+		obj   client.Object
+		patch string
+	}{
+		{"the template of another tenant's StatefulSet", foreign[0], `{"spec":{"template":{"spec":{"containers":[{"name":"db","image":"miner:1"}]}}}}`},
+		{"the selector of another tenant's Service", foreign[1], `{"spec":{"selector":{"app":"miner"}}}`},
+		{"another tenant's ConfigMap", foreign[2], `{"data":{"mode":"open"}}`},
+	}
+	for _, c := range changes {
+		t.Run("patch "+c.name, func(t *testing.T) {
+			err := op.Patch(ctx, c.obj, client.RawPatch(types.StrategicMergePatchType, []byte(c.patch)))
+			if err == nil || !strings.Contains(err.Error(), "only the children of troupe jobs") {
+				t.Errorf("patch: %v, want a refusal by troupe-operator-guard", err)
+			}
+		})
+	}
+	for _, obj := range append(foreign[3:], client.Object(pod)) {
+		t.Run(fmt.Sprintf("delete another tenant's %T", obj), func(t *testing.T) {
+			err := op.Delete(ctx, obj)
+			if err == nil || !strings.Contains(err.Error(), "only the children of troupe jobs") {
+				t.Errorf("delete: %v, want a refusal by troupe-operator-guard", err)
+			}
+		})
+	}
+
+	// The operator's webhook configuration: its caBundle is the operator's to rotate; pointing
+	// it elsewhere or widening what it is sent is refused.
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "troupe-validating-webhook-configuration"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "vnothing.troupe.dev",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://troupe.invalid/validate")},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{nothingRule("things")},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := k8s.Create(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		change  func(h *admissionregistrationv1.ValidatingWebhookConfiguration)
+		allowed bool
+	}{
+		{"a new caBundle", func(h *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			h.Webhooks[0].ClientConfig.CABundle = []byte("rotated")
+		}, true},
+		{"the webhook sent elsewhere", func(h *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			h.Webhooks[0].ClientConfig.URL = ptr.To("https://mallory.invalid/collect")
+		}, false},
+		{"every Secret sent to it", func(h *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			h.Webhooks[0].Rules = append(h.Webhooks[0].Rules, admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}}})
+		}, false},
+		{"a second webhook", func(h *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			w := *h.Webhooks[0].DeepCopy()
+			w.Name = "vsecrets.mallory.dev"
+			h.Webhooks = append(h.Webhooks, w)
+		}, false},
+		{"its failure policy", func(h *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			h.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+		}, false},
+	} {
+		t.Run("webhook configuration: "+c.name, func(t *testing.T) {
+			cur := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := op.Get(ctx, client.ObjectKeyFromObject(hook), cur); err != nil {
+				t.Fatal(err)
+			}
+			c.change(cur)
+			err := op.Update(ctx, cur)
+			switch {
+			case c.allowed && err != nil:
+				t.Errorf("update: %v, want allowed", err)
+			case !c.allowed && (err == nil || !strings.Contains(err.Error(), "only the caBundle")):
+				t.Errorf("update: %v, want a refusal by troupe-operator-guard", err)
+			}
+		})
+	}
+
 	t.Run("exec into a pod", func(t *testing.T) {
 		cs, err := kubernetes.NewForConfig(asOperator(nil))
 		if err != nil {
@@ -235,18 +358,17 @@ func TestStolenOperatorTokenIsRefused(t *testing.T) {
 	})
 }
 
-// The operator, as its ServiceAccount under the cluster-wide install and the guard, runs an
-// SSH MPIJob (its generated Secret) and a KubeExec ChainerJob (its exec Role and RoleBinding)
-// with no request refused.
-func TestJobsRunUnderTheGuard(t *testing.T) {
+// startOperator runs the operator's controllers with cfg until the test ends.
+func startOperator(t *testing.T, cfg *rest.Config) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rec := &refused{}
-	cfg := asOperator(rec)
 	cacheOpts, err := engine.CacheOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// One manager per test, each with the kinds' controllers: their names repeat.
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,14 +382,148 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 			t.Errorf("operator stopped: %v", err)
 		}
 	}()
-	defer func() { cancel(); <-stopped }()
+	t.Cleanup(func() { cancel(); <-stopped })
+}
+
+// A create of the operator's that the API server refuses (here an admin's admission policy
+// that holds StatefulSets back in the job's namespace) is named in the job's status
+// (Initialized False, CreateRefused, status.reason) and a Warning event; once the policy is
+// gone the job goes on by itself.
+func TestRefusedCreateIsReported(t *testing.T) {
+	ctx := context.Background()
+	const ns = "held"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-statefulsets"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"statefulsets"}},
+				}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "no StatefulSets in namespace held this week"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-statefulsets"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe:1"}}}}}}
+	testutil.Eventually(t, "the policy enforced", 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		err := k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "this week"), nil
+	})
+	startOperator(t, asOperator(nil))
+	job := testutil.MakeChainerJob("held", ns).WorkerSet("ws0", 1).Obj()
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(job), job)
+			t.Logf("the job's status: %+v", job.Status)
+		}
+	})
+	testutil.Eventually(t, "the job says the create was refused", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionInitialized)
+		if c == nil || c.Reason != troupev1.ReasonCreateRefused || job.Status.Reason != troupev1.ReasonCreateRefused {
+			return false, nil
+		}
+		msg = c.Message
+		return true, nil
+	})
+	const workers = "held-workerset-ws0"
+	if !strings.Contains(msg, "StatefulSet "+workers) || !strings.Contains(msg, "no StatefulSets in namespace held this week") {
+		t.Errorf("Initialized's message %q, want the refused StatefulSet %s and the policy's words", msg, workers)
+	}
+	testutil.Eventually(t, "a Warning event CreateRefused", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == job.Name && e.Reason == troupev1.ReasonCreateRefused && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Note, workers) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := k8s.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	// The retry's backoff has grown by then: a few seconds at most in this test's time.
+	testutil.Eventually(t, "the workers' StatefulSet, once the policy is gone", 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: workers}, &appsv1.StatefulSet{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	testutil.Eventually(t, "Initialized no longer CreateRefused", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionInitialized)
+		return c != nil && c.Reason != troupev1.ReasonCreateRefused && job.Status.Reason != troupev1.ReasonCreateRefused, nil
+	})
+}
+
+// execRole is a Role named like a job's exec Role, labelled as troupe's and controlled by the
+// troupe job owner, granting get and exec on pods.
+func execRole(name, owner string, pods ...string) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant,
+			Labels: map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: troupev1.GroupVersion.String(), Kind: "ChainerJob",
+				Name: owner, UID: types.UID("uid-of-" + owner), Controller: ptr.To(true)}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: pods},
+			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}, ResourceNames: pods},
+		},
+	}
+}
+
+// nothingRule matches a resource no API serves: a webhook configuration that is sent nothing.
+func nothingRule(resource string) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"nothing.troupe.dev"}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+	}
+}
+
+// The operator, as its ServiceAccount under the cluster-wide install and the guard, runs an
+// SSH MPIJob (its generated Secret) and a KubeExec ChainerJob (its exec Role and RoleBinding)
+// with no request refused.
+func TestJobsRunUnderTheGuard(t *testing.T) {
+	ctx := context.Background()
+	rec := &refused{}
+	startOperator(t, asOperator(rec))
 
 	mpiJob := testutil.Load[*troupev1.MPIJob](t, "../../../examples/mpijob.yaml", tenant)
 	mpiJob.Spec.Worker.Replicas = ptr.To[int32](2)
 	mpiJob.Spec.Transport = troupev1.MPITransportSSH
 	kx := testutil.MakeChainerJob("kx", tenant).WorkerSet("ws0", 2).Obj()
 	kx.Spec.Transport = troupev1.MPITransportKubeExec
-	for _, job := range []client.Object{mpiJob, kx} {
+	// kubeflow's pi.yaml with only apiVersion changed: its SSH Secret is kubernetes.io/ssh-auth.
+	pi := testutil.Load[*troupev1.MPIJob](t, "../../../test/manifests/kubeflow/pi.yaml", tenant)
+	pi.TypeMeta = metav1.TypeMeta{}
+	for _, job := range []client.Object{mpiJob, kx, pi} {
 		if err := k8s.Create(ctx, job); err != nil {
 			t.Fatal(err)
 		}
@@ -280,6 +536,8 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "kx-exec"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kx-exec"}},
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "kx-master"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pi-ssh"}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "pi-launcher"}},
 	} {
 		testutil.Eventually(t, fmt.Sprintf("%T %s", want, want.GetName()), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: tenant, Name: want.GetName()}, want)
