@@ -160,13 +160,13 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl k
 [[ " $CLUSTER_ADDONS " != *" gang "* ]] || components+=(coscheduler volcano-scheduler)
 [[ " $CLUSTER_ADDONS " != *" kueue "* ]] || components+=(kueue)
 # One build after another: they are bound by two cores, and side by side they took longer
-# (850 s against 700 s, docs/testing.md).
+# (850 s against 569 s, docs/testing.md).
 stage "building the control plane: ${components[*]} (cached in $TROUPE_CACHE)" \
-  "several minutes the first time on a 2-core machine, a second once cached"
+  "about 10 min the first time on a 2-core machine, a second once cached"
 hack/controlplane/build.sh "${components[@]}"
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
-stage "building troupe-operator" "1 to 2 min the first time, seconds after"
+stage "building troupe-operator" "2 to 3 min the first time, seconds after"
 go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
 
 stage "starting the local cluster $CLUSTER_NAME${CLUSTER_ADDONS:+ with $CLUSTER_ADDONS}" \

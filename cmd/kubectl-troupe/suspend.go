@@ -19,7 +19,8 @@ func newSuspendCommand(o *options, suspend bool) *cobra.Command {
 	if suspend {
 		verb, done, short = "suspend", "suspended", "Suspend a job: set spec.runPolicy.suspend (its pods stop, the job stays)"
 	}
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:     verb + " (NAME | KIND/NAME)",
 		Short:   short,
 		Example: "  kubectl troupe " + verb + " mpijob/pi",
@@ -30,6 +31,12 @@ func newSuspendCommand(o *options, suspend bool) *cobra.Command {
 				return err
 			}
 			if queue, ok := troupev1.Queued(j.obj.GetLabels()); ok {
+				// Kueue resumes a queued job once it admits it within its queue's quota; a resume
+				// from here would run it outside the quota.
+				if !suspend && !force {
+					return fmt.Errorf("%s waits in Kueue's LocalQueue %q, which resumes it once it admits it: "+
+						"resuming it here would run it outside the queue's quota (--force resumes it anyway)", j.ref(), queue)
+				}
 				_, _ = fmt.Fprintf(o.streams.ErrOut, "Warning: %s waits in Kueue's LocalQueue %q, which sets spec.runPolicy.suspend itself: "+
 					"Kueue may %s it again\n", j.ref(), queue, map[bool]string{true: "resume", false: "suspend"}[suspend])
 			}
@@ -49,6 +56,10 @@ func newSuspendCommand(o *options, suspend bool) *cobra.Command {
 			return err
 		},
 	}
+	if !suspend {
+		cmd.Flags().BoolVar(&force, "force", false, "resume a job that waits in a Kueue LocalQueue (Kueue resumes it once admitted)")
+	}
+	return cmd
 }
 
 // setSuspend writes the job's runPolicy.suspend with a JSON merge patch computed from the

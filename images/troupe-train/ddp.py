@@ -52,7 +52,9 @@ def load_checkpoint(directory, module):
     path = os.path.join(directory, "checkpoint.pt")
     if not directory or not os.path.exists(path):
         return 0
-    saved = torch.load(path)
+    # Tensors and plain types only: a checkpoint someone else planted in the claim cannot run
+    # code here (a full unpickle could).
+    saved = torch.load(path, weights_only=True)
     module.load_state_dict(saved["model"])
     print(f"resuming from the checkpoint of epoch {saved['epoch']} ({path})", flush=True)
     return int(saved["epoch"])

@@ -422,6 +422,34 @@ func TestSuspendResumeEveryKind(t *testing.T) {
 	}
 }
 
+// resume refuses a job that waits in a Kueue LocalQueue (Kueue resumes it once admitted) and
+// leaves it suspended; with --force it resumes it.
+func TestResumeOfAQueuedJob(t *testing.T) {
+	ns := newNamespace(t)
+	_, j := loadExample(t, filepath.Join(repoRoot, "examples", "mpijob.yaml"))
+	j.SetLabels(map[string]string{"kueue.x-k8s.io/queue-name": "team-a"})
+	j.(troupev1.QueuedJob).JobRunPolicy().Suspend = ptr.To(true)
+	createIn(t, ns, j)
+	ref := "mpijob/" + j.GetName()
+	r := troupe(t, "resume", "-n", ns, ref)
+	if r.err == nil || !strings.Contains(r.stderr, `waits in Kueue's LocalQueue "team-a"`) || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("resume of a queued job: %v, stderr %q; want refused, naming the queue and --force", r.err, r.stderr)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), j); err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(j.(troupev1.QueuedJob).JobRunPolicy().Suspend, false) {
+		t.Errorf("the refused resume resumed the job")
+	}
+	if out := mustTroupe(t, "resume", "--force", "-n", ns, ref); out != "mpijob.troupe.dev/"+j.GetName()+" resumed\n" {
+		t.Errorf("resume --force printed %q", out)
+	}
+	waitJob(t, j, "resumed in the API", func(o engine.Object) bool {
+		s := o.(troupev1.QueuedJob).JobRunPolicy().Suspend
+		return s != nil && !*s
+	})
+}
+
 // kubeflowMPIJob is an MPIJob in kubeflow mpi-operator's form (spec.mpiReplicaSpecs).
 const kubeflowMPIJob = `
 apiVersion: troupe.dev/v1alpha1
