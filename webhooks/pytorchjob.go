@@ -93,6 +93,10 @@ func ValidatePyTorchJob(job *troupev1.PyTorchJob) field.ErrorList {
 		}
 		errs = append(errs, validateTemplate(p.Child("template"), tmpl, launcherPod, troupev1.PyTorchMainContainer)...)
 		templates = append(templates, podTemplateAt{path: p.Child("template"), tmpl: &rs.Template})
+		if name == "Worker" {
+			// The workers run to completion: one batch Job per worker, each with the template.
+			errs = append(errs, validateCopiedTemplate(p.Child("template"), &rs.Template, replicas)...)
+		}
 	}
 	if e := s.ElasticPolicy; e != nil {
 		errs = append(errs, validateElasticPolicy(spec, s)...)

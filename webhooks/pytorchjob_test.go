@@ -81,3 +81,43 @@ func TestPyTorchJobWarnings(t *testing.T) {
 		}
 	}
 }
+
+// Workers run to completion as one batch Job each, each with the whole template: a spec whose
+// copies would pass troupev1.MaxChildTemplateBytes is refused on the worker template's path, and
+// 500 workers of a 100 KiB template are not.
+func TestPyTorchJobWorkerCopiesBounded(t *testing.T) {
+	job := func(workers int32, padding int) *troupev1.PyTorchJob {
+		return &troupev1.PyTorchJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ml"},
+			Spec: troupev1.PyTorchJobSpec{PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{Worker: &troupev1.ReplicaSpec{
+				Replicas: ptr.To(workers),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: troupev1.PyTorchMainContainer, Image: "train:1",
+					Env: []corev1.EnvVar{{Name: "PADDING", Value: strings.Repeat("x", padding)}},
+				}}}},
+			}}},
+		}
+	}
+	const path = "spec.pytorchReplicaSpecs.Worker.template"
+	for name, tc := range map[string]struct {
+		job     *troupev1.PyTorchJob
+		refused bool
+	}{
+		"4,095 workers of a 20 KiB template": {job(troupev1.MaxWorkerReplicas, 20<<10), true},
+		"500 workers of a 100 KiB template":  {job(500, 100<<10), false},
+		"4,095 workers of a small template":  {job(troupev1.MaxWorkerReplicas, 100), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			DefaultPyTorchJob(tc.job, Options{})
+			var found bool
+			for _, e := range ValidatePyTorchJob(tc.job) {
+				if e.Field == path && strings.Contains(e.Detail, "one batch Job each") {
+					found = true
+				}
+			}
+			if found != tc.refused {
+				t.Errorf("refused on %s: %v, want %v (errors: %v)", path, found, tc.refused, ValidatePyTorchJob(tc.job))
+			}
+		})
+	}
+}

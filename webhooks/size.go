@@ -2,9 +2,11 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -27,4 +29,20 @@ func validateSize(ctx context.Context) field.ErrorList {
 		return nil
 	}
 	return field.ErrorList{field.TooLong(field.NewPath("spec"), fmt.Sprintf("<a job of %d bytes>", size), MaxJobBytes)}
+}
+
+// validateCopiedTemplate refuses a set that runs to completion whose template, copied into one
+// batch Job per worker, would make more than troupev1.MaxChildTemplateBytes (its doc says why).
+func validateCopiedTemplate(p *field.Path, tmpl *corev1.PodTemplateSpec, replicas int32) field.ErrorList {
+	raw, err := json.Marshal(tmpl)
+	if err != nil {
+		return field.ErrorList{field.InternalError(p, err)}
+	}
+	total := int64(len(raw)) * int64(replicas)
+	if total <= troupev1.MaxChildTemplateBytes {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, fmt.Sprintf("<a %d-byte pod template>", len(raw)), fmt.Sprintf(
+		"%d workers run to completion as one batch Job each, each with this template: %d bytes, more than %d; shrink the template or run fewer workers",
+		replicas, total, troupev1.MaxChildTemplateBytes))}
 }

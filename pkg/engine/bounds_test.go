@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -87,5 +88,30 @@ func TestPlainHTTPCodeRefusedWithoutWebhook(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "train-master"}, &batchv1.Job{}); err == nil {
 		t.Error("the master Job was created")
+	}
+}
+
+// A set that runs to completion copies its template into one batch Job per worker: past
+// troupev1.MaxChildTemplateBytes the job is TooLarge, named by its template's field, before any
+// child is built.
+func TestCheckBoundsOfCopiedTemplates(t *testing.T) {
+	set := func(replicas int32, padding int) *Spec {
+		return &Spec{WorkerSets: []WorkerSet{{Name: "worker", Replicas: replicas, Slots: 1, RunsToCompletion: true,
+			TemplateField: "spec.pytorchReplicaSpecs[Worker].template",
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "pytorch", Env: []corev1.EnvVar{{Name: "PADDING", Value: strings.Repeat("x", padding)}}}}}}}}}
+	}
+	err := checkBounds(set(troupev1.MaxWorkerReplicas, 20<<10))
+	var se *SpecError
+	if !errors.As(err, &se) || se.Reason != troupev1.ReasonTooLarge || !strings.Contains(err.Error(), "spec.pytorchReplicaSpecs[Worker].template") {
+		t.Errorf("4,095 workers of a 20 KiB template: %v, want TooLarge naming the template's field", err)
+	}
+	if err := checkBounds(set(500, 100<<10)); err != nil {
+		t.Errorf("500 workers of a 100 KiB template: %v, want within the bound", err)
+	}
+	s := set(troupev1.MaxWorkerReplicas, 20<<10)
+	s.WorkerSets[0].RunsToCompletion = false // a StatefulSet holds its template once
+	if err := checkBounds(s); err != nil {
+		t.Errorf("a StatefulSet of 4,095 workers: %v, want within the bound", err)
 	}
 }

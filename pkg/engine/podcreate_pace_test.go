@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,5 +96,47 @@ func TestStuckJobsLookUpRefusalsRarely(t *testing.T) {
 	before := reader.lists.Load()
 	if _, recheck, _ := r.podCreateFailures(context.Background(), j.s, j.obs); recheck != podCreateGrace || reader.lists.Load() != before {
 		t.Errorf("lacking pods again: a lookup now (%d LISTs) or a recheck in %v, want none and %v", reader.lists.Load()-before, recheck, podCreateGrace)
+	}
+}
+
+// A PyTorchJob of 4,095 workers whose worker Jobs all lack pods (the API server refuses them)
+// looks its refusals up with one LIST of events per lookup, not one per worker Job, and still
+// names each refused Job.
+func TestRefusalLookupOfALargeJobIsOneList(t *testing.T) {
+	const workers = 4095
+	builder := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string { return []string{string(o.(*corev1.Event).InvolvedObject.UID)} }).
+		WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} })
+	jobs := map[string][]*batchv1.Job{}
+	for i := range workers {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-worker-%d", i), UID: types.UID(fmt.Sprintf("job-%d", i))}}
+		jobs["worker"] = append(jobs["worker"], j)
+		if i%1000 == 0 { // a few refused, the rest not yet told
+			builder = builder.WithObjects(&corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("refused-%d", i), Namespace: "ns"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Job", UID: j.UID},
+				Reason:         reasonFailedCreate,
+				Message:        fmt.Sprintf(`pods "big-worker-%d-x" is forbidden: exceeded quota`, i),
+			})
+		}
+	}
+	reader := &countingLists{Reader: builder.Build()}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := &Reconciler{deferred: newDeferredWrites(0), apiReader: reader, clock: clock, podCreates: newPodCreatePace()}
+	s := &Spec{Name: "big", Namespace: "ns", Owner: metav1.OwnerReference{UID: "big"}}
+	obs := &Observed{WorkerJobs: jobs}
+	if _, _, err := r.podCreateFailures(context.Background(), s, obs); err != nil { // starts the grace
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(podCreateGrace))
+	failures, _, err := r.podCreateFailures(context.Background(), s, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reader.lists.Load(); got != 1 {
+		t.Errorf("%d LISTs of events for one lookup of %d worker Jobs, want 1", got, workers)
+	}
+	if len(failures) != 5 || !strings.HasPrefix(failures[0], "Job big-worker-0: ") || !strings.Contains(failures[4], "big-worker-4000-x") {
+		t.Errorf("failures %q, want the 5 refused worker Jobs named", failures)
 	}
 }

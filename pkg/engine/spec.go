@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -98,6 +99,33 @@ func checkBounds(s *Spec) error {
 	if s.Master.Slots > troupev1.MaxSlotsPerPod {
 		return &SpecError{Reason: troupev1.ReasonTooLarge,
 			Err: fmt.Errorf("the master has %d slots, more than %d", s.Master.Slots, troupev1.MaxSlotsPerPod)}
+	}
+	return checkChildTemplateBytes(s)
+}
+
+// checkChildTemplateBytes refuses a job whose sets that run to completion would copy their
+// template into more bytes of batch Jobs than troupev1.MaxChildTemplateBytes (the webhook
+// refuses it at admission; this holds where it is off). Only those sets can multiply a
+// template: every other child holds its template once, within the job's own size bound.
+func checkChildTemplateBytes(s *Spec) error {
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		if !ws.RunsToCompletion {
+			continue
+		}
+		raw, err := json.Marshal(&ws.Template)
+		if err != nil {
+			return fmt.Errorf("worker set %s: %w", ws.Name, err)
+		}
+		if total := int64(len(raw)) * int64(ws.Replicas); total > troupev1.MaxChildTemplateBytes {
+			where := ws.TemplateField
+			if where == "" {
+				where = "worker set " + ws.Name
+			}
+			return &SpecError{Reason: troupev1.ReasonTooLarge, Err: fmt.Errorf(
+				"%s: %d workers of a %d-byte pod template make %d bytes of batch Jobs (one per worker), more than %d; nothing is created",
+				where, ws.Replicas, len(raw), total, troupev1.MaxChildTemplateBytes)}
+		}
 	}
 	return nil
 }
@@ -200,7 +228,10 @@ type WorkerSet struct {
 	// pod, which is not restarted once it succeeds. A pod that fails is retried up to
 	// BackoffLimit times; then its Job, and the job, fail.
 	RunsToCompletion bool
-	BackoffLimit     int32
+	// TemplateField is where the set's template is in the job's spec, for messages (for example
+	// spec.pytorchReplicaSpecs[Worker].template).
+	TemplateField string
+	BackoffLimit  int32
 	// PodFailurePolicy and ActiveDeadlineSeconds are each Job's, for a set that runs to
 	// completion: failures no retry can fix (kubeflow's restartPolicy ExitCode), and a bound on
 	// the worker's run time (a job without a master's runPolicy.activeDeadlineSeconds).

@@ -13,6 +13,14 @@ const (
 	// etcd's 1.5 MiB limit could make the operator run out of memory for every tenant
 	// (docs/security.md). A spec of 256 KiB, applied with kubectl, fits.
 	MaxJobBytes = 512 << 10
+	// MaxChildTemplateBytes bounds the pod-template bytes a job's children carry altogether: a
+	// set that runs to completion (a PyTorchJob's workers) is one batch Job per worker, each with
+	// the whole template, so 4,095 workers of a template near MaxJobBytes would write about
+	// 2 GiB to etcd (its default quota), cached whole by every operator replica and by
+	// kube-controller-manager. Counted as the template's JSON times its copies (replicas for a
+	// set that runs to completion, 1 for the master and a StatefulSet). 500 workers of a
+	// 100 KiB template fit.
+	MaxChildTemplateBytes = 64 << 20
 	// MaxPodsPerJob bounds the master plus every worker pod of one job.
 	MaxPodsPerJob = 4096
 	// MaxWorkerReplicas bounds the worker pods of one job (and so of one set): every pod of the
