@@ -118,6 +118,7 @@ func run() error {
 	stopping := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	leaderCfg := leaderElectionConfig(cfg)
+	reviewCfg := metrics.ReviewConfig(cfg) // the metrics callers' reviews: a budget of their own
 	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	if apiQPS > 0 {
 		// One bucket for the whole process: controller-runtime gives each resource type a
@@ -172,7 +173,7 @@ func run() error {
 		WebhookServer:           webhookServer,
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metrics.ServerOptions(metricsAddr, metricsSecure),
+		Metrics:                 metrics.ServerOptions(metricsAddr, metricsSecure, reviewCfg),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,

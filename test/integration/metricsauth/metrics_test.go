@@ -6,10 +6,15 @@ package metricsauth
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -80,7 +87,20 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: clientgoscheme.Scheme, Metrics: metrics.ServerOptions(addr, true)})
+	// The operator's one bucket for every request of its jobs (cmd/troupe-operator's
+	// limitRequests), here a small one on the manager's config; the reviews have their own.
+	mgrCfg := rest.CopyConfig(cfg)
+	mgrCfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(50, 50)
+	var reviewsInJobsBudget atomic.Int64
+	mgrCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(req.URL.Path, "/tokenreviews") || strings.HasSuffix(req.URL.Path, "/subjectaccessreviews") {
+				reviewsInJobsBudget.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{Scheme: clientgoscheme.Scheme, Metrics: metrics.ServerOptions(addr, true, metrics.ReviewConfig(cfg))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +144,11 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 		{"the reader's token", prometheus, http.StatusOK},
 		{"no token", "", http.StatusUnauthorized},
 		{"a token not bound to the reader role", stranger, http.StatusForbidden},
+		// A token that is no JWT is refused before any review.
+		{"a token that is no JWT", "not-a-token", http.StatusUnauthorized},
 		// controller-runtime's filter answers a token whose review failed with 500; what
 		// matters is that nothing is served.
-		{"a token the API server does not know", "not-a-token", 0},
+		{"a JWT the API server does not know", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJub2JvZHkifQ.c2ln", 0},
 	} {
 		status, proto, code, major, err := scrape(ctx, c.bearer)
 		switch {
@@ -142,4 +164,69 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 			t.Logf("%s: %s", c.who, status)
 		}
 	}
+
+	// 1,000 scrapes at once, each with a made-up JWT (a review each, were they all let
+	// through), while a job's reads go through the manager's bucket: they are not delayed.
+	jobs, err := kubernetes.NewForConfig(mgrCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000}}
+	const scrapes = 1000
+	// scrapeAll sends the scrapes at once, the i-th with bearer(i); wait returns their answers'
+	// status codes (0: no answer).
+	scrapeAll := func(bearer func(i int) string) (wait func() map[int]int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		for i := range scrapes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code := 0
+				if req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil); err == nil {
+					req.Header.Set("Authorization", "Bearer "+bearer(i))
+					if resp, err := flood.Do(req); err == nil {
+						code = resp.StatusCode
+						_ = resp.Body.Close()
+					}
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}()
+		}
+		return func() map[int]int { wg.Wait(); return codes }
+	}
+	// The connections first (1,000 TLS handshakes take this 2-core machine's CPU for a moment,
+	// which is not what is measured): refused before any review, they stay open for the flood.
+	t.Logf("%d scrapes with tokens that are no JWT: %v", scrapes, scrapeAll(func(int) string { return "not-a-token" })())
+	wait := scrapeAll(func(i int) string { return fmt.Sprintf("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJmbG9vZCJ9.%d", i) })
+	var took []time.Duration
+	for range 20 {
+		start := time.Now()
+		if _, err := jobs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(start).Round(time.Millisecond))
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("reads: %v", took)
+	codes := wait()
+	t.Logf("%d scrapes with made-up tokens answered %v (0: no answer)", scrapes, codes)
+	if codes[http.StatusOK] > 0 {
+		t.Errorf("%d scrapes with made-up tokens were served", codes[http.StatusOK])
+	}
+	if n := reviewsInJobsBudget.Load(); n > 0 {
+		t.Errorf("%d reviews went through the jobs' client and its budget, want none", n)
+	}
+	// The median: the first reads share two cores with the 1,000 requests being answered.
+	slices.Sort(took)
+	if median := took[len(took)/2]; median >= 100*time.Millisecond {
+		t.Errorf("the median read of the jobs' client took %v during the flood, want under 100 ms", median)
+	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
