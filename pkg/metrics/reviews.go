@@ -87,11 +87,14 @@ func isJWT(token string) bool {
 		return false
 	}
 	for _, p := range parts {
-		for _, c := range p {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
+		if strings.ContainsFunc(p, notBase64URL) {
+			return false
 		}
 	}
 	return true
+}
+
+// notBase64URL says c is outside base64url's alphabet (RFC 4648, section 5).
+func notBase64URL(c rune) bool {
+	return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_'
 }
