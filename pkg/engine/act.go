@@ -74,10 +74,12 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return Acted{Adopted: adopted, Expired: expired}, err
 		}
 	}
-	// Claims before the pods that mount them.
+	// Claims before the pods that mount them; a claim of the name that is not the job's stops
+	// the pass as any conflict does.
 	if !s.Plan.Ended() {
-		if _, err := r.ensureClaims(ctx, s); err != nil {
-			return Acted{Adopted: adopted}, err
+		conflicts, err := r.ensureClaims(ctx, s)
+		if err != nil || len(conflicts) > 0 {
+			return Acted{Adopted: adopted, Conflicts: conflicts}, err
 		}
 	}
 	acted, err := r.syncChildren(ctx, job, s, obs, prev, adopted)

@@ -126,31 +126,47 @@ func BuildClaims(s *Spec) []*corev1.PersistentVolumeClaim {
 }
 
 // ensureClaims creates the claims the engine makes (BuildClaims) that do not exist yet. An
-// existing claim of that name is the job's to use, whoever made it (a retained claim of an
-// earlier job of the name); none is ever changed or deleted here. It reports how many it
-// created.
-func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) (int, error) {
-	created := 0
+// existing claim of that name is used only if it is this job's (labelled with its UID), or, for
+// retained claims, one an earlier job of this kind and name left (labelled so, and owned by
+// nobody); any other is a conflict: claim names repeat across jobs (<job>-<name>,
+// <template>-<job>-worker-<i>), and a claim another job or a tenant made first could hand this
+// job's pods data (a checkpoint to load) that is not theirs. No claim is ever changed or deleted
+// here. It returns the conflicting claims; the pass then creates nothing.
+func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) ([]ChildRef, error) {
+	var conflicts []ChildRef
 	for _, want := range BuildClaims(s) {
-		err := r.client.Get(ctx, client.ObjectKeyFromObject(want), &corev1.PersistentVolumeClaim{})
-		if err == nil {
+		ref := ChildRef{Kind: "PersistentVolumeClaim", Name: want.Name}
+		cur := &corev1.PersistentVolumeClaim{}
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+		if apierrors.IsNotFound(err) {
+			// Not in the cache: new, or made by someone else (the cache holds troupe's alone).
+			err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), cur)
+		}
+		switch {
+		case err == nil:
+			if !claimIsTheJobs(s, cur) {
+				conflicts = append(conflicts, ref)
+			}
 			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return created, fmt.Errorf("get PersistentVolumeClaim %s: %w", want.Name, err)
-		}
-		// Not in the cache: new, or made by someone else (the cache holds troupe's alone).
-		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &corev1.PersistentVolumeClaim{})
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			return created, fmt.Errorf("get PersistentVolumeClaim %s: %w", want.Name, err)
+		case !apierrors.IsNotFound(err):
+			return conflicts, fmt.Errorf("get PersistentVolumeClaim %s: %w", want.Name, err)
 		}
 		if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return created, createError(ChildRef{Kind: "PersistentVolumeClaim", Name: want.Name}, err)
+			return conflicts, createError(ref, err)
 		}
-		created++
 	}
-	return created, nil
+	return conflicts, nil
+}
+
+// claimIsTheJobs says an existing claim is the job's to mount: troupe's and labelled with the
+// job's UID, or a retained claim (no owner) an earlier job of the same kind and name left.
+func claimIsTheJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
+	l := c.Labels
+	if l[troupev1.LabelManagedBy] != troupev1.ManagedByTroupe {
+		return false
+	}
+	if l[troupev1.LabelJobUID] == string(s.Owner.UID) {
+		return true
+	}
+	return s.RunPolicy.Storage.Retained() && len(c.OwnerReferences) == 0 && l[s.NameLabel] == s.Name
 }

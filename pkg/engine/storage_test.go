@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -97,5 +98,42 @@ func TestNoStorageNoClaims(t *testing.T) {
 	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
 	if sts.Spec.VolumeClaimTemplates != nil || sts.Spec.PersistentVolumeClaimRetentionPolicy != nil {
 		t.Errorf("StatefulSet %+v", sts.Spec)
+	}
+}
+
+// An existing claim of a name the job would make is its to mount only if troupe's and labelled
+// with its UID, or retained (no owner) by an earlier job of the same kind and name.
+func TestClaimIsTheJobs(t *testing.T) {
+	retained := &Spec{Name: "train", NameLabel: "pytorchjob.troupe.dev/name", Owner: metav1.OwnerReference{UID: "uid-now"},
+		RunPolicy: troupev1.RunPolicy{Storage: &troupev1.Storage{Retention: ptr.To(troupev1.ClaimRetentionRetain)}}}
+	deleted := *retained
+	deleted.RunPolicy.Storage = &troupev1.Storage{}
+	claim := func(labels map[string]string, owned bool) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "ckpt-train-worker-0", Labels: labels}}
+		if owned {
+			c.OwnerReferences = []metav1.OwnerReference{{UID: "uid-before", Controller: ptr.To(true)}}
+		}
+		return c
+	}
+	troupes := func(uid, name string) map[string]string {
+		return map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe, troupev1.LabelJobUID: uid, "pytorchjob.troupe.dev/name": name}
+	}
+	for name, tc := range map[string]struct {
+		s     *Spec
+		claim *corev1.PersistentVolumeClaim
+		want  bool
+	}{
+		"the job's own":                              {retained, claim(troupes("uid-now", "train"), false), true},
+		"retained by an earlier job of the name":     {retained, claim(troupes("uid-before", "train"), false), true},
+		"an earlier job's, not retained by this one": {&deleted, claim(troupes("uid-before", "train"), false), false},
+		"another job's":                              {retained, claim(troupes("uid-other", "other"), false), false},
+		"an earlier job's still owned by it":         {retained, claim(troupes("uid-before", "train"), true), false},
+		"a tenant's, unlabelled":                     {retained, claim(nil, false), false},
+		"a tenant's, labelled like the job's but not troupe's": {retained,
+			claim(map[string]string{troupev1.LabelJobUID: "uid-now", "pytorchjob.troupe.dev/name": "train"}, false), false},
+	} {
+		if got := claimIsTheJobs(tc.s, tc.claim); got != tc.want {
+			t.Errorf("%s: claimIsTheJobs = %v, want %v", name, got, tc.want)
+		}
 	}
 }

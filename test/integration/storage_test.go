@@ -8,9 +8,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
@@ -93,5 +96,66 @@ func TestStorageOfASetOfJobs(t *testing.T) {
 	master := waitFor(t, &batchv1.Job{}, ns, job.Name+"-master")
 	if got := volumeClaim(&master.Spec.Template, "ckpt"); got != "" {
 		t.Errorf("the master, in no worker set, mounts ckpt from %q", got)
+	}
+}
+
+// A claim the job would make that already exists and is not the job's (another job's, or a
+// tenant's planted before it: claim names repeat across jobs) is never mounted: the job reports
+// ChildNameConflict naming it and creates nothing; once it is gone the job starts (a retained
+// claim an earlier job of the same kind and name left is the job's: TestClaimIsTheJobs).
+func TestClaimsThatAreNotTheJobs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	load := func() *troupev1.PyTorchJob {
+		job := testutil.Load[*troupev1.PyTorchJob](t, "../../examples/pytorchjob.yaml", ns)
+		job.Spec.RunPolicy.Storage = &troupev1.Storage{
+			ClaimTemplates: []troupev1.WorkerClaimTemplate{{Name: "ckpt", Spec: testClaimSpec("1Gi")}},
+			Retention:      ptr.To(troupev1.ClaimRetentionRetain),
+		}
+		return job
+	}
+	job := load()
+	planted := "ckpt-" + job.Name + "-worker-1"
+	// Labelled as another job's: troupe's, its UID and name.
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: planted, Namespace: ns, Labels: map[string]string{
+		troupev1.LabelManagedBy: troupev1.ManagedByTroupe, troupev1.LabelJobUID: "another-job", "pytorchjob.troupe.dev/name": "another"}},
+		Spec: testClaimSpec("1Gi")}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ChildNameConflict naming the planted claim", func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionInitialized)
+		return c != nil && c.Reason == troupev1.ReasonChildConflict && strings.Contains(c.Message, "PersistentVolumeClaim "+planted), nil
+	})
+	var workers batchv1.JobList
+	if err := k8s.List(ctx, &workers, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(workers.Items) > 0 {
+		t.Errorf("the job created %d batch Jobs beside a claim that is not its own, want none", len(workers.Items))
+	}
+	if err := k8s.Delete(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// No pod uses it: kube-controller-manager would lift its pvc-protection finalizer, which
+	// envtest runs none of.
+	if err := k8s.Patch(ctx, foreign, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	// The job looks again within 10 s.
+	mine := &corev1.PersistentVolumeClaim{}
+	eventually(t, "the job's own claim "+planted, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: planted}, mine)
+		return err == nil && mine.UID != foreign.UID, client.IgnoreNotFound(err)
+	})
+	waitFor(t, &batchv1.Job{}, ns, job.Name+"-worker-1")
+	if mine.Labels[troupev1.LabelJobUID] != string(job.UID) {
+		t.Errorf("claim %s labelled with job UID %q, want the job's %q", planted, mine.Labels[troupev1.LabelJobUID], job.UID)
 	}
 }
