@@ -167,9 +167,7 @@ hack/controlplane/build.sh "${components[@]}"
 # The kubectl of the cluster's version, whatever kubectl the machine has.
 export PATH=$KUBE_BIN:$PATH
 stage "building troupe-operator" "2 to 3 min the first time, seconds after"
-# Without DWARF or a symbol table: nothing debugs the demo's operator, and not compiling DWARF
-# saves CPU time on the first run.
-go build -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
+go build -o "$DEMO_DIR/troupe-operator" ./cmd/troupe-operator
 
 stage "starting the local cluster $CLUSTER_NAME${CLUSTER_ADDONS:+ with $CLUSTER_ADDONS}" \
   "20 to 40 s, a few seconds when it is already up"

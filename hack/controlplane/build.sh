@@ -25,9 +25,8 @@ source "$(dirname "$0")/lib.sh"
 
 # Build exactly what the committed go.mod/go.sum say, whatever the caller's Go settings, and
 # never look for a go.work above the tool module. Static binaries (as Kubernetes releases are)
-# don't depend on the host's C toolchain. No DWARF is compiled: the binaries are linked without
-# it (-s -w), and generating it is CPU time a cold build (make demo's first run) waits for.
-export GOFLAGS="-mod=readonly -trimpath -gcflags=all=-dwarf=false" GOWORK=off CGO_ENABLED=0
+# don't depend on the host's C toolchain.
+export GOFLAGS="-mod=readonly -trimpath" GOWORK=off CGO_ENABLED=0
 
 # The half-written binary of a build that fails or is interrupted goes away with the script.
 partial=
