@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -140,7 +143,13 @@ func streamLogs(ctx context.Context, out, errOut io.Writer, src logSource, targe
 	return nil
 }
 
-// copyPrefixed copies one target's log to out line by line, each line whole and prefixed.
+// maxLogLine bounds what one stream holds in memory: a longer line is written in pieces of this
+// size, each prefixed, rather than read whole (a pod that writes no newline would otherwise
+// grow the plugin's memory without end).
+const maxLogLine = 64 << 10
+
+// copyPrefixed copies one target's log to out line by line, each line whole (up to maxLogLine)
+// and prefixed, its control characters escaped (logEscaped).
 func copyPrefixed(ctx context.Context, mu *sync.Mutex, out io.Writer, src logSource, t logTarget) error {
 	rc, err := src.open(ctx, t)
 	if err != nil {
@@ -150,14 +159,12 @@ func copyPrefixed(ctx context.Context, mu *sync.Mutex, out io.Writer, src logSou
 	// A stream blocked in Read ends when ctx does: closing it wakes the reader.
 	stop := context.AfterFunc(ctx, func() { _ = rc.Close() })
 	defer stop()
-	r := bufio.NewReader(rc)
+	r := bufio.NewReaderSize(rc, maxLogLine)
 	prefix := t.prefix()
 	for {
-		line, err := r.ReadString('\n')
-		if line != "" {
-			if line[len(line)-1] != '\n' {
-				line += "\n"
-			}
+		piece, err := r.ReadSlice('\n')
+		if len(piece) > 0 {
+			line := logEscaped(strings.TrimSuffix(string(piece), "\n")) + "\n"
 			mu.Lock()
 			_, werr := io.WriteString(out, prefix+line)
 			mu.Unlock()
@@ -165,14 +172,37 @@ func copyPrefixed(ctx context.Context, mu *sync.Mutex, out io.Writer, src logSou
 				return werr
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue // the rest of a long line follows, as a line of its own
+		case errors.Is(err, io.EOF):
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
 	}
 }
+
+// logEscaped writes a pod's control characters (terminal escape sequences among them: a pod
+// could move the cursor, retitle or clear the user's terminal, or hide lines) as Go escapes, tab
+// alone kept.
+func logEscaped(line string) string {
+	if !strings.ContainsFunc(line, escapedInLogs) {
+		return line
+	}
+	var b strings.Builder
+	for _, r := range line {
+		if escapedInLogs(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func escapedInLogs(r rune) bool { return r != '\t' && unicode.IsControl(r) }
 
 // podLogs reads containers' logs through the API server (pods/log).
 type podLogs struct {

@@ -275,3 +275,29 @@ func TestContainerStarted(t *testing.T) {
 		}
 	}
 }
+
+// A pod's terminal escape sequences and other control characters are written escaped, so its
+// log cannot move the cursor, clear or retitle the user's terminal; a line longer than
+// maxLogLine comes in pieces of at most that size, each prefixed, and is never held whole.
+func TestLogsEscapedAndBounded(t *testing.T) {
+	f := newFakeLogs(launcher)
+	long := strings.Repeat("x", 2*maxLogLine+10)
+	go func() {
+		<-f.opened
+		f.write(t, launcher, "\x1b[2J\x1b]0;owned\x07red \x1b[31mtext\x1b[0m\ttab\r\n")
+		f.write(t, launcher, "\u009b31m C1 too\n")
+		f.write(t, launcher, long+"\n")
+		_ = f.writers[launcher].Close()
+	}()
+	var out, errOut bytes.Buffer
+	if err := streamLogs(context.Background(), &out, &errOut, f, []logTarget{launcher}, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	p := launcher.prefix()
+	want := []string{p + `\x1b[2J\x1b]0;owned\ared \x1b[31mtext\x1b[0m` + "\ttab" + `\r`, p + `\u009b31m C1 too`,
+		p + long[:maxLogLine], p + long[maxLogLine:2*maxLogLine], p + long[2*maxLogLine:]}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("output lines (-want +got):\n%s", diff)
+	}
+}
