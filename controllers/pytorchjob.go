@@ -77,7 +77,7 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 			Name:             troupev1.PyTorchWorkerSetName,
 			ChildName:        job.Name + "-" + troupev1.PyTorchWorkerSetName, // its Jobs: <ChildName>-<i>
 			RunsToCompletion: true,
-			TemplateField:    "spec.pytorchReplicaSpecs[Worker].template",
+			TemplateField:    "spec.pytorchReplicaSpecs.Worker.template",
 			BackoffLimit:     *spec.RunPolicy.BackoffLimit,
 			Replicas:         *w.Replicas,
 			Slots:            1,

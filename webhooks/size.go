@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -34,15 +33,14 @@ func validateSize(ctx context.Context) field.ErrorList {
 // validateCopiedTemplate refuses a set that runs to completion whose template, copied into one
 // batch Job per worker, would make more than troupev1.MaxChildTemplateBytes (its doc says why).
 func validateCopiedTemplate(p *field.Path, tmpl *corev1.PodTemplateSpec, replicas int32) field.ErrorList {
-	raw, err := json.Marshal(tmpl)
+	size, total, err := troupev1.CopiedTemplateBytes(tmpl, replicas)
 	if err != nil {
 		return field.ErrorList{field.InternalError(p, err)}
 	}
-	total := int64(len(raw)) * int64(replicas)
 	if total <= troupev1.MaxChildTemplateBytes {
 		return nil
 	}
-	return field.ErrorList{field.Invalid(p, fmt.Sprintf("<a %d-byte pod template>", len(raw)), fmt.Sprintf(
+	return field.ErrorList{field.Invalid(p, fmt.Sprintf("<a %d-byte pod template>", size), fmt.Sprintf(
 		"%d workers run to completion as one batch Job each, each with this template: %d bytes, more than %d; shrink the template or run fewer workers",
 		replicas, total, troupev1.MaxChildTemplateBytes))}
 }

@@ -97,13 +97,13 @@ func TestPlainHTTPCodeRefusedWithoutWebhook(t *testing.T) {
 func TestCheckBoundsOfCopiedTemplates(t *testing.T) {
 	set := func(replicas int32, padding int) *Spec {
 		return &Spec{WorkerSets: []WorkerSet{{Name: "worker", Replicas: replicas, Slots: 1, RunsToCompletion: true,
-			TemplateField: "spec.pytorchReplicaSpecs[Worker].template",
+			TemplateField: "spec.pytorchReplicaSpecs.Worker.template",
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "pytorch", Env: []corev1.EnvVar{{Name: "PADDING", Value: strings.Repeat("x", padding)}}}}}}}}}
 	}
 	err := checkBounds(set(troupev1.MaxWorkerReplicas, 20<<10))
 	var se *SpecError
-	if !errors.As(err, &se) || se.Reason != troupev1.ReasonTooLarge || !strings.Contains(err.Error(), "spec.pytorchReplicaSpecs[Worker].template") {
+	if !errors.As(err, &se) || se.Reason != troupev1.ReasonTooLarge || !strings.Contains(err.Error(), "spec.pytorchReplicaSpecs.Worker.template") {
 		t.Errorf("4,095 workers of a 20 KiB template: %v, want TooLarge naming the template's field", err)
 	}
 	if err := checkBounds(set(500, 100<<10)); err != nil {

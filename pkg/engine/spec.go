@@ -6,7 +6,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -113,18 +112,18 @@ func checkChildTemplateBytes(s *Spec) error {
 		if !ws.RunsToCompletion {
 			continue
 		}
-		raw, err := json.Marshal(&ws.Template)
+		size, total, err := troupev1.CopiedTemplateBytes(&ws.Template, ws.Replicas)
 		if err != nil {
 			return fmt.Errorf("worker set %s: %w", ws.Name, err)
 		}
-		if total := int64(len(raw)) * int64(ws.Replicas); total > troupev1.MaxChildTemplateBytes {
+		if total > troupev1.MaxChildTemplateBytes {
 			where := ws.TemplateField
 			if where == "" {
 				where = "worker set " + ws.Name
 			}
 			return &SpecError{Reason: troupev1.ReasonTooLarge, Err: fmt.Errorf(
 				"%s: %d workers of a %d-byte pod template make %d bytes of batch Jobs (one per worker), more than %d; nothing is created",
-				where, ws.Replicas, len(raw), total, troupev1.MaxChildTemplateBytes)}
+				where, ws.Replicas, size, total, troupev1.MaxChildTemplateBytes)}
 		}
 	}
 	return nil
@@ -229,7 +228,7 @@ type WorkerSet struct {
 	// BackoffLimit times; then its Job, and the job, fail.
 	RunsToCompletion bool
 	// TemplateField is where the set's template is in the job's spec, for messages (for example
-	// spec.pytorchReplicaSpecs[Worker].template).
+	// spec.pytorchReplicaSpecs.Worker.template).
 	TemplateField string
 	BackoffLimit  int32
 	// PodFailurePolicy and ActiveDeadlineSeconds are each Job's, for a set that runs to

@@ -1,5 +1,11 @@
 package v1alpha1
 
+import (
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
 // Bounds on a job's size. The operator builds objects that list every pod of a job (the
 // hostfile, the exec Role's resourceNames, the PodGroup's member count); these bounds keep each
 // such object far inside the API server's limits and the operator's memory bounded by what it
@@ -40,3 +46,14 @@ const (
 	// fits).
 	ConditionMessageLimit = 8 << 10
 )
+
+// CopiedTemplateBytes is what copies of a pod template weigh, the bound MaxChildTemplateBytes
+// is counted in: the template's JSON size, and that times copies. The webhook and the engine
+// both count with it.
+func CopiedTemplateBytes(tmpl *corev1.PodTemplateSpec, copies int32) (size int, total int64, err error) {
+	raw, err := json.Marshal(tmpl)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(raw), int64(len(raw)) * int64(copies), nil
+}
