@@ -73,16 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
 		return ctrl.Result{}, nil
 	case errors.As(err, &refused):
-		// The job says what was refused; the error retries the pass with backoff.
-		if acted.Status != nil {
-			prev = acted.Status
-		}
-		after := obs.after(acted)
-		after.Refused = refused
-		if _, rerr := r.report(ctx, job, spec, after, prev); rerr != nil {
-			return ctrl.Result{}, errors.Join(err, rerr)
-		}
-		return ctrl.Result{}, err
+		// Reported on the job below; the error then retries the pass with backoff.
 	case err != nil:
 		return ctrl.Result{}, err
 	case acted.Expired:
@@ -93,7 +84,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if acted.Status != nil {
 		prev = acted.Status
 	}
-	return r.report(ctx, job, spec, obs.after(acted), prev)
+	after := obs.after(acted)
+	after.Refused = refused
+	res, rerr := r.report(ctx, job, spec, after, prev)
+	if refused != nil {
+		return ctrl.Result{}, errors.Join(err, rerr)
+	}
+	return res, rerr
 }
 
 // forget drops what the reconciler keeps of a job between passes (a deferred status write,

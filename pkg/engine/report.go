@@ -345,26 +345,26 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 			add(corev1.EventTypeWarning, troupev1.EventFailed, "Finish", "%s", msg)
 		}
 	}
-	// What holds the job (status.reason) is told once, when it is first written; a failure is
-	// told by the Failed event.
-	if next.Reason != "" && next.Reason != prev.Reason && !Finished(next, nil) {
-		add(corev1.EventTypeWarning, next.Reason, "Start", "%s", causeMessage(next))
-	}
-	// A name conflict or a missing Secret is told again when what is in the way changes.
+	// What is in the way of the job's children (a name conflict, a missing Secret, a refused
+	// create) is told when it is first seen and again when it changes (below).
 	now := meta.FindStatusCondition(next.Conditions, troupev1.ConditionInitialized)
 	was := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionInitialized)
-	if now != nil && (now.Reason == troupev1.ReasonChildConflict || now.Reason == troupev1.ReasonSecretMissing) &&
-		(was == nil || was.Message != now.Message) {
-		add(corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
+	inTheWay := now != nil && slices.Contains(childrenInTheWay, now.Reason)
+	toldByInitialized := inTheWay && next.Reason == now.Reason
+	// What holds the job (status.reason) is told once, when it is first written, unless the
+	// Initialized event tells it; a failure is told by the Failed event.
+	if next.Reason != "" && next.Reason != prev.Reason && !Finished(next, nil) && !toldByInitialized {
+		add(corev1.EventTypeWarning, next.Reason, "Start", "%s", causeMessage(next))
 	}
-	// A refused create is told with status.reason when first written (above), and again when
-	// another refusal follows it.
-	if now != nil && now.Reason == troupev1.ReasonCreateRefused && was != nil && was.Reason == now.Reason &&
-		was.Message != now.Message && next.Reason == prev.Reason {
+	if inTheWay && (was == nil || was.Message != now.Message) {
 		add(corev1.EventTypeWarning, now.Reason, "Create", "%s", now.Message)
 	}
 	return out
 }
+
+// childrenInTheWay are the Initialized condition's reasons that something keeps the job's
+// children from being made.
+var childrenInTheWay = []string{troupev1.ReasonChildConflict, troupev1.ReasonSecretMissing, troupev1.ReasonCreateRefused}
 
 // scaled is one worker set whose desired replicas changed.
 type scaled struct {
@@ -408,7 +408,7 @@ func becameTrue(prev, next *troupev1.JobStatus, t string) bool {
 
 // causeMessage is the message of the condition that names status.reason.
 func causeMessage(st *troupev1.JobStatus) string {
-	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning, troupev1.ConditionInitialized} {
+	for _, t := range []string{troupev1.ConditionWorkersReady, troupev1.ConditionRunning} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Reason == st.Reason {
 			return c.Message
 		}
