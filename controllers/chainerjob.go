@@ -11,7 +11,7 @@ import (
 )
 
 // ChainerJobNameLabel names the ChainerJob on every child and pod.
-const ChainerJobNameLabel = "chainerjob.troupe.dev/name"
+const ChainerJobNameLabel = troupev1.ChainerJobNameLabel
 
 // ChainerJob adapts ChainerJob to the engine: the master is rank 0 of the MPI world and each
 // worker set is a StatefulSet named <job>-workerset-<set>.

@@ -12,7 +12,7 @@ import (
 )
 
 // HorovodJobNameLabel names the HorovodJob on every child and pod.
-const HorovodJobNameLabel = "horovodjob.troupe.dev/name"
+const HorovodJobNameLabel = troupev1.HorovodJobNameLabel
 
 // horovodDefaults is what horovodrun adds to mpirun, as Open MPI environment, so that a
 // generated launcher and a launcher template of the user's both get it: no core binding,

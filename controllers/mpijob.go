@@ -9,7 +9,7 @@ import (
 )
 
 // MPIJobNameLabel names the MPIJob on every child and pod.
-const MPIJobNameLabel = "mpijob.troupe.dev/name"
+const MPIJobNameLabel = troupev1.MPIJobNameLabel
 
 // MPIJob adapts MPIJob to the engine: the shared MPI program shape, with a generated launcher
 // that runs mpirun with the spec's MCA parameters, extraMPIArgs and cmd. A job written in the

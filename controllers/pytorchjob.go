@@ -13,7 +13,7 @@ import (
 )
 
 // PyTorchJobNameLabel names the PyTorchJob on every child and pod.
-const PyTorchJobNameLabel = "pytorchjob.troupe.dev/name"
+const PyTorchJobNameLabel = troupev1.PyTorchJobNameLabel
 
 // PyTorchJob adapts PyTorchJob to the engine: the Master is the engine's master (rank 0), the
 // Workers a worker set that runs to completion (a batch Job per pod); a job of Workers alone has

@@ -155,7 +155,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		acted.Status = written
 		return nil
 	}
-	for _, want := range Children(s, WorkersReleased(s, s.Plan.Verdict)) {
+	for _, want := range children(s, WorkersReleased(s, s.Plan.Verdict), obs.wholeWorkerJobNeeded) {
 		cur, exists := obs.current[keyOf(want)]
 		for _, a := range adopted {
 			if keyOf(a.want) == keyOf(want) {
@@ -199,7 +199,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				return acted, err
 			case replaced:
 				continue
-			case templateChanged(cur, wj):
+			case workerTemplateChanged(cur.(*batchv1.Job), wj):
 				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
 				continue
 			}
@@ -210,8 +210,8 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 				acted.HeldTemplates = append(acted.HeldTemplates, "StatefulSet "+sts.Name)
 			}
 		}
-		var before client.Object // the patch base of a child read metadata-only
-		if _, metadataOnly := cur.(*metav1.PartialObjectMetadata); metadataOnly {
+		var before client.Object // the patch base of a child the cache holds in part
+		if heldInPart(cur) {
 			before = cur
 		}
 		cur = cur.DeepCopyObject().(client.Object) // put back in shape apart from the observation
@@ -398,13 +398,48 @@ func holdTemplate(cur, want *appsv1.StatefulSet, obs *Observed) bool {
 // (holdTemplate), it waits while pods of the job live, unless the set is being released. It
 // reports whether it deleted the Job.
 func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Job, obs *Observed) (bool, error) {
-	if !templateChanged(cur, want) || !cur.DeletionTimestamp.IsZero() {
+	if !workerTemplateChanged(cur, want) || !cur.DeletionTimestamp.IsZero() {
 		return false, nil
 	}
 	if !ptr.Deref(want.Spec.Suspend, false) && jobHasLivePods(obs) {
 		return false, nil
 	}
 	return true, r.deleteWorkerJob(ctx, cur)
+}
+
+// workerTemplateChanged says a worker Job's pod template is not the one the job wants now: by
+// the hash of what it is made of (buildWorkerJobs), or, for a Job made by v0.1.0 (which records
+// no indexed hash), by its whole template's hash (want is then built whole:
+// wholeWorkerJobNeeded).
+func workerTemplateChanged(cur, want *batchv1.Job) bool {
+	if h, ok := cur.Annotations[troupev1.AnnotationIndexedTemplateHash]; ok {
+		return h != want.Annotations[troupev1.AnnotationIndexedTemplateHash]
+	}
+	return templateChanged(cur, want)
+}
+
+// wholeWorkerJobNeeded says the pass builds the worker Job name with its whole pod template:
+// to create it, or to compare it with a Job whose template hash is its whole template's.
+func (obs *Observed) wholeWorkerJobNeeded(name string) bool {
+	cur, ok := obs.current[ChildRef{Kind: "Job", Name: name}]
+	if !ok {
+		return true
+	}
+	_, indexed := cur.GetAnnotations()[troupev1.AnnotationIndexedTemplateHash]
+	return !indexed
+}
+
+// heldInPart says the cache holds less of a child than the API server does: a Secret (its
+// metadata), a worker Job (its template's outline: trimWorkerJob). It is patched with what the
+// engine changed, never updated whole.
+func heldInPart(cur client.Object) bool {
+	switch c := cur.(type) {
+	case *metav1.PartialObjectMetadata:
+		return true
+	case *batchv1.Job:
+		return isWorkerJob(c)
+	}
+	return false
 }
 
 // peersRunOlderTemplate says a worker Job to be created (a scale up) would run another template
@@ -470,12 +505,13 @@ func (r *Reconciler) warnScaledOutside(job Object, s *Spec, cur, want *appsv1.St
 	r.recorder.Eventf(job, nil, corev1.EventTypeWarning, troupev1.EventScaledOutsideJob, "Scale", "%s", msg)
 }
 
-// write stores the restored child cur. A child read metadata-only (a Secret; before is its
-// state as read) is patched: its labels and annotations are all the engine restores, and it
-// holds no data to update with.
+// write stores the restored child cur. A child the cache holds in part (heldInPart; before is
+// its state as read) is patched with what changed, from the version read (a conflict runs the
+// pass again, as an update's would): an update would write the parts the cache does not hold
+// as empty.
 func (r *Reconciler) write(ctx context.Context, before, cur client.Object) error {
 	if before != nil {
-		return r.client.Patch(ctx, cur, client.MergeFrom(before))
+		return r.client.Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 	return r.client.Update(ctx, cur)
 }

@@ -206,9 +206,25 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 // writes it: IndexedDecorator). Released workers (the job ended or is suspended, paused or
 // restarting) are suspended: the Job controller deletes a running pod and runs it again on
 // resume unless it had succeeded. A failed pod is replaced only once it has fully terminated, so
-// two pods never share a hostname. The template's hash is recorded: a Job's template cannot
-// change, so a new one replaces the Job (replaceWorkerJob).
+// two pods never share a hostname. A Job's template cannot change, so a new one replaces the
+// Job (replaceWorkerJob).
 func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
+	return buildWorkerJobs(s, ws, released, wholeJobs)
+}
+
+// buildWorkerJobs builds the Jobs of ws, those named by whole with their whole pod template and
+// the others as their outline: what the pass reads of a Job that exists (its labels, hashes,
+// suspension and scheduling directives). A set of 4,095 workers with a template of 100 KiB
+// would otherwise copy and hash 400 MiB on every pass of its job.
+//
+// Each Job records what its template is made of: the set's template (AnnotationSetTemplateHash,
+// hashed once per set) and what its index adds to it (AnnotationIndexedTemplateHash: the set's
+// hash with the index's additions made to the outline, see IndexedDecorator), so a Job is
+// compared with what the job wants without its template being built. The spec hash is the
+// outline's too, alike for both forms. A whole Job also carries its template's own hash
+// (AnnotationTemplateHash), the one a Job made by v0.1.0 (which records no indexed hash) is
+// compared by.
+func buildWorkerJobs(s *Spec, ws *WorkerSet, released bool, whole func(name string) bool) []*batchv1.Job {
 	labels := s.WorkerLabels(ws)
 	base := s.podTemplate(ws.Template, labels, ws)
 	base.Spec.Subdomain = s.ServiceName()
@@ -216,17 +232,12 @@ func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 		base.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
 	setHash := templateHash(&base)
+	outline := templateOutline(&base)
 	jobs := make([]*batchv1.Job, 0, ws.Replicas)
 	for i := range ws.Replicas {
 		name := podOrdinalName(ws.ChildName, i)
-		tmpl := *base.DeepCopy()
-		tmpl.Spec.Hostname = name
-		for _, t := range s.claimTemplatesOf(ws) {
-			withClaimVolume(&tmpl, t.Name, workerClaimName(t.Name, name))
-		}
-		if d, ok := s.Backend.(IndexedDecorator); ok {
-			d.DecorateIndexedPod(s, ws, i, &tmpl)
-		}
+		indexed := *outline.DeepCopy()
+		s.addIndex(ws, i, name, &indexed)
 		job := &batchv1.Job{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: s.childMeta(name, labels),
@@ -238,24 +249,71 @@ func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 				Suspend:               ptr.To(released),
 				PodFailurePolicy:      ws.PodFailurePolicy.DeepCopy(),
 				PodReplacementPolicy:  ptr.To(batchv1.Failed),
-				Template:              tmpl,
+				Template:              indexed,
 			},
 		}
-		setTemplateHash(job, &job.Spec.Template)
-		job.Annotations[troupev1.AnnotationSetTemplateHash] = setHash
-		jobs = append(jobs, withSpecHash(job))
+		job.Annotations = map[string]string{
+			troupev1.AnnotationSetTemplateHash:     setHash,
+			troupev1.AnnotationIndexedTemplateHash: hashOf(setHash, &indexed),
+		}
+		withSpecHash(job)
+		if whole(name) {
+			job.Spec.Template = *base.DeepCopy()
+			s.addIndex(ws, i, name, &job.Spec.Template)
+			setTemplateHash(job, &job.Spec.Template)
+		}
+		jobs = append(jobs, job)
 	}
 	return jobs
+}
+
+// addIndex makes a worker set's pod template the template of the pod of index i and hostname
+// name: its hostname, its own claims, and what the backend gives each index.
+func (s *Spec) addIndex(ws *WorkerSet, i int32, name string, tmpl *corev1.PodTemplateSpec) {
+	tmpl.Spec.Hostname = name
+	for _, t := range s.claimTemplatesOf(ws) {
+		withClaimVolume(tmpl, t.Name, workerClaimName(t.Name, name))
+	}
+	if d, ok := s.Backend.(IndexedDecorator); ok {
+		d.DecorateIndexedPod(s, ws, i, tmpl)
+	}
+}
+
+// templateOutline is what a worker Job's pod template is compared and kept in shape by (the
+// rest is in the set's hash): its labels, its containers by name (an index adds to them), and
+// the scheduling directives the engine puts back into a suspended Job (restoreJob). The
+// operator's cache holds a worker Job's template as no more than this (trimWorkerJob).
+func templateOutline(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	out := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(t.Labels)},
+		Spec: corev1.PodSpec{
+			NodeSelector:    t.Spec.NodeSelector,
+			Tolerations:     t.Spec.Tolerations,
+			Affinity:        t.Spec.Affinity,
+			SchedulingGates: t.Spec.SchedulingGates,
+		},
+	}
+	for _, c := range t.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name})
+	}
+	return *out.DeepCopy()
 }
 
 // BuildWorkerSet returns the children that run a worker set: its StatefulSet, or its Jobs
 // when its pods run to completion.
 func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) []client.Object {
+	return buildWorkerSet(s, ws, released, wholeJobs)
+}
+
+// wholeJobs builds every worker Job whole.
+func wholeJobs(string) bool { return true }
+
+func buildWorkerSet(s *Spec, ws *WorkerSet, released bool, whole func(name string) bool) []client.Object {
 	if !ws.RunsToCompletion {
 		return []client.Object{BuildWorkerStatefulSet(s, ws, released)}
 	}
 	var out []client.Object
-	for _, j := range BuildWorkerJobs(s, ws, released) {
+	for _, j := range buildWorkerJobs(s, ws, released, whole) {
 		out = append(out, j)
 	}
 	return out
@@ -295,6 +353,12 @@ func (s *Spec) ownedObjects(objs []client.Object) []client.Object {
 // first (Service, backend objects), then the worker sets, then the master, so that the master
 // never starts before its hosts can be named.
 func Children(s *Spec, workersReleased bool) []client.Object {
+	return children(s, workersReleased, wholeJobs)
+}
+
+// children are the Children, the worker Jobs not named by whole as their outline
+// (buildWorkerJobs).
+func children(s *Spec, workersReleased bool, whole func(name string) bool) []client.Object {
 	objs := []client.Object{BuildService(s)}
 	objs = append(objs, BuildBackendObjects(s)...)
 	// The PodGroup exists before any of its pods, so the scheduler never sees a pod of an
@@ -307,7 +371,7 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 		objs = append(objs, np)
 	}
 	for i := range s.WorkerSets {
-		objs = append(objs, BuildWorkerSet(s, &s.WorkerSets[i], workersReleased)...)
+		objs = append(objs, buildWorkerSet(s, &s.WorkerSets[i], workersReleased, whole)...)
 	}
 	if s.masterWanted() { // not while paused, or waiting for the previous master's pods to go
 		objs = append(objs, BuildMasterJob(s))

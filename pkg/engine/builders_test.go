@@ -29,6 +29,7 @@ func noHash[T client.Object](o T) T {
 	delete(ann, troupev1.AnnotationSpecHash)
 	delete(ann, troupev1.AnnotationTemplateHash)
 	delete(ann, troupev1.AnnotationSetTemplateHash)
+	delete(ann, troupev1.AnnotationIndexedTemplateHash)
 	if len(ann) == 0 {
 		ann = nil
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,13 +49,16 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 			&corev1.Pod{}: {Label: ourPods, Transform: TrimPod},
 		},
 	}
+	// The selector keeps out what is not labelled as troupe's; anyone who may label an object
+	// gets past it, so what no troupe job controls is held as its name and troupe's labels.
+	children := cache.ByObject{Label: ours, Transform: trimUnlessTroupes}
 	for _, t := range childTypes {
-		opts.ByObject[t.cacheObject()] = cache.ByObject{Label: ours}
+		opts.ByObject[t.cacheObject()] = cache.ByObject{Label: ours, Transform: t.cacheTransform}
 	}
 	// Claims the engine made (storage.go): read to know they exist, never watched for passes.
-	opts.ByObject[&corev1.PersistentVolumeClaim{}] = cache.ByObject{Label: ours}
+	opts.ByObject[&corev1.PersistentVolumeClaim{}] = children
 	for _, o := range owned {
-		opts.ByObject[o] = cache.ByObject{Label: ours}
+		opts.ByObject[o] = children
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -89,8 +93,8 @@ func TrimPod(obj any) (any, error) {
 			Generation:        pod.Generation,
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
-			Labels:            troupeLabels(pod.Labels),
-			OwnerReferences:   pod.OwnerReferences,
+			Labels:            labelsRead(pod.Labels),
+			OwnerReferences:   controllerOnly(pod.OwnerReferences),
 		},
 		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{
@@ -152,18 +156,97 @@ func boundedExit(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTermi
 	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: lastBytes(t.Message)}
 }
 
-// troupeLabels are the labels of troupe's domain (troupe.dev/ and <kind>.troupe.dev/, such as
-// the job UID, role, worker set, restart attempt and the kind's name label): all the engine
-// reads of a pod's labels, and all it selects pods by.
-func troupeLabels(labels map[string]string) map[string]string {
-	kept := make(map[string]string, len(labels))
-	for k, v := range labels {
-		prefix, _, ok := strings.Cut(k, "/")
-		if ok && (prefix == troupev1.GroupVersion.Group || strings.HasSuffix(prefix, "."+troupev1.GroupVersion.Group)) {
+// labelsRead keeps of an object's labels those the engine reads (troupev1.LabelsRead: the job
+// UID, role, worker set, restart attempt, the kind's name label); a tenant's own labels, also
+// those under troupe.dev, are not held.
+func labelsRead(labels map[string]string) map[string]string {
+	kept := make(map[string]string, len(troupev1.LabelsRead))
+	for _, k := range troupev1.LabelsRead {
+		if v, ok := labels[k]; ok {
 			kept[k] = v
 		}
 	}
 	return kept
+}
+
+// controllerOnly keeps the controller of an object's owner references: the one the engine
+// reads (metav1.IsControlledBy); the API server allows at most one.
+func controllerOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			return []metav1.OwnerReference{r}
+		}
+	}
+	return nil
+}
+
+// trimUnlessTroupes is the transform of every child type's cache: a child a troupe job controls
+// is held as stripFieldsNotRead leaves it (the engine puts it back in shape from it); anything
+// else that carries troupe's labels (an object a tenant labelled so, an orphan, a retained
+// claim) is held as its identity, the labels the engine reads and its controller, so a
+// tenant's ConfigMap of 1 MiB costs the operator a few hundred bytes. What the engine does with
+// such an object reads no more: it names a name conflict, or it reads an orphan live before
+// adopting it (observe).
+func trimUnlessTroupes(in any) (any, error) {
+	in, err := stripFieldsNotRead(in)
+	if err != nil {
+		return in, err
+	}
+	obj, ok := in.(client.Object)
+	if !ok || controlledByATroupeJob(obj) {
+		return in, nil
+	}
+	var out client.Object
+	if u, isUnstructured := obj.(*unstructured.Unstructured); isUnstructured {
+		out = &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	} else {
+		out = reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+		out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	}
+	out.SetName(obj.GetName())
+	out.SetNamespace(obj.GetNamespace())
+	out.SetUID(obj.GetUID())
+	out.SetResourceVersion(obj.GetResourceVersion())
+	out.SetCreationTimestamp(obj.GetCreationTimestamp())
+	out.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	out.SetLabels(labelsRead(obj.GetLabels()))
+	out.SetOwnerReferences(controllerOnly(obj.GetOwnerReferences()))
+	return out, nil
+}
+
+// cacheTransform is the transform of the type's cache: trimUnlessTroupes, then the type's trim
+// of what is the job's own.
+func (t childType) cacheTransform(in any) (any, error) {
+	out, err := trimUnlessTroupes(in)
+	if err != nil || t.trim == nil {
+		return out, err
+	}
+	if obj, ok := out.(client.Object); ok && controlledByATroupeJob(obj) {
+		t.trim(obj)
+	}
+	return out, nil
+}
+
+// trimWorkerJob keeps of a worker Job's pod template its outline (templateOutline): its labels
+// (the restart attempt), its containers' names, its scheduling directives; the pass compares the
+// Job with what the job wants by its annotations, and patches what it changes (heldInPart). A
+// set of 500 workers with a template of 100 KiB costs the cache a few hundred KiB, not 50 MiB.
+// The master Job is held whole (one per job; its template says whether the launcher waits).
+func trimWorkerJob(obj client.Object) {
+	if j, ok := obj.(*batchv1.Job); ok && isWorkerJob(j) {
+		j.Spec.Template = templateOutline(&j.Spec.Template)
+		j.Spec.Template.Labels = labelsRead(j.Spec.Template.Labels)
+	}
+}
+
+// controlledByATroupeJob says obj's controller is a troupe job (of any kind).
+func controlledByATroupeJob(obj metav1.Object) bool {
+	c := metav1.GetControllerOf(obj)
+	if c == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	return err == nil && gv.Group == troupev1.GroupVersion.Group
 }
 
 // engineConditions are the pod conditions the engine reads, without their times: Ready (the WorkersReady condition,

@@ -60,10 +60,13 @@ type childType struct {
 	// desired ones (want, of the same type) and reports whether it changed anything; nil: the
 	// engine manages the type's labels and spec hash only.
 	restoreSpec func(cur, want client.Object) bool
+	// trim is the cache's transform beyond trimUnlessTroupes (which every type gets): what of
+	// the job's own children of the type it drops.
+	trim func(client.Object)
 }
 
 var childTypes = []childType{
-	{object: &batchv1.Job{}, progressDelayed: true, restoreSpec: restoreJob},
+	{object: &batchv1.Job{}, progressDelayed: true, restoreSpec: restoreJob, trim: trimWorkerJob},
 	{object: &appsv1.StatefulSet{}, progressDelayed: true, restoreSpec: restoreStatefulSet},
 	{object: &corev1.Service{}, restoreSpec: restoreService},
 	{object: &corev1.ConfigMap{}, restoreSpec: restoreConfigMap},
@@ -229,6 +232,19 @@ func setTemplateHash(obj metav1.Object, tmpl *corev1.PodTemplateSpec) {
 	obj.SetAnnotations(annotations)
 }
 
+// hashOf is a hash of a pod template given what it was made from (a set's template hash).
+func hashOf(from string, tmpl *corev1.PodTemplateSpec) string {
+	data, err := json.Marshal(tmpl)
+	if err != nil {
+		// The template was built from typed API structs, which always marshal.
+		panic(fmt.Sprintf("marshal pod template: %v", err))
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(from))
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
 // templateHash is a hash of a pod template.
 //
 // The common job-name label is left out: it came in v0.2.0, after the templates of running
@@ -240,14 +256,7 @@ func templateHash(tmpl *corev1.PodTemplateSpec) string {
 		tmpl = tmpl.DeepCopy()
 		delete(tmpl.Labels, troupev1.LabelJobName)
 	}
-	data, err := json.Marshal(tmpl)
-	if err != nil {
-		// The template was built from typed API structs, which always marshal.
-		panic(fmt.Sprintf("marshal pod template: %v", err))
-	}
-	h := fnv.New64a()
-	_, _ = h.Write(data)
-	return strconv.FormatUint(h.Sum64(), 36)
+	return hashOf("", tmpl)
 }
 
 // templateChanged says a worker set's child (cur) carries another pod template than want's, by

@@ -90,6 +90,9 @@ type Observed struct {
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secrets.go).
 	Secrets SecretIntegrity
+	// Now is when the observation was made: the time-driven steps (a restart's backoff) read
+	// it, so the pass's decision stays a function of what it observed.
+	Now time.Time
 	// GoneWorkers are why worker pods the watch saw deleted were lost, by pod UID (gone_pods.go).
 	GoneWorkers map[types.UID]troupev1.FailureReason
 
@@ -107,7 +110,7 @@ type Observed struct {
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[ChildRef]client.Object{},
-		GoneWorkers: r.gone.of(job.GetUID())}
+		GoneWorkers: r.gone.of(job.GetUID()), Now: r.clock.Now()}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	podHolders := 0 // children that hold pods, before want in the order they are created
@@ -124,8 +127,19 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 			continue
 		}
 		ours, orphan, err := r.claim(ctx, job, want, cur)
+		if err == nil && orphan {
+			// The cache holds an object no job controls as its identity alone
+			// (trimUnlessTroupes): the orphan is read whole, and claimed on what it is now.
+			if cur, err = r.readLive(ctx, want); err == nil && cur != nil {
+				ours, orphan, err = r.claim(ctx, job, want, cur)
+			}
+		}
 		if err != nil {
 			return nil, err
+		}
+		if cur == nil { // gone since
+			obs.Missing = append(obs.Missing, keyOf(want))
+			continue
 		}
 		if orphan {
 			obs.Orphans = append(obs.Orphans, claimedChild{want: want, cur: cur})
@@ -340,13 +354,26 @@ func (r *Reconciler) getChild(ctx context.Context, want client.Object, live bool
 	key := client.ObjectKeyFromObject(want)
 	err := r.client.Get(ctx, key, cur)
 	if apierrors.IsNotFound(err) && live {
-		err = r.apiReader.Get(ctx, key, cur)
+		return r.readLive(ctx, want)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s %s: %w", keyOf(want).Kind, key.Name, err)
+	}
+	return cur, nil
+}
+
+// readLive reads want's object from the API server (nil: there is none).
+func (r *Reconciler) readLive(ctx context.Context, want client.Object) (client.Object, error) {
+	cur := emptyLike(want)
+	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", keyOf(want).Kind, want.GetName(), err)
 	}
 	return cur, nil
 }

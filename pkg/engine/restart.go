@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,54 @@ import (
 //   - StartingAttempt creates the workers and a new master Job as for a new job (the
 //     Service, hostfile and credentials stayed); once its launcher runs, the condition turns
 //     False with reason AttemptRunning.
+
+// Restarts back off: restart n starts its attempt no sooner than restartBackoff(n) after the
+// failure was recorded (the Restarting condition's transition to StoppingAttempt), however soon
+// the earlier attempt is gone. The first restart waits for nothing (a lost node or a preempted
+// worker is replaced at once); after that the wait doubles from 10 s to 6 min, as the Job
+// controller's between a pod's retries, so a job whose every attempt fails at once costs its
+// O(workers) deletes and creates a few times an hour, not every few seconds.
+const (
+	restartBackoffBase = 10 * time.Second
+	restartBackoffMax  = 6 * time.Minute
+)
+
+// restartBackoff is how long restart n (status.restarts once it is recorded) waits.
+func restartBackoff(n int32) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	d := restartBackoffBase
+	for i := int32(2); i < n && d < restartBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, restartBackoffMax)
+}
+
+// backoffLeft is how long the attempt being stopped (prev says StoppingAttempt) still waits at
+// now.
+func backoffLeft(prev *troupev1.JobStatus, now time.Time) time.Duration {
+	c := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionRestarting)
+	if c == nil {
+		return 0
+	}
+	return max(restartBackoff(prev.Restarts)-now.Sub(c.LastTransitionTime.Time), 0)
+}
+
+// workerReplaceDelay is how long a failed worker Job a rule ignores stays before it is made
+// again: its own pods were retried with the Job controller's backoff, which a new Job starts
+// over, so a worker that fails at once (backoffLimit 0) is made again a few times a minute at
+// most, not as fast as its pods start.
+const workerReplaceDelay = 10 * time.Second
+
+// replaceLeft is how long the failed worker Job j still stays at now.
+func replaceLeft(j *batchv1.Job, now time.Time) time.Duration {
+	c := terminalJobCondition(j)
+	if c == nil || c.LastTransitionTime.IsZero() {
+		return 0
+	}
+	return max(workerReplaceDelay-now.Sub(c.LastTransitionTime.Time), 0)
+}
 
 // restartsEnabled says whether a lost rank restarts the job. Debug mode never restarts: its
 // launcher sleeps while a user works in it.
@@ -105,6 +154,9 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	}
 	p.seen.Clean = !stale && statefulSetsAtAttempt(s, obs, p.state.Attempt)
 	p.state.Stopping = stale || restartReason(prev) == troupev1.ReasonStoppingAttempt
+	if restartReason(prev) == troupev1.ReasonStoppingAttempt {
+		p.state.BackoffLeft = backoffLeft(prev, obs.Now)
+	}
 	if p.state.Stopping || !s.restartsEnabled() {
 		return p
 	}
@@ -126,6 +178,9 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 		// The worker is replaced and the job goes on: a failed worker Job is made again, a
 		// StatefulSet replaces its pod by itself.
 		p.replaceWorkerJob = failedWorkerJobOf(s, obs) // nil for a StatefulSet's
+		if left := replaceLeft(p.replaceWorkerJob, obs.Now); left > 0 {
+			p.replaceWorkerJob, p.state.BackoffLeft = nil, left
+		}
 		p.seen = RestartObservation{Clean: clean}
 	case d.Action == troupev1.RestartJobAndIgnoreMaxRestartsAction:
 		p.state.Deciding = true
@@ -445,7 +500,7 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 	case s.Plan.Restart.Deciding:
 		set(newCondition(t, true, troupev1.ReasonStoppingAttempt, restartMessage(s, prev)))
 	case last == nil:
-	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && phase != troupev1.JobFailed:
+	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && s.Plan.Restart.BackoffLeft == 0 && phase != troupev1.JobFailed:
 		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
 	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
 		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
@@ -500,11 +555,20 @@ func restartMessage(s *Spec, prev *troupev1.JobStatus) string {
 		if d.Rule != "" {
 			who = fmt.Sprintf("rule %q", d.Rule)
 		}
-		return fmt.Sprintf("restart %d, not counted toward maxRestarts (%s): %s", prev.Restarts+1, who, seen.Cause)
+		return fmt.Sprintf("restart %d, not counted toward maxRestarts (%s): %s", prev.Restarts+1, who, seen.Cause) + backoffNote(prev.Restarts+1)
 	}
 	msg := fmt.Sprintf("attempt %d of %d: ", countedRestarts(prev)+1, s.maxRestarts())
 	if d.Rule != "" {
 		msg += d.String() + ": "
 	}
-	return msg + seen.Cause
+	return msg + seen.Cause + backoffNote(prev.Restarts+1)
+}
+
+// backoffNote tells, in the Restarting condition, how long restart n waits before its attempt
+// starts.
+func backoffNote(n int32) string {
+	if d := restartBackoff(n); d > 0 {
+		return fmt.Sprintf("; the next attempt starts %s after this (restart %d backs off)", d, n)
+	}
+	return ""
 }

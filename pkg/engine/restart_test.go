@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -498,5 +499,91 @@ func TestRestartCountsOnceFromAStaleCache(t *testing.T) {
 	}
 	if h.master() == nil {
 		t.Error("the stale reconcile changed the children")
+	}
+}
+
+// Restart n waits restartBackoff(n) from the record of its failure: the first not at all, then
+// 10 s doubling to 6 min.
+func TestRestartBackoff(t *testing.T) {
+	for n, want := range map[int32]time.Duration{0: 0, 1: 0, 2: 10 * time.Second, 3: 20 * time.Second, 4: 40 * time.Second,
+		7: 320 * time.Second, 8: 6 * time.Minute, 1000: 6 * time.Minute} {
+		if got := restartBackoff(n); got != want {
+			t.Errorf("restartBackoff(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// A second restart's attempt waits its backoff after the earlier attempt is gone: the job stays
+// StoppingAttempt, says when it goes on, asks to be woken then, and starts the attempt once the
+// time has come.
+func TestSecondRestartBacksOff(t *testing.T) {
+	h := newRestartHarness(t, ptr.To[int32](3))
+	clock := clocktesting.NewFakePassiveClock(now.Time)
+	h.r.clock = clock
+	h.reconcile()
+	h.podsRun()
+	h.reconcile()
+	// The first restart goes on at once.
+	h.failMaster()
+	h.reconcile()
+	h.reconcile()
+	h.podsGone()
+	if st := h.reconcile(); restarting(st) != "True/StartingAttempt" {
+		t.Fatalf("the first restart waits: Restarting %s", restarting(st))
+	}
+	h.reconcile()
+	h.podsRun()
+	if st := h.reconcile(); restarting(st) != "False/AttemptRunning" {
+		t.Fatalf("attempt 1: Restarting %s", restarting(st))
+	}
+
+	// The second waits 10 s from its record.
+	clock.SetTime(clock.Now().Add(time.Hour))
+	h.failMaster()
+	st := h.reconcile()
+	msg := meta.FindStatusCondition(st.Conditions, troupev1.ConditionRestarting).Message
+	if st.Restarts != 2 || !strings.HasSuffix(msg, "; the next attempt starts 10s after this (restart 2 backs off)") {
+		t.Fatalf("restarts %d, Restarting message %q", st.Restarts, msg)
+	}
+	h.reconcile()
+	h.podsGone()
+	clock.SetTime(clock.Now().Add(4 * time.Second))
+	res, err := h.r.Reconcile(h.ctx, reconcile.Request{NamespacedName: h.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job troupev1.ChainerJob
+	if err := h.c.Get(h.ctx, h.key, &job); err != nil {
+		t.Fatal(err)
+	}
+	if restarting(&job.Status) != "True/StoppingAttempt" || h.master() != nil {
+		t.Fatalf("4 s into a 10 s backoff: Restarting %s, master %v", restarting(&job.Status), h.master() != nil)
+	}
+	if res.RequeueAfter != 6*time.Second {
+		t.Errorf("woken after %s, want 6s", res.RequeueAfter)
+	}
+	clock.SetTime(clock.Now().Add(6 * time.Second))
+	if st := h.reconcile(); restarting(st) != "True/StartingAttempt" {
+		t.Fatalf("after the backoff: Restarting %s", restarting(st))
+	}
+	h.reconcile()
+	if m := h.master(); m == nil || m.Spec.Template.Labels[troupev1.LabelRestartAttempt] != "2" {
+		t.Fatal("no master Job of attempt 2 after the backoff")
+	}
+}
+
+// A failed worker Job a rule ignores is made again no sooner than workerReplaceDelay after it
+// failed.
+func TestFailedWorkerJobIsReplacedAfterADelay(t *testing.T) {
+	failedAt := now.Time
+	j := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
+		Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(failedAt)}}}}
+	for after, want := range map[time.Duration]time.Duration{0: 10 * time.Second, 3 * time.Second: 7 * time.Second, 10 * time.Second: 0, time.Hour: 0} {
+		if got := replaceLeft(j, failedAt.Add(after)); got != want {
+			t.Errorf("%s after the failure: %s left, want %s", after, got, want)
+		}
+	}
+	if got := replaceLeft(&batchv1.Job{}, failedAt); got != 0 {
+		t.Errorf("a Job that has not failed: %s left", got)
 	}
 }

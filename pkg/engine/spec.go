@@ -7,6 +7,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -275,7 +276,10 @@ type Gang interface {
 
 // IndexedDecorator is implemented by backends whose worker pods differ by their index (a torch
 // worker's rank): the engine calls it on the pod template of each pod of a worker set that runs
-// to completion (one Job per pod), after DecoratePod.
+// to completion (one Job per pod), after DecoratePod. It is also called on the template's
+// outline (its labels and containers by name, nothing else: templateOutline), whose hash tells
+// whether a Job's template is still the one wanted: what it writes must depend on its
+// arguments, never on what else the template holds.
 type IndexedDecorator interface {
 	DecorateIndexedPod(s *Spec, ws *WorkerSet, index int32, tmpl *corev1.PodTemplateSpec)
 }
@@ -489,6 +493,10 @@ type RestartState struct {
 	// Deciding leaves the master Job alone for this reconcile: a failure of the current
 	// attempt was seen and is recorded (status) before any child changes.
 	Deciding bool
+	// BackoffLeft is how long the next attempt still waits once the earlier one is gone
+	// (restartBackoff; the job stays StoppingAttempt until then), or a failed worker Job a rule
+	// ignores before it is made again (workerReplaceDelay).
+	BackoffLeft time.Duration
 }
 
 // RestartObservation is what the engine saw of the current attempt's failure.

@@ -77,6 +77,12 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if c, ok := secretLostCondition(obs, prev); ok {
 		set(c) // before terminalCondition, which would say only "the master failed"
 	}
+	if s.Plan.Restart.Deciding {
+		// A new failure: the condition's time is its record (the restart's backoff counts
+		// from it), also when the condition was True already (an attempt that failed before it
+		// was seen running).
+		meta.RemoveStatusCondition(&st.Conditions, troupev1.ConditionRestarting)
+	}
 	restartConditions(s, obs, prev, st.Phase, workers, set)
 	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, st.Phase, workers); ok && !meta.IsStatusConditionTrue(st.Conditions, c.Type) {
 		set(c)

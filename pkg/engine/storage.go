@@ -127,8 +127,8 @@ func BuildClaims(s *Spec) []*corev1.PersistentVolumeClaim {
 
 // ensureClaims creates the claims the engine makes (BuildClaims) that do not exist yet. An
 // existing claim of that name is used only if it is this job's (labelled with its UID), or, for
-// retained claims, one an earlier job of this kind and name left (labelled so, and owned by
-// nobody); any other is a conflict: claim names repeat across jobs (<job>-<name>,
+// retained claims, one an earlier job of this kind and name left (labelled so, and controlled
+// by nobody); any other is a conflict: claim names repeat across jobs (<job>-<name>,
 // <template>-<job>-worker-<i>), and a claim another job or a tenant made first could hand this
 // job's pods data (a checkpoint to load) that is not theirs. No claim is ever changed or deleted
 // here. It returns the conflicting claims; the pass then creates nothing.
@@ -159,7 +159,7 @@ func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) ([]ChildRef, err
 }
 
 // claimIsTheJobs says an existing claim is the job's to mount: troupe's and labelled with the
-// job's UID, or a retained claim (no owner) an earlier job of the same kind and name left.
+// job's UID, or a retained claim (no controller) an earlier job of the same kind and name left.
 func claimIsTheJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
 	l := c.Labels
 	if l[troupev1.LabelManagedBy] != troupev1.ManagedByTroupe {
@@ -168,5 +168,5 @@ func claimIsTheJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
 	if l[troupev1.LabelJobUID] == string(s.Owner.UID) {
 		return true
 	}
-	return s.RunPolicy.Storage.Retained() && len(c.OwnerReferences) == 0 && l[s.NameLabel] == s.Name
+	return s.RunPolicy.Storage.Retained() && metav1.GetControllerOf(c) == nil && l[s.NameLabel] == s.Name
 }

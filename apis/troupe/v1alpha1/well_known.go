@@ -33,11 +33,23 @@ const (
 	// hash of the set's pod template before each pod's own hostname and index were added: the
 	// Jobs of one set started from one template carry the same.
 	AnnotationSetTemplateHash = "troupe.dev/set-template-hash"
+	// AnnotationIndexedTemplateHash records, on each Job of such a set, a hash of what its pod
+	// template is made of: the set's template hash and what the pod's index adds (its
+	// hostname, claims, rank). The operator compares a Job with what the job wants by it,
+	// without building the Job's whole template.
+	AnnotationIndexedTemplateHash = "troupe.dev/indexed-template-hash"
 
 	// LabelRestartAttempt is the restart attempt (status.restarts when it was created: 0, 1,
 	// ...) on every pod of a job with runPolicy.failurePolicy; the operator deletes pods of
 	// earlier attempts before it creates the next attempt's.
 	LabelRestartAttempt = "troupe.dev/restart-attempt"
+
+	// The kinds' name labels: each names its job on every child and pod (the operator's pod
+	// watch maps a pod to its job by it).
+	MPIJobNameLabel     = "mpijob.troupe.dev/name"
+	PyTorchJobNameLabel = "pytorchjob.troupe.dev/name"
+	HorovodJobNameLabel = "horovodjob.troupe.dev/name"
+	ChainerJobNameLabel = "chainerjob.troupe.dev/name"
 
 	// RoleMaster is the value of LabelRole on the master (launcher) Job and its pods.
 	RoleMaster = "master"
@@ -47,6 +59,13 @@ const (
 	// MasterReplicaName names the master's entry in status.replicaStatuses.
 	MasterReplicaName = "master"
 )
+
+// LabelsRead are all the labels the operator reads of a pod or of an object no troupe job
+// controls: its cache keeps these and drops the rest (a tenant's labels cannot grow it).
+var LabelsRead = []string{
+	LabelJobUID, LabelRole, LabelWorkerSet, LabelRestartAttempt, LabelManagedBy,
+	MPIJobNameLabel, PyTorchJobNameLabel, HorovodJobNameLabel, ChainerJobNameLabel,
+}
 
 // Condition reasons.
 const (
