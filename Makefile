@@ -51,7 +51,7 @@ DIST ?= dist
 release: $(HELM) ## Build release VERSION (default: hack/versions.mk's) into dist/: installs, chart, image archives (amd64, arm64), the kubectl plugin, checksums.
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
-	HELM=$(HELM) hack/release.sh $(VERSION) $(DIST)
+	HELM=$(HELM) GO_RELEASE_MIN=$(GO_RELEASE_MIN) hack/release.sh $(VERSION) $(DIST)
 
 ##@ Generated code and manifests
 
@@ -255,7 +255,8 @@ RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
 test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release; an upgrade from the previous release under running jobs (root).
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
-	HELM=$(HELM) PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
+	HELM=$(HELM) GO_RELEASE_MIN=$(GO_RELEASE_MIN) ALLOW_UNPATCHED_GO=1 PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) \
+	  hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
 	prev=$$(hack/previous-release.sh $(TROUPE_CACHE)/previous-release); \
 	HELM=$(HELM) TROUPE_RELEASE_DIST=$(RELEASE_TEST_DIST) TROUPE_RELEASE_VERSION=$(RELEASE_TEST_VERSION) \
 	  TROUPE_PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) TROUPE_PREVIOUS_RELEASE_SRC=$$(sed -n 's/^SRC=//p' <<<"$$prev") \

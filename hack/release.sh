@@ -27,6 +27,20 @@ dist=${2:?usage: release.sh VERSION DIST}
 command -v buildah >/dev/null || { echo "release.sh: buildah is missing: run hack/container-deps.sh" >&2; exit 1; }
 log() { echo "[release] $*" >&2; }
 
+# A release is built with a Go that has the standard library's fixes for every advisory the code
+# calls (hack/vuln-accepted.txt lists those this machine's Go lacks): an older one is refused,
+# unless ALLOW_UNPATCHED_GO=1 says the build is not for publishing (the real-node suite's).
+go_version=$(go env GOVERSION)
+go_version=${go_version#go}
+: "${GO_RELEASE_MIN:?GO_RELEASE_MIN names the oldest Go a release is built with (hack/versions.mk)}"
+if [[ $(printf '%s\n%s\n' "$GO_RELEASE_MIN" "$go_version" | sort -V | head -1) != "$GO_RELEASE_MIN" ]]; then
+  if [[ ${ALLOW_UNPATCHED_GO:-} != 1 ]]; then
+    echo "release.sh: go$go_version is older than go$GO_RELEASE_MIN, which fixes the standard library's advisories in hack/vuln-accepted.txt; build the release with go$GO_RELEASE_MIN or newer (ALLOW_UNPATCHED_GO=1: a build not to publish)" >&2
+    exit 1
+  fi
+  log "WARNING: built with go$go_version, older than go$GO_RELEASE_MIN (ALLOW_UNPATCHED_GO=1): not to publish"
+fi
+
 # Architectures of the images and (with darwin) of the plugin.
 IMAGE_PLATFORMS=${IMAGE_PLATFORMS:-linux/amd64 linux/arm64}
 PLUGIN_PLATFORMS=${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}

@@ -54,6 +54,10 @@ TROUPE_CACHE ?= $(HOME)/.cache/troupe
 # revision) and the tag of their images; pkg/version's default, which a unit test keeps equal.
 # make release VERSION=vX.Y.Z builds another.
 VERSION ?= v0.2.0
+# The oldest Go a release may be built with: the first with fixes for every standard-library
+# advisory the code calls (hack/vuln-accepted.txt). hack/release.sh refuses an older one unless
+# ALLOW_UNPATCHED_GO=1 (the real-node suite's test release, built with the machine's Go).
+GO_RELEASE_MIN ?= 1.26.10
 # The release before it, which the upgrade test (test/realnode/upgrade_test.go) installs, runs
 # jobs under and upgrades from: built from this repository at its pinned commit.
 PREVIOUS_RELEASE ?= v0.1.0
