@@ -44,7 +44,7 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 func (w ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
 	warnings := gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("ChainerJob", job.Name, append(append(validateSize(ctx), ValidateChainerJob(job)...), w.validateClaimVolumeSources(&job.Spec.RunPolicy)...))
+	return warnings, invalid("ChainerJob", job.Name, append(append(validateSize(ctx), ValidateChainerJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

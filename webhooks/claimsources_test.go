@@ -101,9 +101,18 @@ func TestClaimVolumeSourcesRefusedForEveryKind(t *testing.T) {
 	}}
 	DefaultChainerJob(chainer, Options{})
 	for kind, create := range map[string]func(Options) error{
-		"PyTorchJob": func(o Options) error { _, err := (PyTorchJob{o}).ValidateCreate(context.Background(), torch); return err },
-		"HorovodJob": func(o Options) error { _, err := (HorovodJob{o}).ValidateCreate(context.Background(), horovod); return err },
-		"ChainerJob": func(o Options) error { _, err := (ChainerJob{o}).ValidateCreate(context.Background(), chainer); return err },
+		"PyTorchJob": func(o Options) error {
+			_, err := (PyTorchJob{o}).ValidateCreate(context.Background(), torch)
+			return err
+		},
+		"HorovodJob": func(o Options) error {
+			_, err := (HorovodJob{o}).ValidateCreate(context.Background(), horovod)
+			return err
+		},
+		"ChainerJob": func(o Options) error {
+			_, err := (ChainerJob{o}).ValidateCreate(context.Background(), chainer)
+			return err
+		},
 	} {
 		if err := create(Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s, flag off: %v, want %s", kind, err, want)

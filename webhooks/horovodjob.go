@@ -67,7 +67,7 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 func (w HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("HorovodJob", job.Name, append(append(validateSize(ctx), ValidateHorovodJob(job)...), w.validateClaimVolumeSources(&job.Spec.RunPolicy)...))
+	return warnings, invalid("HorovodJob", job.Name, append(append(validateSize(ctx), ValidateHorovodJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

@@ -213,7 +213,7 @@ func (w MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admis
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 	warnings = append(warnings, kubeflowWarnings(&job.Spec)...)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("MPIJob", job.Name, append(append(validateSize(ctx), ValidateMPIJob(job)...), w.validateClaimVolumeSources(&job.Spec.RunPolicy)...))
+	return warnings, invalid("MPIJob", job.Name, append(append(validateSize(ctx), ValidateMPIJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

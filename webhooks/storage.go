@@ -54,12 +54,12 @@ func validateClaimSpec(p *field.Path, spec *corev1.PersistentVolumeClaimSpec) fi
 	return errs
 }
 
-// validateClaimVolumeSources refuses, unless the operator allows them, claims of
+// ValidateClaimVolumeSources refuses, unless the operator allows them, claims of
 // runPolicy.storage that name the volume they come from (troupev1.ClaimVolumeSourceErrors). It
 // depends on the operator's setting, not on the job alone, so it runs when a job is created
 // only: storage cannot change afterwards (fixedRunPolicyUpdate), and a job admitted while the
 // setting was on must stay updatable (scaled, suspended) after it is turned off.
-func (o Options) validateClaimVolumeSources(rp *troupev1.RunPolicy) field.ErrorList {
+func (o Options) ValidateClaimVolumeSources(rp *troupev1.RunPolicy) field.ErrorList {
 	if o.AllowClaimVolumeSources {
 		return nil
 	}
