@@ -9,7 +9,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,8 +78,8 @@ func run() error {
 			"Off: a Secret without known_hosts accepts any host key of the git server, as kube-openmpi's documented Secret (key ssh alone) does.")
 	// Off by default: the operator creates runPolicy.storage's claims with its own rights, so a
 	// claim naming its volume or data source would let a tenant claim what it could not itself
-	// (docs/security.md).
-	flag.BoolVar(&opts.AllowClaimVolumeSources, strings.TrimPrefix(troupev1.AllowClaimVolumeSourcesFlag, "--"), false,
+	// (docs/security.md). Refusals name it as troupev1.AllowClaimVolumeSourcesFlag.
+	flag.BoolVar(&opts.AllowClaimVolumeSources, "allow-claim-volume-sources", false,
 		"Let the claims of runPolicy.storage set spec.volumeName, spec.dataSource and spec.dataSourceRef (bind a named PersistentVolume, "+
 			"fill the claim from a snapshot or another claim). Off: admission and the engine refuse such a job, naming the field.")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")

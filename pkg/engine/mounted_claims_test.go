@@ -179,3 +179,32 @@ func TestMountedClaimsOfTheTemplates(t *testing.T) {
 		t.Errorf("mounted claims:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// Once the other job's claim is gone, the refused job's next pass (it asked to look again)
+// creates its children.
+func TestMountingAfterTheOtherClaimIsGone(t *testing.T) {
+	ctx := context.Background()
+	job := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"}}
+	other := claimOfJob("victim-ckpt", "victim", "uid-victim", false)
+	c := fakeJobClient(t, job, other)
+	r := &Reconciler{deferred: newDeferredWrites(0), podCreates: newPodCreatePace(), client: c, apiReader: c, recorder: events.NewFakeRecorder(10),
+		adapter: claimMountingAdapter{claim: "victim-ckpt"}, gvk: chainerJobGVK, clock: clocktesting.NewFakePassiveClock(metav1.Now().Time)}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(job)}
+	master := client.ObjectKey{Namespace: "ml", Name: "train-master"}
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != conflictRecheck || c.Get(ctx, master, &batchv1.Job{}) == nil {
+		t.Fatalf("first pass: looks again after %v, master Job created %v; want %v and none", res.RequeueAfter, c.Get(ctx, master, &batchv1.Job{}) == nil, conflictRecheck)
+	}
+	if err := c.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, master, &batchv1.Job{}); err != nil {
+		t.Errorf("after the other claim is gone: master Job %v, want created", err)
+	}
+}
