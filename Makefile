@@ -90,7 +90,7 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	$(HELM) template troupe charts/troupe --namespace ops --set replicaCount=1,leaderElection.enabled=false \
 	  --set defaultGang=Volcano,webhook.failurePolicy=Ignore,metrics.service.enabled=false \
 	  --set podDisruptionBudget.enabled=false,networkPolicy.enabled=false,watchNamespaces='{a,b}',agentImage=registry.example/agent:v1 \
-	  --set userRoles.enabled=false \
+	  --set userRoles.enabled=false,storage.allowClaimVolumeSources=true,gitSync.requireKnownHosts=true \
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
 	$(HELM) template troupe charts/troupe --namespace ops --set certManager.enabled=true,metrics.secure=false \
 	  --set logging.level=debug,logging.format=console,kubeAPI.qps=-1,kubeAPI.burst=10,maxConcurrentReconciles=16 \

@@ -47,6 +47,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	s.RunPolicy = spec.RunPolicy
 	s.SchedulingPolicy = spec.SchedulingPolicy
 	s.Master = masterOf(troupev1.ChainerMasterJob.For(job.Name), spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds)
+	s.Master.TemplateField = "spec.master.template"
 	// Defaulting gives the master of backend none no slots (it has no hostfile); the engine
 	// still bounds them, from the template as defaulting would.
 	s.Master.Slots = mpi.Slots(&spec.Master.Template, troupev1.ChainerMainContainer, slotsOf(spec.Master.MPIConfig))
@@ -72,15 +73,17 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	for _, name := range spec.WorkerSetNames() {
 		ws := spec.WorkerSets[name]
-		if err := requireMainContainer(fmt.Sprintf("spec.workerSets[%s].template", name), &ws.Template, troupev1.ChainerMainContainer); err != nil {
+		templateField := fmt.Sprintf("spec.workerSets[%s].template", name)
+		if err := requireMainContainer(templateField, &ws.Template, troupev1.ChainerMainContainer); err != nil {
 			return err
 		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
-			Name:      name,
-			ChildName: troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
-			Replicas:  *ws.Replicas,
-			Slots:     *ws.MPIConfig.Slots,
-			Template:  ws.Template,
+			Name:          name,
+			ChildName:     troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
+			TemplateField: templateField,
+			Replicas:      *ws.Replicas,
+			Slots:         *ws.MPIConfig.Slots,
+			Template:      ws.Template,
 		})
 	}
 	describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))

@@ -133,15 +133,15 @@ func TestChainerJobDescribe(t *testing.T) {
 			want := &engine.Spec{
 				Name: "mn", Namespace: "ml", MainContainer: "chainer",
 				Master: engine.Master{
-					JobName: "mn-master", Template: job.Spec.Master.Template,
+					JobName: "mn-master", Template: job.Spec.Master.Template, TemplateField: "spec.master.template",
 					BackoffLimit: 6, Slots: 1, IsHost: true,
 					PodFailurePolicy: mpi.WaitFailurePolicy(&job.Spec.Master.Template),
 				},
 				// In sorted name order, whatever order the map was written in.
 				WorkerSets: []engine.WorkerSet{
-					{Name: "gpu", ChildName: "mn-workerset-gpu", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
-					{Name: "gpu8", ChildName: "mn-workerset-gpu8", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
-					{Name: "ws0", ChildName: "mn-workerset-ws0", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
+					{Name: "gpu", ChildName: "mn-workerset-gpu", TemplateField: "spec.workerSets[gpu].template", Replicas: 1, Slots: 4, Template: chainerTemplate(8)},
+					{Name: "gpu8", ChildName: "mn-workerset-gpu8", TemplateField: "spec.workerSets[gpu8].template", Replicas: 1, Slots: 8, Template: chainerTemplate(8)},
+					{Name: "ws0", ChildName: "mn-workerset-ws0", TemplateField: "spec.workerSets[ws0].template", Replicas: 2, Slots: 1, Template: chainerTemplate(0)},
 				},
 				// The adapter describes the job with its defaults (SetDefaults), stored or not.
 				RunPolicy: troupev1.RunPolicy{CleanPodPolicy: ptr.To(troupev1.CleanPodPolicyRunning),

@@ -29,6 +29,9 @@ type Options struct {
 	// RequireGitKnownHosts requires the key known_hosts in every git deploy-key Secret
 	// (appCodesToSync[].gitSecretName), so that no clone accepts an unknown server's host key.
 	RequireGitKnownHosts bool
+	// AllowClaimVolumeSources lets claims of runPolicy.storage name the volume they come from
+	// (volumeName, dataSource, dataSourceRef); off, the engine refuses such a job.
+	AllowClaimVolumeSources bool
 }
 
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.

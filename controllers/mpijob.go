@@ -42,6 +42,7 @@ func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
 		launcherIsHost:            job.Spec.LauncherIsWorker(),
 		launcherAfterWorkersReady: job.Spec.LauncherCreationPolicy == troupev1.LauncherWaitForWorkersReady,
 		kubeflow:                  job.Spec.Kubeflow(),
+		templateFields:            job.Spec.IsWorkerTemplateForm(),
 	}
 	return mpiProgram(job, &p, mainContainer, form, a.Options, s, func(d mpi.Dialect, _ mpi.Backend, _ *engine.WorkerSet) []string {
 		return mpirunCommand(&p, d)

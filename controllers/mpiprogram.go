@@ -59,25 +59,29 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 	}
 	if workers > 0 || form.kubeflow == nil { // kubeflow's form may run its launcher alone
 		s.WorkerSets = []engine.WorkerSet{{
-			Name:      troupev1.MPIWorkerSetName,
-			ChildName: troupev1.MPIWorkerStatefulSet.For(job.GetName()),
-			Replicas:  workers,
-			Slots:     *p.Worker.Slots,
-			Template:  worker,
+			Name:          troupev1.MPIWorkerSetName,
+			ChildName:     troupev1.MPIWorkerStatefulSet.For(job.GetName()),
+			TemplateField: form.workerTemplatePath(),
+			Replicas:      workers,
+			Slots:         *p.Worker.Slots,
+			Template:      worker,
 		}}
 	}
 
 	launcher := *p.Launcher
 	var tmpl corev1.PodTemplateSpec
+	launcherField := form.launcherTemplatePath()
 	if launcher.Template != nil {
 		tmpl = *launcher.Template.DeepCopy()
 	} else {
 		tmpl = generatedLauncher(&p.Worker.Template, mainContainer, launch(dialect, backend, &s.WorkerSets[0]))
+		launcherField = form.workerTemplatePath() // its volumes are the worker's
 	}
 	s.MainContainer = mainContainer
 	s.RunPolicy = p.RunPolicy
 	s.SchedulingPolicy = p.SchedulingPolicy
 	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds)
+	s.Master.TemplateField = launcherField
 	s.Master.IsHost = form.launcherIsHost
 	s.Master.Slots = *p.Worker.Slots // a launcher that computes runs as many ranks as a worker
 	s.Master.AfterWorkersReady = form.launcherAfterWorkersReady
@@ -104,14 +108,31 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 type mpiForm struct {
 	launcherIsHost, launcherAfterWorkersReady bool
 	kubeflow                                  *troupev1.KubeflowContract
+	// templateFields: an MPIJob of the FFFFFaraway form (spec.workerTemplate,
+	// spec.launcherTemplate).
+	templateFields bool
 }
 
 // workerTemplatePath is where the worker template is written, for errors.
 func (f mpiForm) workerTemplatePath() string {
-	if f.kubeflow != nil {
+	switch {
+	case f.kubeflow != nil:
 		return "spec.mpiReplicaSpecs.Worker.template"
+	case f.templateFields:
+		return "spec.workerTemplate"
 	}
 	return "spec.worker.template"
+}
+
+// launcherTemplatePath is where a launcher template is written, for errors.
+func (f mpiForm) launcherTemplatePath() string {
+	switch {
+	case f.kubeflow != nil:
+		return "spec.mpiReplicaSpecs.Launcher.template"
+	case f.templateFields:
+		return "spec.launcherTemplate"
+	}
+	return "spec.launcher.template"
 }
 
 // backend is the MPI backend of the launch settings, with kubeflow's transport and layout for

@@ -63,6 +63,7 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 			return err
 		}
 		s.Master = masterOf(troupev1.PyTorchMasterJob.For(job.Name), tmpl, spec.RunPolicy.BackoffLimit, spec.RunPolicy.ActiveDeadlineSeconds)
+		s.Master.TemplateField = "spec.pytorchReplicaSpecs.Master.template"
 		if m.RestartPolicy == troupev1.ReplicaRestartExitCode {
 			s.Master.PodFailurePolicy = engine.ExitCodeFailurePolicy(nil, &tmpl, troupev1.PyTorchMainContainer)
 		}

@@ -133,7 +133,13 @@ func admit[T engine.Object](def func(T, webhooks.Options), validate func(T) fiel
 			return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected %T, got %T", *new(T), obj))}
 		}
 		def(job, o)
-		return validate(job)
+		errs := validate(job)
+		// What the validating webhook checks of a created job beyond its spec alone: the
+		// operator's settings.
+		if q, ok := any(job).(troupev1.QueuedJob); ok {
+			errs = append(errs, o.ValidateClaimVolumeSources(q.JobRunPolicy())...)
+		}
+		return errs
 	}
 }
 

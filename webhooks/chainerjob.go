@@ -41,10 +41,10 @@ func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
 }
 
 // ValidateCreate refuses a ChainerJob that could not run as written.
-func (ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
+func (w ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
 	warnings := gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("ChainerJob", job.Name, append(validateSize(ctx), ValidateChainerJob(job)...))
+	return warnings, invalid("ChainerJob", job.Name, append(append(validateSize(ctx), ValidateChainerJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

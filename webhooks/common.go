@@ -18,10 +18,13 @@ import (
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 )
 
-// Options are the operator-wide settings defaulting reads.
+// Options are the operator-wide settings defaulting and validation read.
 type Options struct {
 	// DefaultGang is the gang provider of jobs that name none.
 	DefaultGang troupev1.GangProvider
+	// AllowClaimVolumeSources lets claims of runPolicy.storage name the volume they come from
+	// (volumeName, dataSource, dataSourceRef: troupev1.ClaimVolumeSourceErrors).
+	AllowClaimVolumeSources bool
 }
 
 // Defaults are the operator's part of every kind's SetDefaults (apis/troupe/v1alpha1).

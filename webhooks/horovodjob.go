@@ -64,10 +64,10 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 }
 
 // ValidateCreate refuses a HorovodJob that could not run as written.
-func (HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
+func (w HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("HorovodJob", job.Name, append(validateSize(ctx), ValidateHorovodJob(job)...))
+	return warnings, invalid("HorovodJob", job.Name, append(append(validateSize(ctx), ValidateHorovodJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

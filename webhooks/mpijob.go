@@ -209,11 +209,11 @@ func replicaRestartWarnings(path *field.Path, rs *troupev1.ReplicaSpec, runsAs c
 }
 
 // ValidateCreate refuses an MPIJob that could not run as written.
-func (MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
+func (w MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 	warnings = append(warnings, kubeflowWarnings(&job.Spec)...)
 	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("MPIJob", job.Name, append(validateSize(ctx), ValidateMPIJob(job)...))
+	return warnings, invalid("MPIJob", job.Name, append(append(validateSize(ctx), ValidateMPIJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.

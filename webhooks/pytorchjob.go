@@ -171,9 +171,9 @@ func pytorchWarnings(s *troupev1.PyTorchJobSpec) admission.Warnings {
 }
 
 // ValidateCreate refuses a PyTorchJob that could not run as written.
-func (PyTorchJob) ValidateCreate(ctx context.Context, job *troupev1.PyTorchJob) (admission.Warnings, error) {
+func (w PyTorchJob) ValidateCreate(ctx context.Context, job *troupev1.PyTorchJob) (admission.Warnings, error) {
 	warnings := append(pytorchWarnings(&job.Spec), managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("PyTorchJob", job.Name, append(validateSize(ctx), ValidatePyTorchJob(job)...))
+	return warnings, invalid("PyTorchJob", job.Name, append(append(validateSize(ctx), ValidatePyTorchJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
 }
 
 // ValidateUpdate refuses changes to what is fixed once the job exists (the templates but while

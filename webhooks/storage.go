@@ -53,3 +53,15 @@ func validateClaimSpec(p *field.Path, spec *corev1.PersistentVolumeClaimSpec) fi
 	}
 	return errs
 }
+
+// ValidateClaimVolumeSources refuses, unless the operator allows them, claims of
+// runPolicy.storage that name the volume they come from (troupev1.ClaimVolumeSourceErrors). It
+// depends on the operator's setting, not on the job alone, so it runs when a job is created
+// only: storage cannot change afterwards (fixedRunPolicyUpdate), and a job admitted while the
+// setting was on must stay updatable (scaled, suspended) after it is turned off.
+func (o Options) ValidateClaimVolumeSources(rp *troupev1.RunPolicy) field.ErrorList {
+	if o.AllowClaimVolumeSources {
+		return nil
+	}
+	return troupev1.ClaimVolumeSourceErrors(field.NewPath("spec", "runPolicy", "storage"), rp.Storage)
+}

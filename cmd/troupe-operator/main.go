@@ -76,6 +76,12 @@ func run() error {
 	flag.BoolVar(&opts.RequireGitKnownHosts, "git-require-known-hosts", false,
 		"Require the key known_hosts in every appCodesToSync[].gitSecretName Secret: a job whose Secret lacks it waits, saying so. "+
 			"Off: a Secret without known_hosts accepts any host key of the git server, as kube-openmpi's documented Secret (key ssh alone) does.")
+	// Off by default: the operator creates runPolicy.storage's claims with its own rights, so a
+	// claim naming its volume or data source would let a tenant claim what it could not itself
+	// (docs/security.md). Refusals name it as troupev1.AllowClaimVolumeSourcesFlag.
+	flag.BoolVar(&opts.AllowClaimVolumeSources, "allow-claim-volume-sources", false,
+		"Let the claims of runPolicy.storage set spec.volumeName, spec.dataSource and spec.dataSourceRef (bind a named PersistentVolume, "+
+			"fill the claim from a snapshot or another claim). Off: admission and the engine refuse such a job, naming the field.")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",
@@ -141,6 +147,7 @@ func run() error {
 	}
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang
+	hooks.allowClaimVolumeSources = opts.AllowClaimVolumeSources
 	if opts.AvailableGangs, err = controllers.DiscoverGangs(cfg); err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ type webhookFlags struct {
 	rotateCerts bool
 	// defaultGang is the operator's --default-gang, shared with the controllers.
 	defaultGang troupev1.GangProvider
+	// allowClaimVolumeSources is the operator's --allow-claim-volume-sources, shared with the
+	// controllers.
+	allowClaimVolumeSources bool
 }
 
 func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
@@ -127,7 +130,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("certificate rotator: %w", err)
 	}
-	opts := webhooks.Options{DefaultGang: f.defaultGang}
+	opts := webhooks.Options{DefaultGang: f.defaultGang, AllowClaimVolumeSources: f.allowClaimVolumeSources}
 	check, err := newServingCheck(certObjects, f.bind, f.dnsName,
 		webhooks.MutatingConfigurationName, webhooks.ValidatingConfigurationName)
 	if err != nil {

@@ -42,6 +42,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
+	// No pod may mount another job's claim (mounted_claims.go).
+	var refusedClaim *SpecError
+	switch err := r.checkMountedClaims(ctx, described); {
+	case errors.As(err, &refusedClaim):
+		// Looked at again as a taken child name is: the other job's claim may go away, and
+		// its deletion wakes no pass of this job.
+		return ctrl.Result{RequeueAfter: conflictRecheck}, r.reportInvalidSpec(ctx, job, err)
+	case err != nil:
+		return ctrl.Result{}, err
+	}
 
 	// Plan what the observation depends on: pause (a paused job's master Job is deleted, not
 	// observed).

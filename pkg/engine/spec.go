@@ -42,8 +42,9 @@ type Adapter interface {
 
 // Describe builds the Spec of job, of kind gvk, with adapter a: the identity the engine owns,
 // the rest from the adapter, then the checks every Spec passes before anything is built from it
-// (troupe's bounds, no other job's credentials, the repositories' URLs). It is the one way to a
-// Spec: the engine's pass and the Kueue integration (which counts the job's pods) both use it.
+// (troupe's bounds, no other job's credentials, no claim naming its volume unless the operator
+// allows it, the repositories' URLs). It is the one way to a Spec: the engine's pass and the
+// Kueue integration (which counts the job's pods) both use it.
 func Describe(a Adapter, gvk schema.GroupVersionKind, job Object) (*Spec, error) {
 	s := &Spec{
 		Name:      job.GetName(),
@@ -58,6 +59,9 @@ func Describe(a Adapter, gvk schema.GroupVersionKind, job Object) (*Spec, error)
 		return nil, err
 	}
 	if err := checkCredentialRefs(s); err != nil {
+		return nil, err
+	}
+	if err := checkClaimVolumeSources(s); err != nil {
 		return nil, err
 	}
 	if err := troupev1.AppCodeURLErrors(field.NewPath("spec", "appCodesToSync"), s.CodeSync.Repos).ToAggregate(); err != nil {
@@ -130,6 +134,17 @@ func checkChildTemplateBytes(s *Spec) error {
 	return nil
 }
 
+// checkClaimVolumeSources refuses, unless the operator allows them, claims of runPolicy.storage
+// that name the volume they come from: the webhook refuses them when the job is created; this
+// holds for a job it was not asked about (created while it was down, or before an upgrade).
+// The job reports InvalidSpec naming the field, and no claim (nor anything else) is created.
+func checkClaimVolumeSources(s *Spec) error {
+	if s.AllowClaimVolumeSources {
+		return nil
+	}
+	return troupev1.ClaimVolumeSourceErrors(field.NewPath("spec", "runPolicy", "storage"), s.RunPolicy.Storage).ToAggregate()
+}
+
 // checkCredentialRefs refuses a spec that names a job's generated credentials (another job's
 // SSH keys or exec account: troupev1.PodSpecCredentialRefs) in its pod templates or its
 // required Secrets. The admission webhook refuses such a spec; this holds where the webhook
@@ -171,6 +186,10 @@ type Spec struct {
 
 	RunPolicy        troupev1.RunPolicy
 	SchedulingPolicy troupev1.SchedulingPolicy
+	// AllowClaimVolumeSources is the operator's setting that lets claims of RunPolicy.Storage
+	// name the volume they come from (troupev1.ClaimVolumeSourceErrors); off, such a job is
+	// refused before anything is created.
+	AllowClaimVolumeSources bool
 
 	// Backend wires the processes together (hostfile, credentials). Nil runs the master alone
 	// with no wiring.
@@ -199,6 +218,10 @@ type Master struct {
 	// JobName is the name of the batch Job, for example "<job>-master".
 	JobName  string
 	Template corev1.PodTemplateSpec
+	// TemplateField is where the template's volumes are written in the job's spec, for
+	// messages (for example spec.mpiReplicaSpecs.Launcher.template; a launcher the operator
+	// generates from the worker's template names the worker's).
+	TemplateField string
 	// BackoffLimit is the number of retries of the master pod before the job fails.
 	BackoffLimit int32
 	// ActiveDeadlineSeconds bounds the master's run time; nil is unbounded.

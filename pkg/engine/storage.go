@@ -82,10 +82,21 @@ func (s *Spec) withStatefulSetClaims(sts *appsv1.StatefulSet, ws *WorkerSet) {
 		sts.Spec.Template.Spec.Volumes = slices.DeleteFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == t.Name })
 		sts.Spec.VolumeClaimTemplates = append(sts.Spec.VolumeClaimTemplates, corev1.PersistentVolumeClaim{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: s.JobLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: managedClaimLabels(s)},
 			Spec:       t.Spec,
 		})
 	}
+}
+
+// managedClaimLabels are the labels of the claims a worker StatefulSet's controller makes: the
+// job's, and troupe's managed-by, so that the operator's cache holds them as it holds the
+// claims the engine makes, and a job mounting one of another job's by name is refused
+// (checkMountedClaims). A StatefulSet's claim templates cannot change once it exists: the
+// claims of StatefulSets made before this label lack it (docs/storage.md).
+func managedClaimLabels(s *Spec) map[string]string {
+	l := s.JobLabels()
+	l[troupev1.LabelManagedBy] = troupev1.ManagedByTroupe
+	return l
 }
 
 // BuildClaims returns the claims the engine makes itself: the job's shared claims and one per
@@ -168,5 +179,5 @@ func claimIsTheJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
 	if l[troupev1.LabelJobUID] == string(s.Owner.UID) {
 		return true
 	}
-	return s.RunPolicy.Storage.Retained() && metav1.GetControllerOf(c) == nil && l[s.NameLabel] == s.Name
+	return s.RunPolicy.Storage.Retained() && retainedByEarlierJob(s, c)
 }

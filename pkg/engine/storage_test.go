@@ -56,6 +56,9 @@ func TestStorageClaims(t *testing.T) {
 			sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
 			t.Errorf("%s: StatefulSet claims %+v, retention %+v", retention, sts.Spec.VolumeClaimTemplates, sts.Spec.PersistentVolumeClaimRetentionPolicy)
 		}
+		if l := sts.Spec.VolumeClaimTemplates[0].Labels; l[troupev1.LabelManagedBy] != troupev1.ManagedByTroupe || l[troupev1.LabelJobUID] != "uid-1" {
+			t.Errorf("%s: the StatefulSet's claims are labelled %v: the cache would not hold them, and a job mounting one would not be refused", retention, l)
+		}
 		if slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "ckpt" }) {
 			t.Errorf("%s: the StatefulSet's template keeps its own volume ckpt, which the claim replaces", retention)
 		}

@@ -76,6 +76,9 @@ const (
 	// admission policy such as troupe-operator-guard, a ResourceQuota); the message is its.
 	ReasonCreateRefused = "CreateRefused"
 	ReasonInvalidSpec   = "InvalidSpec"
+	// ReasonClaimOfAnotherJob: a pod template of the job mounts a claim another troupe job made
+	// (its persistentVolumeClaim.claimName); nothing is created.
+	ReasonClaimOfAnotherJob = "ClaimOfAnotherJob"
 	// ReasonTooLarge: the job is larger than troupe's bounds (MaxPodsPerJob, MaxSlotsPerPod).
 	ReasonTooLarge         = "TooLarge"
 	ReasonWorkersReady     = "AllWorkersReady"
