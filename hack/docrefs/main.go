@@ -38,7 +38,7 @@ var externalFlags = setOf(
 	"timeout", "selector", "all-namespaces", "output", "values", "version", "replicas", "type",
 	"from-file", "from-literal", "overwrite", "ignore-not-found", "show-managed-fields", "prune",
 	"follow", "container", "previous", "since", "watch", "kustomize", "raw", "subresource",
-	"patch", "validate", "server", "token", "insecure-skip-tls-verify", "help",
+	"patch", "validate", "server", "token", "insecure-skip-tls-verify", "help", "disable-eviction",
 	// mpirun, horovodrun, ssh and the MPI launchers' arguments.
 	"hostfile", "mca", "prefix", "bind-to", "map-by", "np", "allow-run-as-root", "tag-output",
 	"enable-recovery", "max-restarts", "oversubscribe", "launcher", "launch-agent", "host",
