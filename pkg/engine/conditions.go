@@ -48,8 +48,11 @@ func initializedCondition(obs *Observed) metav1.Condition {
 	return newCondition(t, true, troupev1.ReasonChildrenCreated, "every child object exists")
 }
 
-func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, causes []setCause, finished, released bool) metav1.Condition {
+// workersReadyCondition says whether the workers are ready, or why not; verdict is the job's
+// outcome ("" while it runs): once it has ended nothing waits for a worker.
+func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, causes []setCause, verdict troupev1.JobPhase, released bool) metav1.Condition {
 	const t = troupev1.ConditionWorkersReady
+	finished := verdict != ""
 	switch {
 	case len(s.WorkerSets) == 0:
 		return newCondition(t, true, troupev1.ReasonNoWorkers, "the job has no worker sets")
@@ -70,6 +73,16 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 		if r := rs[int(s.MasterPods())+i]; r.Ready < ws.Replicas { // the master's comes first
 			waiting = append(waiting, fmt.Sprintf("%s: %d/%d ready", ws.Name, r.Ready, ws.Replicas))
 		}
+	}
+	if len(waiting) > 0 && finished {
+		// Its worker pods are kept (runPolicy.cleanPodPolicy, or a clean-up not due for this
+		// outcome), some ended: none is waited for any more.
+		reason := troupev1.ReasonSucceeded
+		if verdict == troupev1.JobFailed {
+			reason = troupev1.ReasonFailed
+		}
+		return newCondition(t, false, reason, fmt.Sprintf("the job %s; its worker pods are kept (cleanPodPolicy %s): %s",
+			strings.ToLower(string(verdict)), s.CleanPodPolicy(), strings.Join(waiting, ", ")))
 	}
 	if len(waiting) > 0 {
 		reason, msg := troupev1.ReasonWorkersNotReady, "waiting for workers: "+strings.Join(waiting, ", ")

@@ -63,7 +63,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if c, ok := masterCause(s, obs); ok {
 		master = withGang([]setCause{c}, gang)
 	}
-	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, finished, released))
+	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, verdict, released))
 	set(runningCondition(s, st.Phase, master))
 	if !ended || meta.FindStatusCondition(prev.Conditions, troupev1.ConditionReplicaFailure) == nil {
 		// Likewise: once the job has ended, its released workers' exits (a shell killed by

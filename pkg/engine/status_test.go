@@ -270,6 +270,25 @@ func TestComputeStatus(t *testing.T) {
 			wantStart:      &t0,
 			wantCompletion: &t1,
 		},
+		// The workers' pods ended with the job (torch workers run to completion) and are kept:
+		// the job waits for none of them any more, and says so.
+		"a job that ended with its workers' pods kept waits for no worker": {
+			spec: func(s *Spec) { s.RunPolicy.CleanPodPolicy = ptr.To(troupev1.CleanPodPolicyNone) },
+			obs: observe().master(finishedJob(batchv1.JobComplete, "CompletionsReached", "")).
+				workers("cpu", 0).workers("gpu", 1).obj(),
+			wantPhase: troupev1.JobSucceeded,
+			wantConditions: map[string]string{
+				"Initialized": "True/ChildrenCreated", "WorkersReady": "False/Succeeded",
+				"Running": "False/MasterSucceeded", "ReplicaFailure": "False/NoPodFailures",
+				"Suspended": "False/JobNotSuspended", "Succeeded": "True/MasterSucceeded",
+			},
+			wantWorkers: "1/3",
+			wantReplicas: []troupev1.ReplicaStatus{
+				{Name: "master", Succeeded: 1}, {Name: "cpu", Replicas: 2}, {Name: "gpu", Replicas: 1, Ready: 1},
+			},
+			wantStart:      &t0,
+			wantCompletion: &t1,
+		},
 		"suspended": {
 			spec:      func(s *Spec) { s.RunPolicy.Suspend = ptr.To(true) },
 			obs:       observe().master(nil).workers("cpu", 0).workers("gpu", 0).obj(),
