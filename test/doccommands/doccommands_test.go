@@ -52,7 +52,7 @@ func TestExtract(t *testing.T) {
 		"kubectl create -f examples/mpijob.yaml",                    // 9
 		"```",                                                       // 10
 		"| a | `kubectl delete -f troupe.yaml` |",                   // 11
-		"`kubectl create namespace sw-mpi-operator` and `kubectl delete namespace troupe-jobs`", // 12
+		"`kubectl create namespace sw-mpi-operator` and `kubectl delete namespace troupe-jobs`",       // 12
 		"`kubectl label namespace team-a troupe.dev/jobs=enabled`, every one: `" + OptInCommand + "`", // 13
 	}, "\n")
 	var got []Command

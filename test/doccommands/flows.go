@@ -34,10 +34,10 @@ const (
 	Install          Step = "install"
 	// OptIn labels every namespace that holds troupe jobs troupe.dev/jobs=enabled: before an
 	// upgrade from a release without the namespace opt-in (CHANGELOG's upgrade notes).
-	OptIn Step = "opt in the jobs' namespaces"
-	UpgradeCRDs      Step = "upgrade CRDs"
-	Upgrade          Step = "upgrade"
-	Uninstall        Step = "uninstall"
+	OptIn       Step = "opt in the jobs' namespaces"
+	UpgradeCRDs Step = "upgrade CRDs"
+	Upgrade     Step = "upgrade"
+	Uninstall   Step = "uninstall"
 )
 
 // Flow is a step of a form.
