@@ -160,8 +160,11 @@ func waitJobCreate(ctx context.Context, ns string, admitted bool) error {
 		if refused != admitted {
 			return nil
 		}
+		if time.Now().After(deadline) && err == nil {
+			return fmt.Errorf("a job's create in %s is still admitted after a minute, want it refused", ns)
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("a job's create in %s: %v after a minute, want admitted=%v", ns, err, admitted)
+			return fmt.Errorf("a job's create in %s is still refused after a minute: %w", ns, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
