@@ -11,6 +11,8 @@
 #   templates/operator-guard.generated.yaml
 #                                   config/install/operator-guard.yaml for the release namespace's
 #                                   operator
+#   templates/job-namespaces.generated.yaml
+#                                   config/install/job-namespaces.yaml
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chart=charts/troupe
@@ -93,11 +95,16 @@ emit() {
   sed -e 's/troupe-system/{{ .Release.Namespace }}/g' config/install/operator-guard.yaml
 } >"$chart/templates/operator-guard.generated.yaml"
 
+{
+  echo "$header config/install/job-namespaces.yaml: do not edit."
+  cat config/install/job-namespaces.yaml
+} >"$chart/templates/job-namespaces.generated.yaml"
+
 # Every generated object carries the release's recommended labels ($: also inside a range), and
 # with certManager.enabled the webhook configurations ask cert-manager's CA injector for the CA
 # of the Certificate (templates/certmanager.yaml).
 sed -i 's/^metadata:$/metadata:\n  labels: {{- include "troupe.labels" $ | nindent 4 }}/' \
   "$chart/templates/rbac.generated.yaml" "$chart/templates/webhooks.generated.yaml" \
-  "$chart/templates/operator-guard.generated.yaml"
+  "$chart/templates/operator-guard.generated.yaml" "$chart/templates/job-namespaces.generated.yaml"
 sed -i 's|^\(  labels: {{- include "troupe.labels" \$ \| nindent 4 }}\)$|\1\n  {{- if .Values.certManager.enabled }}\n  annotations:\n    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/troupe-webhook-cert\n  {{- end }}|' \
   "$chart/templates/webhooks.generated.yaml"

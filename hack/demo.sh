@@ -7,7 +7,8 @@
 #
 # REAL=1 (make demo REAL=1): the cluster gets this machine as a real node (containerd, images of
 # make images), troupe is installed from config/ as a user installs it (kubectl apply -k: the
-# operator image, two replicas, webhooks behind their Service) and the training example
+# operator image, two replicas, webhooks behind their Service), the example's namespace is opted
+# in (labelled troupe.dev/jobs=enabled) and the training example
 # (examples/chainerjob-mn-realnode.yaml, troupe-train) really runs, to Succeeded from mpiexec's
 # exit code. The kwok nodes are tainted for the demo so that troupe's pods run on the real node.
 #
@@ -55,8 +56,9 @@ example_addons() {
 }
 
 # read_example sets KIND (lower case), NAME, JOB (kind.group/name, for kubectl), LABEL (the
-# job's selector) and NS (kubectl's namespace flag, empty for the default namespace) from
-# $EXAMPLE, which must hold exactly one troupe job. It needs the CRDs installed.
+# job's selector), NS (kubectl's namespace flag, empty for the default namespace) and JOB_NS (the
+# job's namespace) from $EXAMPLE, which must hold exactly one troupe job. It needs the CRDs
+# installed.
 read_example() {
   local objs api kind namespace current
   objs=$(kubectl create --dry-run=client -f "$EXAMPLE" \
@@ -75,6 +77,7 @@ read_example() {
   LABEL=$KIND.troupe.dev/name=$NAME
   # kubectl fills in the context's namespace where the file names none: name only another one.
   current=$(kubectl config view --minify -o jsonpath='{..namespace}')
+  JOB_NS=${namespace:-${current:-default}}
   NS=()
   if [[ $namespace != "${current:-default}" ]]; then
     NS=(-n "$namespace")
@@ -144,6 +147,9 @@ if [[ ${REAL:-} == 1 ]]; then
   kubectl -n troupe-system get pods -o wide
 
   read_example
+  # The install runs jobs only in namespaces opted in (docs/operations.md).
+  step "opting in the namespace $JOB_NS: kubectl label namespace $JOB_NS troupe.dev/jobs=enabled"
+  kubectl label namespace "$JOB_NS" troupe.dev/jobs=enabled --overwrite
   run_example 300s
   show_log
   step "kubectl get all ${NS[*]}${NS:+ }-l $LABEL"

@@ -80,13 +80,11 @@ func Render(dir string, clusterWide bool) (Install, error) {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &b); err != nil {
 				return Install{}, fmt.Errorf("%s: ValidatingAdmissionPolicyBinding %s: %w", dir, r.GetName(), err)
 			}
-			if b.Spec.PolicyName == GuardPolicy && slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
-				in.GuardBound = true
+			if slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+				in.Denied = append(in.Denied, b.Spec.PolicyName)
 			}
 		case "ValidatingAdmissionPolicy":
-			if r.GetName() == GuardPolicy {
-				in.Guard = true
-			}
+			in.Policies = append(in.Policies, r.GetName())
 		case "Role":
 			var role rbacv1.Role
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &role); err != nil {

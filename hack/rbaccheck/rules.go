@@ -37,6 +37,18 @@ var clusterSecretsVerbs = []string{"create", "get", "list", "patch", "watch"}
 // write (config/install/operator-guard.yaml; docs/security.md, "A stolen operator token").
 const GuardPolicy = "troupe-operator-guard"
 
+// JobNamespacesPolicy is the ValidatingAdmissionPolicy that refuses a job's creation in a
+// namespace not opted in (config/install/job-namespaces.yaml; docs/security.md, "Namespaces
+// opted in").
+const JobNamespacesPolicy = "troupe-job-namespaces"
+
+// requiredPolicies are the policies every install holds, bound to deny, and what is lost
+// without each.
+var requiredPolicies = []struct{ name, without string }{
+	{GuardPolicy, "RBAC alone lets the operator's token write any Secret, Role or RoleBinding it may create"},
+	{JobNamespacesPolicy, "jobs are admitted in namespaces where the guard lets the operator make nothing for them"},
+}
+
 // aggregateLabels put a ClusterRole's rules into the built-in admin, edit or view ClusterRole
 // (Kubernetes' ClusterRole aggregation), so into every binding of those in the cluster. The
 // ClusterRoles that carry one are the users' roles (config/rbac/users).
@@ -65,8 +77,9 @@ type Install struct {
 	// BoundClusterRoles are the ClusterRoles a RoleBinding or ClusterRoleBinding of the install
 	// refers to.
 	BoundClusterRoles []string
-	// Guard and GuardBound: the install has GuardPolicy, and a binding of it that denies.
-	Guard, GuardBound bool
+	// Policies are the install's ValidatingAdmissionPolicies, and Denied the policies a binding
+	// of the install binds with validationActions Deny.
+	Policies, Denied []string
 }
 
 // Check returns every violation of the rules in one install:
@@ -74,13 +87,15 @@ type Install struct {
 //   - no ClusterRole rule on leases, nor on secrets but the cluster-wide install's one rule;
 //   - ClusterRole rules on webhook configurations name their objects (and so cannot create);
 //   - the namespace-scoped install has no ClusterRole rule without resourceNames at all;
-//   - both installs hold GuardPolicy, bound to deny;
+//   - both installs hold GuardPolicy and JobNamespacesPolicy, each bound to deny;
 //   - a users' role (one aggregated into a built-in role) grants troupe's jobs only, never
 //     writes their status, and is bound by nothing of the install (userRoleViolations).
 func Check(in Install) []string {
 	var bad []string
-	if !in.Guard || !in.GuardBound {
-		bad = append(bad, fmt.Sprintf("%s: no ValidatingAdmissionPolicy %s bound with validationActions Deny: RBAC alone lets the operator's token write any Secret, Role or RoleBinding it may create", in.Name, GuardPolicy))
+	for _, p := range requiredPolicies {
+		if !slices.Contains(in.Policies, p.name) || !slices.Contains(in.Denied, p.name) {
+			bad = append(bad, fmt.Sprintf("%s: no ValidatingAdmissionPolicy %s bound with validationActions Deny: %s", in.Name, p.name, p.without))
+		}
 	}
 	for _, cr := range in.Roles {
 		if aggregatedInto(cr) != nil {

@@ -83,7 +83,7 @@ func TestCheckRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cr := rbacv1.ClusterRole{Rules: []rbacv1.PolicyRule{tc.rule}}
 			cr.Name = tc.role
-			bad := Check(Install{Name: "test", ClusterWide: tc.clusterWide, Roles: []rbacv1.ClusterRole{cr}, Guard: true, GuardBound: true})
+			bad := Check(Install{Name: "test", ClusterWide: tc.clusterWide, Roles: []rbacv1.ClusterRole{cr}, Policies: guarded, Denied: guarded})
 			switch {
 			case tc.want == "" && len(bad) > 0:
 				t.Errorf("unexpected violations: %q", bad)
@@ -94,11 +94,22 @@ func TestCheckRules(t *testing.T) {
 	}
 }
 
-// An install without the guard policy, or with the policy but no denying binding, is refused.
+// guarded are the policies every install holds, bound to deny.
+var guarded = []string{GuardPolicy, JobNamespacesPolicy}
+
+// An install without the guard policy or the job namespaces' policy, or with a policy but no
+// denying binding of it, is refused.
 func TestCheckWantsTheGuard(t *testing.T) {
-	for _, in := range []Install{{Name: "none"}, {Name: "unbound", Guard: true}, {Name: "binding only", GuardBound: true}} {
-		if bad := strings.Join(Check(in), "\n"); !strings.Contains(bad, "no ValidatingAdmissionPolicy "+GuardPolicy) {
-			t.Errorf("%s: violations %q, want the missing guard", in.Name, bad)
+	for _, policy := range guarded {
+		other := []string{JobNamespacesPolicy}
+		if policy == JobNamespacesPolicy {
+			other = []string{GuardPolicy}
+		}
+		for _, in := range []Install{{Name: "none"}, {Name: "unbound", Policies: guarded, Denied: other},
+			{Name: "binding only", Policies: other, Denied: guarded}} {
+			if bad := strings.Join(Check(in), "\n"); !strings.Contains(bad, "no ValidatingAdmissionPolicy "+policy+" ") {
+				t.Errorf("%s without %s: violations %q, want it missing", in.Name, policy, bad)
+			}
 		}
 	}
 }
@@ -157,7 +168,7 @@ func TestCheckUserRoles(t *testing.T) {
 			cr := rbacv1.ClusterRole{Rules: []rbacv1.PolicyRule{tc.rule}}
 			cr.Name = "troupe-" + tc.into
 			cr.Labels = map[string]string{"rbac.authorization.k8s.io/aggregate-to-" + tc.into: "true"}
-			in := Install{Name: "test", Roles: []rbacv1.ClusterRole{cr}, Guard: true, GuardBound: true}
+			in := Install{Name: "test", Roles: []rbacv1.ClusterRole{cr}, Policies: guarded, Denied: guarded}
 			if tc.bound {
 				in.BoundClusterRoles = []string{cr.Name}
 			}

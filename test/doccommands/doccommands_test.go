@@ -52,7 +52,8 @@ func TestExtract(t *testing.T) {
 		"kubectl create -f examples/mpijob.yaml",                    // 9
 		"```",                                                       // 10
 		"| a | `kubectl delete -f troupe.yaml` |",                   // 11
-		"`kubectl create namespace sw-mpi-operator` and `kubectl delete namespace troupe-jobs`", // 12
+		"`kubectl create namespace sw-mpi-operator` and `kubectl delete namespace troupe-jobs`",       // 12
+		"`kubectl label namespace team-a troupe.dev/jobs=enabled`, every one: `" + OptInCommand + "`", // 13
 	}, "\n")
 	var got []Command
 	for _, c := range fromMarkdown(doc) {
@@ -67,6 +68,7 @@ func TestExtract(t *testing.T) {
 		{Line: 7, Text: "helm install troupe troupe-X.Y.Z.tgz -n troupe-system --set image.repository=REGISTRY/troupe-operator"},
 		{Line: 11, Text: "kubectl delete -f troupe.yaml"},
 		{Line: 12, Text: "kubectl delete namespace troupe-jobs"},
+		{Line: 13, Text: OptInCommand},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("commands (-want +got):\n%s", diff)
@@ -94,7 +96,7 @@ func TestEveryFlowIsRun(t *testing.T) {
 	for _, f := range []Form{Kustomize, Deploy, Helm, Namespaced, PreviousKustomize, Release, ReleaseNamespaced, ReleaseHelm} {
 		forms[formName(f)] = f
 	}
-	steps := map[string]Step{"PrepareNamespace": PrepareNamespace, "Install": Install, "UpgradeCRDs": UpgradeCRDs, "Upgrade": Upgrade, "Uninstall": Uninstall}
+	steps := map[string]Step{"PrepareNamespace": PrepareNamespace, "Install": Install, "OptIn": OptIn, "UpgradeCRDs": UpgradeCRDs, "Upgrade": Upgrade, "Uninstall": Uninstall}
 	files, err := filepath.Glob("../realnode/*_test.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("the real-node tests: %v", err)

@@ -171,13 +171,17 @@ var troupeNamespace = regexp.MustCompile(`^troupe-(system|jobs)$`)
 
 // IsInstallCommand says whether a command (or a code span) installs, upgrades or uninstalls
 // troupe: kubectl apply, create or delete of troupe's install files, kubectl create, label or
-// delete of its namespaces, kubectl delete of its CRDs, or helm install, upgrade or uninstall
-// of a release. A bare mention (`helm upgrade`, `kubectl delete`) names nothing to run and is
-// not one.
+// delete of its namespaces, kubectl delete of its CRDs, helm install, upgrade or uninstall of a
+// release, or a pipeline from kubectl get that opts namespaces in (labels them
+// troupe.dev/jobs=enabled). A bare mention (`helm upgrade`, `kubectl delete`) names nothing to
+// run and is not one, nor is the label of one namespace named by the reader.
 func IsInstallCommand(text string) bool {
 	f := strings.Fields(text)
 	if len(f) < 3 {
 		return false
+	}
+	if f[0] == "kubectl" && f[1] == "get" && strings.Contains(text, "|") && strings.Contains(text, "troupe.dev/jobs=enabled") {
+		return true
 	}
 	switch f[0] {
 	case "helm":

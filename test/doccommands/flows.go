@@ -32,9 +32,12 @@ type Step string
 const (
 	PrepareNamespace Step = "prepare namespace"
 	Install          Step = "install"
-	UpgradeCRDs      Step = "upgrade CRDs"
-	Upgrade          Step = "upgrade"
-	Uninstall        Step = "uninstall"
+	// OptIn labels every namespace that holds troupe jobs troupe.dev/jobs=enabled: before an
+	// upgrade from a release without the namespace opt-in (CHANGELOG's upgrade notes).
+	OptIn       Step = "opt in the jobs' namespaces"
+	UpgradeCRDs Step = "upgrade CRDs"
+	Upgrade     Step = "upgrade"
+	Uninstall   Step = "uninstall"
 )
 
 // Flow is a step of a form.
@@ -81,6 +84,9 @@ var rules = []rule{
 	{exact("kubectl delete -f charts/troupe/crds/"), at(Uninstall, Helm)},
 	{exact("kubectl delete namespace troupe-system"), at(Uninstall, Helm, ReleaseHelm)},
 	{exact("kubectl create namespace troupe-jobs"), at(PrepareNamespace, Namespaced, ReleaseNamespaced)},
+	{exact("kubectl label namespace troupe-jobs troupe.dev/jobs=enabled"), at(PrepareNamespace, Namespaced, ReleaseNamespaced)},
+	// TestUpgradeUnderRunningJobs, before each upgrade from the previous release.
+	{exact(OptInCommand), at(OptIn, Kustomize, Helm)},
 	{exact("kubectl apply --server-side -f config/crds/"), at(Install, Namespaced)},
 	{exact("kubectl apply --server-side -k config/namespaced/"), at(Install, Namespaced)},
 	{exact("kubectl delete -k config/namespaced/"), at(Uninstall, Namespaced)},
@@ -105,6 +111,11 @@ var rules = []rule{
 	{regexp.MustCompile(`^helm upgrade troupe troupe-(X\.Y\.Z|\d+\.\d+\.\d+)\.tgz -n troupe-system$`), at(Upgrade, ReleaseHelm)},
 	{exact("kubectl delete crd chainerjobs.troupe.dev horovodjobs.troupe.dev mpijobs.troupe.dev pytorchjobs.troupe.dev"), at(Uninstall, ReleaseHelm)},
 }
+
+// OptInCommand labels every namespace that holds a troupe job (of any kind: the category
+// troupe) troupe.dev/jobs=enabled, as the docs write it.
+const OptInCommand = "kubectl get troupe -A --no-headers -o custom-columns=NS:.metadata.namespace | sort -u | " +
+	"xargs -r -I {} kubectl label namespace {} troupe.dev/jobs=enabled --overwrite"
 
 func exact(s string) *regexp.Regexp { return regexp.MustCompile("^" + regexp.QuoteMeta(s) + "$") }
 

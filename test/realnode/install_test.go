@@ -159,9 +159,12 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
-// checkInstallOf checks an install that was just made, whose operator runs image.
+// checkInstallOf checks an install that was just made, whose operator runs image. The webhook
+// checks create jobs (dry runs) in the namespace default, which it opts in first, as a cluster
+// admin would; an install of this release must refuse them in a namespace not opted in.
 func checkInstallOf(t *testing.T, image string) {
 	t.Helper()
+	mustKubectl(t, "", "label", "namespace", "default", "troupe.dev/jobs=enabled", "--overwrite")
 	start := time.Now()
 	if out, err := kubectl("", "rollout", "status", "-n", operatorNS, operatorDeploy, "--timeout=240s"); err != nil {
 		t.Fatalf("the operator Deployment did not become available: %v\n%s%s", err, out, operatorDiagnostics())
@@ -215,6 +218,20 @@ func checkInstallOf(t *testing.T, image string) {
 		t.Errorf("PodDisruptionBudget troupe-operator: minAvailable %q, want 1", mina)
 	}
 	checkWebhooks(t)
+	if prev := os.Getenv("TROUPE_PREVIOUS_RELEASE"); prev == "" || !strings.HasSuffix(image, ":"+prev) {
+		checkNamespaceOptIn(t)
+	}
+}
+
+// checkNamespaceOptIn: the install refuses a job's create in a namespace not opted in
+// (kube-public, which every cluster has and no test labels), naming the label and the command.
+func checkNamespaceOptIn(t *testing.T) {
+	t.Helper()
+	out, err := kubectl(jobManifest("not-opted-in", "true"), "create", "--dry-run=server", "-n", "kube-public", "-f", "-")
+	want := "kubectl label namespace kube-public troupe.dev/jobs=enabled"
+	if err == nil || !strings.Contains(out, "troupe-job-namespaces") || !strings.Contains(out, want) {
+		t.Errorf("a job's create in kube-public (not opted in): %v, want refused by troupe-job-namespaces saying %q\n%s", err, want, out)
+	}
 }
 
 // waitWebhookService waits until the API server reaches the webhook Service. Ready pods are

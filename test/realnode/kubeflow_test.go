@@ -102,25 +102,33 @@ func TestKubeflowPi(t *testing.T) {
 	} {
 		t.Run(example.file, func(t *testing.T) {
 			ns := namespace(t, "realnode-kubeflow-"+strings.TrimSuffix(example.file, ".yaml"))
-			describeOnFailure(t, ns)
-			mustKubectl(t, kubeflowPi(t, example.file, "500m"), "create", "-n", ns, "-f", "-")
-			took, err := waitCondition(t, ns, "mpijob/pi", "Succeeded", 240*time.Second)
-			logs, _ := kubectl("", "logs", "-n", ns, "job/pi-launcher", "--all-containers=false")
-			if err != nil {
-				t.Fatalf("%s did not succeed: %v\nlauncher log:\n%s", example.file, err, logs)
-			}
-			pi := regexp.MustCompile(`pi is approximately 3\.14159265\d*, error \S+, from 2 ranks`).FindString(logs)
-			if pi == "" {
-				t.Errorf("the launcher's log does not give pi from 2 ranks:\n%s", logs)
-			}
-			for rank, host := range []string{"pi-worker-0", "pi-worker-1"} {
-				if !regexp.MustCompile(fmt.Sprintf(`rank \d of 2 on host %s\b`, host)).MatchString(logs) {
-					t.Errorf("no rank ran on %s (rank %d's host):\n%s", host, rank, logs)
-				}
-			}
-			t.Logf("%s (%s) Succeeded in %s: %s", example.file, example.mpi, took.Round(time.Second), pi)
+			runKubeflowPi(t, ns, example.file, example.mpi)
 		})
 	}
+}
+
+// runKubeflowPi runs one of kubeflow's pi examples (file, of the MPI named mpi) with 500m CPU
+// limits in ns to Succeeded over kubeflow's SSH, and checks that the launcher's log gives pi
+// from a rank on each of the two workers.
+func runKubeflowPi(t *testing.T, ns, file, mpi string) {
+	t.Helper()
+	describeOnFailure(t, ns)
+	mustKubectl(t, kubeflowPi(t, file, "500m"), "create", "-n", ns, "-f", "-")
+	took, err := waitCondition(t, ns, "mpijob/pi", "Succeeded", 240*time.Second)
+	logs, _ := kubectl("", "logs", "-n", ns, "job/pi-launcher", "--all-containers=false")
+	if err != nil {
+		t.Fatalf("%s did not succeed: %v\nlauncher log:\n%s", file, err, logs)
+	}
+	pi := regexp.MustCompile(`pi is approximately 3\.14159265\d*, error \S+, from 2 ranks`).FindString(logs)
+	if pi == "" {
+		t.Errorf("the launcher's log does not give pi from 2 ranks:\n%s", logs)
+	}
+	for rank, host := range []string{"pi-worker-0", "pi-worker-1"} {
+		if !regexp.MustCompile(fmt.Sprintf(`rank \d of 2 on host %s\b`, host)).MatchString(logs) {
+			t.Errorf("no rank ran on %s (rank %d's host):\n%s", host, rank, logs)
+		}
+	}
+	t.Logf("%s (%s) Succeeded in %s: %s", file, mpi, took.Round(time.Second), pi)
 }
 
 // TestMPI5AndMPICH42 runs the MPIs of Debian trixie across troupe's own pods, with troupe's

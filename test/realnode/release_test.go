@@ -159,9 +159,28 @@ func releaseInstallAndJob(t *testing.T, dist string, v doccommands.Values) {
 	}
 	t.Logf("the job Succeeded under the release's operator; kubectl troupe logs -n %s t9k:\n%s", ns, logs)
 
+	// kubeflow's pi.yaml (only apiVersion changed, CPU limits halved for this node) over
+	// kubeflow's SSH, its Secret kubernetes.io/ssh-auth, under the release's operator guard: no
+	// request of the operator refused (a refused create would hold the job CreateRefused).
+	needKubeflowImages(t)
+	runKubeflowPi(t, namespace(t, "release-kubeflow-pi"), "pi.yaml", "Open MPI")
+	checkNoRefusal(t)
+
 	runDocs(t, dist, doccommands.Release, doccommands.UpgradeCRDs, v)
 	runDocs(t, dist, doccommands.Release, doccommands.Upgrade, v)
 	checkInstallOf(t, "ghcr.io/troupe-dev/troupe-operator:"+version)
+}
+
+// checkNoRefusal: no replica of the installed operator logged a request the API server refused
+// it (403: RBAC, or a denial by troupe-operator-guard).
+func checkNoRefusal(t *testing.T) {
+	t.Helper()
+	logs := mustKubectl(t, "", "logs", "-n", operatorNS, "-l", "app.kubernetes.io/name=troupe-operator", "--prefix", "--tail=-1")
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "is forbidden") || strings.Contains(l, "troupe-operator-guard") {
+			t.Errorf("the operator was refused a request: %s", l)
+		}
+	}
 }
 
 // pluginFromRelease unpacks the release's kubectl plugin for this machine and returns its path.

@@ -116,15 +116,32 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	return out
 }
 
-// namespace makes a namespace for one test and deletes it, and waits for its pods to go, when
-// the test ends (so their containers are gone before the node stops).
+// namespace makes a namespace for one test, opted in to troupe jobs (labelled
+// troupe.dev/jobs=enabled from its creation, as a cluster admin does: docs/operations.md), and
+// deletes it, and waits for its pods to go, when the test ends (so their containers are gone
+// before the node stops).
 func namespace(t *testing.T, name string) string {
 	t.Helper()
+	mustKubectl(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels: {troupe.dev/jobs: enabled}\n", name),
+		"create", "-f", "-")
+	deleteAtEnd(t, name)
+	return name
+}
+
+// namespaceNotOptedIn makes a namespace without the opt-in label, as namespaces were before
+// troupe asked for it (the previous release's), and deletes it when the test ends.
+func namespaceNotOptedIn(t *testing.T, name string) string {
+	t.Helper()
 	mustKubectl(t, "", "create", "namespace", name)
+	deleteAtEnd(t, name)
+	return name
+}
+
+// deleteAtEnd deletes a namespace of the test, and waits for its pods to go, when it ends.
+func deleteAtEnd(t *testing.T, name string) {
 	t.Cleanup(func() {
 		if out, err := kubectl("", "delete", "namespace", name, "--wait=true", "--timeout=120s"); err != nil {
 			t.Errorf("delete namespace %s: %v\n%s", name, err, out)
 		}
 	})
-	return name
 }

@@ -70,11 +70,14 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 		runDocs(t, prev.src, doccommands.PreviousKustomize, doccommands.Install, none)
 		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Deploy, none) })
 		checkInstallOf(t, oldImage)
-		ns := namespace(t, "upgrade-kubectl")
+		ns := namespaceNotOptedIn(t, "upgrade-kubectl")
 		describeOnFailure(t, ns)
 		startUpgradeJobs(t, ns)
 		before := snapshot(t, ns)
 
+		// CHANGELOG's upgrade notes: the jobs' namespaces opted in first.
+		runDocs(t, repoRoot, doccommands.Kustomize, doccommands.OptIn, none)
+		checkOptedIn(t, ns)
 		start := time.Now()
 		runDocs(t, repoRoot, doccommands.Kustomize, doccommands.Upgrade, none)
 		checkInstallOf(t, operatorImage)
@@ -101,10 +104,12 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 		runDocs(t, repoRoot, doccommands.Helm, doccommands.PrepareNamespace, none)
 		runDocs(t, prev.src, doccommands.Helm, doccommands.Install, none)
 		checkInstallOf(t, oldImage)
-		ns := namespace(t, "upgrade-helm")
+		ns := namespaceNotOptedIn(t, "upgrade-helm")
 		describeOnFailure(t, ns)
 		startUpgradeJobs(t, ns)
 		before := snapshot(t, ns)
+		runDocs(t, repoRoot, doccommands.Helm, doccommands.OptIn, none)
+		checkOptedIn(t, ns)
 
 		// The docs' Helm upgrade: the new CRDs first (Helm leaves crds/ alone on upgrade), taken
 		// over from Helm, then the chart.
@@ -154,6 +159,14 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 			t.Errorf("the job made by the new release did not succeed under the previous one: %v", err)
 		}
 	})
+}
+
+// checkOptedIn: the namespace carries the opt-in label troupe.dev/jobs=enabled.
+func checkOptedIn(t *testing.T, ns string) {
+	t.Helper()
+	if l := mustKubectl(t, "", "get", "namespace", ns, "-o", `jsonpath={.metadata.labels.troupe\.dev/jobs}`); l != "enabled" {
+		t.Fatalf("namespace %s after the docs' opt-in: troupe.dev/jobs=%q, want enabled", ns, l)
+	}
 }
 
 // crdSpecs returns troupe's CRDs' specs as stored, by name.

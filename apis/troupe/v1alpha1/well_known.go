@@ -58,6 +58,14 @@ const (
 
 	// MasterReplicaName names the master's entry in status.replicaStatuses.
 	MasterReplicaName = "master"
+
+	// LabelJobsNamespace, set to JobsNamespaceEnabled on a namespace by a cluster admin, opts
+	// the namespace in to troupe jobs: the operator guard lets the operator write there, and
+	// the policy troupe-job-namespaces admits the creation of jobs there
+	// (config/install/operator-guard.yaml; docs/security.md, "Namespaces opted in").
+	LabelJobsNamespace = "troupe.dev/jobs"
+	// JobsNamespaceEnabled is the value of LabelJobsNamespace that opts a namespace in.
+	JobsNamespaceEnabled = "enabled"
 )
 
 // LabelsRead are all the labels the operator reads of a pod or of an object no troupe job

@@ -103,12 +103,14 @@ func run(m *testing.M) int {
 }
 
 // install applies what `kubectl apply -k config/namespaced` would, as the cluster admin, after
-// creating the namespaces the install expects to exist. There is no kubelet here, so the
+// creating the namespaces the install expects to exist, both opted in to troupe jobs (the
+// unwatched one too: what keeps the operator out of it is RBAC). There is no kubelet here, so the
 // operator's Deployment is left out (the test runs the operator in-process), and the webhook
 // configurations get no rules (nothing serves them; the operator only keeps their CA).
 func install(ctx context.Context) error {
 	for _, ns := range []string{watched, unwatched} {
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{troupev1.LabelJobsNamespace: troupev1.JobsNamespaceEnabled}}}); err != nil {
 			return err
 		}
 	}

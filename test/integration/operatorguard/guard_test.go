@@ -7,6 +7,7 @@ package operatorguard
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,13 +53,18 @@ import (
 
 const (
 	operatorNS = "troupe-system"
-	tenant     = "tenant"
+	// tenant is opted in to troupe jobs (labelled troupe.dev/jobs=enabled); closed is not.
+	tenant = "tenant"
+	closed = "closed"
 )
 
 var (
 	k8s      client.Client
 	adminCfg *rest.Config
+	testEnv  *envtest.Environment
 	scheme   = runtime.NewScheme()
+	// optedIn is the label by which a cluster admin opts a namespace in to troupe jobs.
+	optedIn = map[string]string{troupev1.LabelJobsNamespace: troupev1.JobsNamespaceEnabled}
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -85,15 +92,20 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	adminCfg = cfg
+	adminCfg, testEnv = cfg, env
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
 	}
 	ctx := context.Background()
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: tenant, Labels: optedIn}},
+		{ObjectMeta: metav1.ObjectMeta{Name: closed}},
+	} {
+		if err := k8s.Create(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	// The cluster-wide install's operator pieces and RBAC, as `kubectl apply -k config/` makes
 	// them (the CRDs are envtest's; no kubelet runs the Deployment: the test runs the operator).
@@ -111,8 +123,9 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// waitForGuard waits until the API server enforces the guard, which it loads a moment after
-// the policy is created: a dry-run create in kube-system as the operator is refused.
+// waitForGuard waits until the API server enforces the guard and the policy on jobs'
+// namespaces, which it loads a moment after they are created: a dry-run create in kube-system
+// as the operator, and of a job in a namespace not opted in, are refused.
 func waitForGuard(ctx context.Context) error {
 	op, err := client.New(asOperator(nil), client.Options{Scheme: scheme})
 	if err != nil {
@@ -123,10 +136,35 @@ func waitForGuard(ctx context.Context) error {
 		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: metav1.NamespaceSystem}}
 		err := op.Create(ctx, probe, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "troupe-operator-guard") {
-			return nil
+			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the guard is not enforced after a minute: a create in kube-system gave %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return waitJobCreate(ctx, closed, false)
+}
+
+// waitJobCreate waits until the API server's policy troupe-job-namespaces admits (admitted) or
+// refuses a dry-run create of a job in ns: it reads namespaces' labels from a cache, which
+// follows a label's change a moment later.
+func waitJobCreate(ctx context.Context, ns string, admitted bool) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := k8s.Create(ctx, testutil.MakeChainerJob("probe", ns).Obj(), client.DryRunAll)
+		refused := err != nil && strings.Contains(err.Error(), "troupe-job-namespaces")
+		if err != nil && !refused {
+			return err
+		}
+		if refused != admitted {
+			return nil
+		}
+		if time.Now().After(deadline) && err == nil {
+			return fmt.Errorf("a job's create in %s is still admitted after a minute, want it refused", ns)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a job's create in %s is still refused after a minute: %w", ns, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -236,6 +274,7 @@ func TestStolenOperatorTokenIsRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("namespaces not opted in", func(t *testing.T) { notOptedIn(ctx, t, op) })
 	// Another tenant's workload and network objects, which RBAC lets the operator change: each
 	// change and delete is refused.
 	foreign := []client.Object{
@@ -358,6 +397,118 @@ func TestStolenOperatorTokenIsRefused(t *testing.T) {
 	})
 }
 
+// notOptedIn: with the operator's token, every kind of child of a troupe job (labelled as
+// troupe's, controlled by a troupe job) is refused in a namespace no admin opted in, naming
+// the label and the command, and admitted in one opted in; a troupe pod there is not deleted.
+// What tells a job why it gets nothing is let through everywhere: its status and events.
+func notOptedIn(ctx context.Context, t *testing.T, op client.Client) {
+	owner := metav1.OwnerReference{APIVersion: troupev1.GroupVersion.String(), Kind: "MPIJob", Name: "x",
+		UID: types.UID("uid-of-x"), Controller: ptr.To(true)}
+	childMeta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Labels: map[string]string{troupev1.LabelManagedBy: troupev1.ManagedByTroupe,
+			troupev1.LabelJobUID: "uid-of-x"}, OwnerReferences: []metav1.OwnerReference{owner}}
+	}
+	pod := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "miner:1"}}}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{troupev1.LabelJobUID: "uid-of-x"}}
+	children := []client.Object{
+		&batchv1.Job{ObjectMeta: childMeta("x-launcher"), Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: pod}}},
+		&appsv1.StatefulSet{ObjectMeta: childMeta("x-worker"), Spec: appsv1.StatefulSetSpec{Selector: selector,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: selector.MatchLabels},
+				Spec: corev1.PodSpec{Containers: pod.Containers}}}},
+		&corev1.Service{ObjectMeta: childMeta("x"), Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: selector.MatchLabels}},
+		&corev1.ConfigMap{ObjectMeta: childMeta("x-mpi"), Data: map[string]string{"hostfile": "x-worker-0"}},
+		&corev1.Secret{ObjectMeta: childMeta("x-ssh"), Type: corev1.SecretTypeOpaque},
+		&corev1.ServiceAccount{ObjectMeta: childMeta("x-exec")},
+		execRole("y-exec", "y", "y-worker-0"),
+		&rbacv1.RoleBinding{ObjectMeta: childMeta("x-exec"),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "x-exec"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "x-exec"}}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: childMeta("x"), Spec: policyv1.PodDisruptionBudgetSpec{Selector: selector,
+			MinAvailable: ptr.To(intstr.FromInt32(1))}},
+		&networkingv1.NetworkPolicy{ObjectMeta: childMeta("x"), Spec: networkingv1.NetworkPolicySpec{PodSelector: *selector}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: childMeta("x-data"), Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
+	}
+	// The RoleBinding's Role: RBAC refuses to bind a Role that does not exist before admission.
+	for _, ns := range []string{closed, tenant} {
+		role := execRole("x-exec", "x", "x-worker-0")
+		role.Namespace = ns
+		if err := k8s.Create(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, child := range children {
+		for _, ns := range []string{closed, tenant} {
+			obj := child.DeepCopyObject().(client.Object)
+			obj.SetNamespace(ns)
+			if b, ok := obj.(*rbacv1.RoleBinding); ok {
+				b.Subjects[0].Namespace = ns
+			}
+			kind := fmt.Sprintf("%T", child)
+			t.Run(fmt.Sprintf("%s in %s", kind[strings.LastIndex(kind, ".")+1:], ns), func(t *testing.T) {
+				err := op.Create(ctx, obj, client.DryRunAll)
+				switch ns {
+				case tenant:
+					if err != nil {
+						t.Errorf("a troupe job's child in a namespace opted in: %v, want admitted", err)
+					}
+				default:
+					want := "kubectl label namespace " + ns + " troupe.dev/jobs=enabled"
+					if err == nil || !strings.Contains(err.Error(), "troupe-operator-guard") || !strings.Contains(err.Error(), want) {
+						t.Errorf("create in %s: %v, want a refusal by troupe-operator-guard saying %q", ns, err, want)
+					}
+				}
+			})
+		}
+	}
+
+	// A pod of a troupe job in the closed namespace: the operator may not delete it.
+	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x-worker-0", Namespace: closed,
+		Labels: map[string]string{troupev1.LabelJobUID: "uid-of-x"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "worker:1"}}}}
+	if err := k8s.Create(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Delete(ctx, victim); err == nil || !strings.Contains(err.Error(), "not (no label troupe.dev/jobs=enabled)") {
+		t.Errorf("delete a troupe pod in %s: %v, want a refusal by troupe-operator-guard", closed, err)
+	}
+
+	// A job created while its namespace was opted in, the label then taken off: the operator
+	// still writes its status and events, which is how its user learns why nothing is made.
+	const was = "was-open"
+	wasNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: was, Labels: optedIn}}
+	if err := k8s.Create(ctx, wasNS); err != nil {
+		t.Fatal(err)
+	}
+	job := testutil.MakeChainerJob("left", was).Obj()
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(ctx, wasNS, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"troupe.dev/jobs":null}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJobCreate(ctx, was, false); err != nil {
+		t.Fatal(err)
+	}
+	before := job.DeepCopy()
+	job.Status.Reason = troupev1.ReasonCreateRefused
+	if err := op.Status().Patch(ctx, job, client.MergeFrom(before)); err != nil {
+		t.Errorf("the operator's write of a job's status in a namespace no longer opted in: %v, want allowed", err)
+	}
+	event := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "left.refused", Namespace: was},
+		EventTime: metav1.NowMicro(), ReportingController: "troupe.dev/operator", ReportingInstance: "troupe-operator",
+		Action: "Create", Reason: troupev1.ReasonCreateRefused, Type: corev1.EventTypeWarning, Note: "refused",
+		Regarding: corev1.ObjectReference{APIVersion: troupev1.GroupVersion.String(), Kind: "ChainerJob", Namespace: was, Name: job.Name, UID: job.UID}}
+	if err := op.Create(ctx, event); err != nil {
+		t.Errorf("the operator's event on a job in a namespace no longer opted in: %v, want allowed", err)
+	}
+	// The operator of the next tests would reconcile it.
+	if err := k8s.Delete(ctx, job); err != nil {
+		t.Error(err)
+	}
+}
+
 // startOperator runs the operator's controllers with cfg until the test ends.
 func startOperator(t *testing.T, cfg *rest.Config) {
 	t.Helper()
@@ -392,7 +543,7 @@ func startOperator(t *testing.T, cfg *rest.Config) {
 func TestRefusedCreateIsReported(t *testing.T) {
 	ctx := context.Background()
 	const ns = "held"
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: optedIn}}); err != nil {
 		t.Fatal(err)
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -520,10 +671,13 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 	mpiJob.Spec.Transport = troupev1.MPITransportSSH
 	kx := testutil.MakeChainerJob("kx", tenant).WorkerSet("ws0", 2).Obj()
 	kx.Spec.Transport = troupev1.MPITransportKubeExec
+	// README's first example: a master alone over KubeExec, whose exec Role has no rules.
+	solo := testutil.Load[*troupev1.ChainerJob](t, "../../../examples/chainerjob.yaml", tenant)
+	solo.Spec.Transport = troupev1.MPITransportKubeExec
 	// kubeflow's pi.yaml with only apiVersion changed: its SSH Secret is kubernetes.io/ssh-auth.
 	pi := testutil.Load[*troupev1.MPIJob](t, "../../../test/manifests/kubeflow/pi.yaml", tenant)
 	pi.TypeMeta = metav1.TypeMeta{}
-	for _, job := range []client.Object{mpiJob, kx, pi} {
+	for _, job := range []client.Object{mpiJob, kx, pi, solo} {
 		if err := k8s.Create(ctx, job); err != nil {
 			t.Fatal(err)
 		}
@@ -538,6 +692,9 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "kx-master"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pi-ssh"}},
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "pi-launcher"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "example-job-exec"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "example-job-exec"}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "example-job-master"}},
 	} {
 		testutil.Eventually(t, fmt.Sprintf("%T %s", want, want.GetName()), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: tenant, Name: want.GetName()}, want)
@@ -590,4 +747,158 @@ func TestJobsRunUnderTheGuard(t *testing.T) {
 			t.Errorf("%s: taken over: %v, want a refusal by the guard", c.name, err)
 		}
 	}
+}
+
+// kubectl runs the cluster's kubectl as an admin (system:masters) and returns its output,
+// stderr included, and its error.
+func kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	admin, err := testEnv.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := k.Run(args...)
+	out, _ := io.ReadAll(stdout)
+	errOut, _ := io.ReadAll(stderr)
+	return string(out) + string(errOut), err
+}
+
+// A user's kubectl create of a job in a namespace no admin opted in is refused at admission,
+// naming the label and the command that sets it, for every kind; an existing job there (its
+// namespace's label taken off after it was created) is still updated, annotated and deleted;
+// once the namespace is labelled, the create goes through.
+func TestJobCreateNeedsANamespaceOptedIn(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-b"
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: optedIn}}
+	if err := k8s.Create(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	example := filepath.Join("..", "..", "..", "examples", "chainerjob.yaml")
+	if out, err := kubectl(t, "create", "-n", ns, "-f", example); err != nil {
+		t.Fatalf("kubectl create in a namespace opted in: %v\n%s", err, out)
+	}
+	if err := k8s.Patch(ctx, nsObj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"troupe.dev/jobs":null}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJobCreate(ctx, ns, false); err != nil {
+		t.Fatal(err)
+	}
+
+	want := ns + ` is not (no label troupe.dev/jobs=enabled): kubectl label namespace ` + ns + ` troupe.dev/jobs=enabled`
+	for _, f := range []string{"chainerjob-mn.yaml", "mpijob.yaml", "horovodjob.yaml", "pytorchjob.yaml"} {
+		out, err := kubectl(t, "create", "-n", ns, "-f", filepath.Join("..", "..", "..", "examples", f))
+		if err == nil || !strings.Contains(out, "troupe-job-namespaces") || !strings.Contains(out, want) {
+			t.Errorf("kubectl create -f examples/%s in %s: %v, want refused by troupe-job-namespaces saying %q:\n%s", f, ns, err, want, out)
+		} else if f == "mpijob.yaml" {
+			t.Logf("$ kubectl create -n %s -f examples/%s\n%s", ns, f, out)
+		}
+	}
+	// The job created before the label went: changes of its spec and metadata, and its delete.
+	for _, args := range [][]string{
+		{"patch", "chainerjob", "example-job", "--type=merge", "-p", `{"spec":{"runPolicy":{"backoffLimit":2}}}`},
+		{"annotate", "chainerjob", "example-job", "team=b"},
+		{"label", "chainerjob", "example-job", "stage=test"},
+		{"delete", "chainerjob", "example-job"},
+	} {
+		if out, err := kubectl(t, append([]string{"-n", ns}, args...)...); err != nil {
+			t.Errorf("kubectl %s of a job in a namespace no longer opted in: %v, want allowed\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if out, err := kubectl(t, "label", "namespace", ns, "troupe.dev/jobs=enabled"); err != nil {
+		t.Fatalf("kubectl label namespace: %v\n%s", err, out)
+	}
+	if err := waitJobCreate(ctx, ns, true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "create", "-n", ns, "-f", example); err != nil {
+		t.Errorf("kubectl create once the namespace is labelled: %v\n%s", err, out)
+	}
+}
+
+// A job in a namespace whose label was taken off after it was created gets nothing from the
+// operator (under its ServiceAccount, with the guard), and says why: Initialized False and
+// status.reason CreateRefused, naming the label and the command, and a Warning event. Once the
+// namespace is opted in again, it goes on by itself.
+func TestJobInANamespaceNotOptedInSaysWhy(t *testing.T) {
+	ctx := context.Background()
+	const ns = "unlabelled-later"
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: optedIn}}
+	if err := k8s.Create(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	job := testutil.MakeChainerJob("stranded", ns).WorkerSet("ws0", 1).Obj()
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(ctx, nsObj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"troupe.dev/jobs":null}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJobCreate(ctx, ns, false); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, asOperator(nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(job), job)
+			t.Logf("the job's status: %+v", job.Status)
+		}
+	})
+	const want = "kubectl label namespace " + ns + " troupe.dev/jobs=enabled"
+	var msg string
+	testutil.Eventually(t, "the job says the create was refused", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionInitialized)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != troupev1.ReasonCreateRefused || job.Status.Reason != troupev1.ReasonCreateRefused {
+			return false, nil
+		}
+		msg = c.Message
+		return true, nil
+	})
+	if !strings.Contains(msg, "troupe-operator-guard") || !strings.Contains(msg, want) {
+		t.Errorf("Initialized's message %q, want the guard's refusal saying %q", msg, want)
+	}
+	t.Logf("Initialized=False CreateRefused: %s", msg)
+	testutil.Eventually(t, "a Warning event CreateRefused naming the label", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == job.Name && e.Reason == troupev1.ReasonCreateRefused && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Note, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	for _, l := range []client.ObjectList{&appsv1.StatefulSetList{}, &batchv1.JobList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}} {
+		if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if meta.LenList(l) > 0 {
+			t.Errorf("%T in %s not opted in: %d, want none", l, ns, meta.LenList(l))
+		}
+	}
+
+	if err := k8s.Patch(ctx, nsObj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"troupe.dev/jobs":"enabled"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the workers' StatefulSet, once the namespace is opted in", 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stranded-workerset-ws0"}, &appsv1.StatefulSet{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	testutil.Eventually(t, "Initialized no longer CreateRefused", 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(job.Status.Conditions, troupev1.ConditionInitialized)
+		return c != nil && c.Reason != troupev1.ReasonCreateRefused && job.Status.Reason != troupev1.ReasonCreateRefused, nil
+	})
 }
