@@ -20,6 +20,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/kinds"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // The everyday kubectl flows of docs/admission.md ("Updates as users make them"), run with the
@@ -35,62 +36,21 @@ type userManifest struct {
 	obj  map[string]any
 }
 
-// userManifests finds every job manifest of examples/*.yaml and of the seed documents
-// (test/manifests/seeds) whose kind troupe serves.
+// userManifests finds every job manifest of examples/*.yaml and of the published manifests
+// troupe takes (testutil.UserManifests), of the kinds troupe serves.
 func userManifests(t *testing.T) []userManifest {
 	t.Helper()
 	served := map[string]bool{}
 	for _, k := range kinds.All() {
 		served[k.Name] = true
 	}
+	found, err := testutil.UserManifests(filepath.Join("..", ".."), func(kind string) bool { return served[kind] })
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []userManifest
-	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
-			var obj map[string]any
-			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if obj == nil || !served[fmt.Sprint(obj["kind"])] {
-				continue
-			}
-			out = append(out, userManifest{name: fmt.Sprintf("examples/%s#%d", filepath.Base(f), i+1), obj: obj})
-		}
-	}
-	// kubeflow's published MPIJobs and PyTorchJobs, kept as published (test/manifests/kubeflow,
-	// test/manifests/training-operator): only the apiVersion is changed, as a user moving to
-	// troupe would.
-	kubeflow, _ := filepath.Glob(filepath.Join("..", "manifests", "kubeflow", "*.yaml"))
-	trainingOperator, _ := filepath.Glob(filepath.Join("..", "manifests", "training-operator", "*.yaml"))
-	for _, f := range slices.Concat(kubeflow, trainingOperator) {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(data, &obj); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		obj["apiVersion"] = troupev1.GroupVersion.String()
-		out = append(out, userManifest{name: filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f), obj: obj})
-	}
-	// The seed documents' job manifests, kept as test data (test/manifests/seeds).
-	seeds := seedManifestFiles(t)
-	for _, f := range seeds {
-		obj := readManifest(t, f)
-		if !served[fmt.Sprint(obj["kind"])] {
-			continue
-		}
-		obj["apiVersion"] = troupev1.GroupVersion.String()
-		out = append(out, userManifest{name: "seeds/" + filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f), obj: obj})
-	}
-	if len(files) == 0 || len(seeds) == 0 || len(kubeflow) == 0 || len(trainingOperator) == 0 {
-		t.Fatalf("found %d example files, %d seed manifests, %d kubeflow MPIJobs and %d training-operator manifests",
-			len(files), len(seeds), len(kubeflow), len(trainingOperator))
+	for _, m := range found {
+		out = append(out, userManifest{name: m.Name, obj: m.Object})
 	}
 	return out
 }

@@ -902,3 +902,66 @@ func TestJobInANamespaceNotOptedInSaysWhy(t *testing.T) {
 		return c != nil && c.Reason != troupev1.ReasonCreateRefused && job.Status.Reason != troupev1.ReasonCreateRefused, nil
 	})
 }
+
+// Every job manifest users bring (examples/, kubeflow's and training-operator's published jobs
+// and the seed documents', those with only their apiVersion changed: testutil.UserManifests,
+// found by glob), each created in a namespace opted in, is worked on by the operator as its
+// ServiceAccount under the guard with no request refused: each job's Initialized condition is
+// there and none is CreateRefused. (Whether the job then runs is the real node's: there is no
+// kubelet here.)
+func TestEveryManifestRunsUnderTheGuard(t *testing.T) {
+	ctx := context.Background()
+	rec := &refused{}
+	startOperator(t, asOperator(rec))
+	served := map[string]bool{}
+	for _, k := range kinds.All() {
+		served[k.Name] = true
+	}
+	manifests, err := testutil.UserManifests(filepath.Join("..", "..", ".."), func(kind string) bool { return served[kind] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]*unstructured.Unstructured, len(manifests))
+	for i, m := range manifests {
+		ns := fmt.Sprintf("manifest-%d", i)
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: optedIn}}); err != nil {
+			t.Fatal(err)
+		}
+		jobs[i] = &unstructured.Unstructured{Object: m.Object}
+		jobs[i].SetNamespace(ns)
+		if err := k8s.Create(ctx, jobs[i]); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	created := 0
+	for i, m := range manifests {
+		var reason string
+		testutil.Eventually(t, m.Name+" worked on", 100*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
+			job := &unstructured.Unstructured{}
+			job.SetGroupVersionKind(jobs[i].GroupVersionKind())
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(jobs[i]), job); err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(job.Object, "status", "conditions")
+			for _, c := range conds {
+				if c, ok := c.(map[string]any); ok && c["type"] == troupev1.ConditionInitialized {
+					reason = fmt.Sprint(c["reason"])
+					return reason != troupev1.ReasonCreatingChildren, nil
+				}
+			}
+			return false, nil
+		})
+		switch reason {
+		case troupev1.ReasonCreateRefused:
+			t.Errorf("%s: %s", m.Name, reason)
+		case troupev1.ReasonChildrenCreated:
+			created++
+		default:
+			t.Logf("%s: Initialized %s (not the guard's doing)", m.Name, reason)
+		}
+	}
+	t.Logf("%d manifests, %d with every child created as the operator's ServiceAccount under the guard", len(manifests), created)
+	if got := rec.all(); len(got) > 0 {
+		t.Errorf("requests of the operator refused: %q", got)
+	}
+}
