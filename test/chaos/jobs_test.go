@@ -81,3 +81,13 @@ func TestChaosRunsEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// Every registered kind has tamperings (tamper.Actions): a kind added to the registry and not
+// to the tamper switch would be left out of the chaos run's tampering unnoticed.
+func TestEveryKindIsTampered(t *testing.T) {
+	for _, k := range kinds.All() {
+		if len(tamperPackage{}.Actions(k.Name)) == 0 {
+			t.Errorf("no tampering of kind %s (test/chaos/tamper: Actions)", k.Name)
+		}
+	}
+}
