@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -69,10 +68,8 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 	if err != nil {
 		return Acted{Adopted: adopted}, err
 	}
-	if s.Plan.Ended() {
-		if expired, err := r.expireTTL(ctx, job, s, prev); err != nil || expired {
-			return Acted{Adopted: adopted, Expired: expired}, err
-		}
+	if s.Plan.Expired {
+		return Acted{Adopted: adopted, Expired: true}, r.deleteExpired(ctx, job, s)
 	}
 	// Claims before the pods that mount them; a claim of the name that is not the job's stops
 	// the pass as any conflict does.
@@ -114,26 +111,20 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 	return acted, nil
 }
 
-// expireTTL deletes a finished job whose ttlSecondsAfterFinished has passed; its children go
-// with it through garbage collection. The TTLExpired event is told once the delete succeeded: a
-// failed delete is retried, and telling it before would tell it again on every retry.
-func (r *Reconciler) expireTTL(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (bool, error) {
-	ttl := s.RunPolicy.TTLSecondsAfterFinished
-	if ttl == nil || prev.CompletionTime == nil {
-		return false, nil
-	}
-	expiry := prev.CompletionTime.Add(time.Duration(*ttl) * time.Second)
-	if r.clock.Now().Before(expiry) {
-		return false, nil
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("deleting finished job past its TTL", "ttlSecondsAfterFinished", *ttl)
+// deleteExpired deletes a finished job whose ttlSecondsAfterFinished has passed (Plan.Expired);
+// its children go with it through garbage collection. The TTLExpired event is told once the
+// delete succeeded: a failed delete is retried, and telling it before would tell it again on
+// every retry.
+func (r *Reconciler) deleteExpired(ctx context.Context, job Object, s *Spec) error {
+	ttl := *s.RunPolicy.TTLSecondsAfterFinished
+	ctrl.LoggerFrom(ctx).V(2).Info("deleting finished job past its TTL", "ttlSecondsAfterFinished", ttl)
 	if err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		// Not found: deleted by someone else meanwhile, which is not the TTL's doing.
-		return true, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	r.recorder.Eventf(job, nil, corev1.EventTypeNormal, troupev1.EventTTLExpired, "Delete",
-		"deleting the job %ds after it finished (runPolicy.ttlSecondsAfterFinished)", *ttl)
-	return true, nil
+		"deleting the job %ds after it finished (runPolicy.ttlSecondsAfterFinished)", ttl)
+	return nil
 }
 
 // syncChildren creates missing children and puts owned ones back to their desired shape, and

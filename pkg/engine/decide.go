@@ -61,6 +61,7 @@ func decide(s *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	d.plan.Verdict = Verdict(prev, d.obs)
 	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
 	d.plan.CompletedWorkers = completedWorkers(s, d.obs)
+	d.plan.Expired = d.plan.Ended() && ttlExpired(s, prev, obs.Now)
 	return d
 }
 

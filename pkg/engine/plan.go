@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
@@ -41,6 +43,13 @@ func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
 		return s.CleanPodPolicy() != troupev1.CleanPodPolicyNone && s.CleanUpDue(outcome)
 	}
 	return s.Suspended() || s.Paused() || s.Plan.Restart.Stopping
+}
+
+// ttlExpired says a finished job (prev records when it completed) is past its
+// ttlSecondsAfterFinished at now.
+func ttlExpired(s *Spec, prev *troupev1.JobStatus, now time.Time) bool {
+	ttl := s.RunPolicy.TTLSecondsAfterFinished
+	return ttl != nil && prev.CompletionTime != nil && !now.Before(prev.CompletionTime.Add(time.Duration(*ttl)*time.Second))
 }
 
 // ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal

@@ -493,6 +493,9 @@ type Plan struct {
 	// completed in the current attempt (completedWorkers): they never run again in it, so a
 	// gang counts only the rest.
 	CompletedWorkers int32
+	// Expired: the job ended longer ago than runPolicy.ttlSecondsAfterFinished, at the time of
+	// the observation (ttlExpired); the pass deletes it and does nothing else.
+	Expired bool
 }
 
 // Ended says the job has succeeded or failed: it is never started again, and whatever happens

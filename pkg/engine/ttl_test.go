@@ -45,7 +45,9 @@ func TestExpireTTLTellsTheDeleteThatSucceeded(t *testing.T) {
 		clock: clocktesting.NewFakePassiveClock(finished.Add(61 * time.Second))}
 	s := testSpec()
 	s.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](60)
-	prev := &troupev1.JobStatus{CompletionTime: &finished}
+	if !ttlExpired(s, &troupev1.JobStatus{CompletionTime: &finished}, r.clock.Now()) {
+		t.Fatal("61 s after it finished, a job of a 60 s TTL has not expired")
+	}
 
 	told := func() []string {
 		var out []string
@@ -61,16 +63,15 @@ func TestExpireTTLTellsTheDeleteThatSucceeded(t *testing.T) {
 		}
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		expired, err := r.expireTTL(context.Background(), job, s, prev)
-		if !expired || err == nil {
-			t.Fatalf("attempt %d with the delete refused: expired %v, error %v; want true and the error", attempt, expired, err)
+		if err := r.deleteExpired(context.Background(), job, s); err == nil {
+			t.Fatalf("attempt %d with the delete refused: no error", attempt)
 		}
 		if e := told(); len(e) != 0 {
 			t.Errorf("attempt %d: the delete failed, yet told %q", attempt, e)
 		}
 	}
-	if expired, err := r.expireTTL(context.Background(), job, s, prev); !expired || err != nil {
-		t.Fatalf("attempt 3: expired %v, error %v; want true and no error", expired, err)
+	if err := r.deleteExpired(context.Background(), job, s); err != nil {
+		t.Fatalf("attempt 3: %v", err)
 	}
 	if e := told(); len(e) != 1 || !strings.Contains(e[0], "deleting the job 60s after it finished") {
 		t.Errorf("after the delete succeeded, told %q; want one TTLExpired", e)
@@ -79,10 +80,30 @@ func TestExpireTTLTellsTheDeleteThatSucceeded(t *testing.T) {
 		t.Error("the job still exists")
 	}
 	// Deleted meanwhile by someone else: nothing to do, nothing to tell.
-	if expired, err := r.expireTTL(context.Background(), job, s, prev); !expired || err != nil {
-		t.Errorf("job already gone: expired %v, error %v; want true and no error", expired, err)
+	if err := r.deleteExpired(context.Background(), job, s); err != nil {
+		t.Errorf("job already gone: %v", err)
 	}
 	if e := told(); len(e) != 0 {
 		t.Errorf("job deleted by someone else: told %q", e)
+	}
+}
+
+// A finished job expires ttlSecondsAfterFinished after its completion time, as observed; a job
+// without a TTL or not finished never does.
+func TestTTLExpired(t *testing.T) {
+	finished := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	s := testSpec()
+	s.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](60)
+	done := &troupev1.JobStatus{CompletionTime: &finished}
+	for after, want := range map[time.Duration]bool{0: false, 59 * time.Second: false, 60 * time.Second: true, time.Hour: true} {
+		if got := ttlExpired(s, done, finished.Add(after)); got != want {
+			t.Errorf("%s after it finished: expired %t, want %t", after, got, want)
+		}
+	}
+	if ttlExpired(s, &troupev1.JobStatus{}, finished.Add(time.Hour)) {
+		t.Error("a job that has not finished expired")
+	}
+	if ttlExpired(testSpec(), done, finished.Add(time.Hour)) {
+		t.Error("a job without a TTL expired")
 	}
 }
