@@ -48,8 +48,18 @@ func WorkersReleased(s *Spec, outcome troupev1.JobPhase) bool {
 // ttlExpired says a finished job (prev records when it completed) is past its
 // ttlSecondsAfterFinished at now.
 func ttlExpired(s *Spec, prev *troupev1.JobStatus, now time.Time) bool {
+	expiry, ok := ttlExpiry(s, prev)
+	return ok && !now.Before(expiry)
+}
+
+// ttlExpiry is when a finished job (st records when it completed) is deleted for its
+// ttlSecondsAfterFinished; ok is false for a job without a TTL or not finished.
+func ttlExpiry(s *Spec, st *troupev1.JobStatus) (expiry time.Time, ok bool) {
 	ttl := s.RunPolicy.TTLSecondsAfterFinished
-	return ttl != nil && prev.CompletionTime != nil && !now.Before(prev.CompletionTime.Add(time.Duration(*ttl)*time.Second))
+	if ttl == nil || st.CompletionTime == nil {
+		return time.Time{}, false
+	}
+	return st.CompletionTime.Add(time.Duration(*ttl) * time.Second), true
 }
 
 // ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal

@@ -115,8 +115,7 @@ func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctr
 	if left := s.Plan.Restart.BackoffLeft; left > 0 {
 		return ctrl.Result{RequeueAfter: left}
 	}
-	if ttl := s.RunPolicy.TTLSecondsAfterFinished; ttl != nil && st.CompletionTime != nil {
-		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	if expiry, ok := ttlExpiry(s, st); ok {
 		if d := expiry.Sub(r.clock.Now()); d > 0 {
 			return ctrl.Result{RequeueAfter: d}
 		}
