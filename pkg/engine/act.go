@@ -45,7 +45,7 @@ type Acted struct {
 	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
 	Expired bool
 	// Status is the job's status as the pass wrote it before creating a generated Secret
-	// (recordBeforeCreate), nil if it did not: the report's previous status.
+	// (the secretRecorder), nil if it did not: the report's previous status.
 	Status *troupev1.JobStatus
 }
 
@@ -58,11 +58,17 @@ func (a *Acted) createdRefs() []ChildRef {
 	return refs
 }
 
+// secretRecorder writes the job's status with the record of a generated Secret before the
+// Secret is created, from the observation as the pass has left it so far and the status before
+// (Reconciler.recordSecret, which the pass hands to act: the report writes every status), and
+// returns the status written.
+type secretRecorder func(obs *Observed, prev *troupev1.JobStatus, secret *corev1.Secret) (*troupev1.JobStatus, error)
+
 // act brings the job's children to what the plan in s says: a finished job past its TTL is
 // deleted; else missing children are created and owned ones put back in shape (syncChildren),
 // children the spec no longer asks for are deleted, and the clean-pod policy All deletes the
 // ended master's pods. It returns what it did, also when it fails part way.
-func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (Acted, error) {
+func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, record secretRecorder) (Acted, error) {
 	// Orphans first: a job that expires now takes them with it (garbage collection).
 	adopted, err := r.adoptOrphans(ctx, job, s, obs.Orphans)
 	if err != nil {
@@ -79,7 +85,7 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return Acted{Adopted: adopted, Conflicts: conflicts}, err
 		}
 	}
-	acted, err := r.syncChildren(ctx, job, s, obs, prev, adopted)
+	acted, err := r.syncChildren(ctx, job, s, obs, prev, adopted, record)
 	acted.Adopted = adopted
 	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed
 	if err != nil {
@@ -131,7 +137,8 @@ func (r *Reconciler) deleteExpired(ctx context.Context, job Object, s *Spec) err
 // returns what it did (also when it fails part way, so that what was created is told). It
 // creates nothing when the plan holds creation back (HoldCreates) or once a create finds a
 // name taken by someone else. Objects it does not own are never touched.
-func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, adopted []claimedChild) (Acted, error) {
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, adopted []claimedChild,
+	record secretRecorder) (Acted, error) {
 	var acted Acted
 	// The status so far, with the record of the Secret about to be created, is written before it.
 	beforeSecret := func(secret *corev1.Secret) error {
@@ -139,7 +146,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		if acted.Status != nil {
 			before = acted.Status
 		}
-		written, err := r.recordBeforeCreate(ctx, job, s, obs.after(acted), before, secret)
+		written, err := record(obs.after(acted), before, secret)
 		if err != nil {
 			return err
 		}

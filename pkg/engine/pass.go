@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 )
 
@@ -24,6 +25,17 @@ import (
 // status write, events, the next wake-up). A paused job's master Job is deleted where pause is
 // decided, before the observation, so that it is not observed as one of the job's children.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.pass(ctx, req)
+	if errors.Is(err, errJobChanged) {
+		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
+		return ctrl.Result{}, nil
+	}
+	return res, err
+}
+
+// pass is Reconcile's pass; a write of the job's status that conflicted ends it with
+// errJobChanged.
+func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Load.
 	job := r.adapter.NewObject()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
@@ -76,12 +88,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.carryOut(ctx, d); err != nil {
 		return ctrl.Result{}, err
 	}
-	acted, err := r.act(ctx, job, spec, obs, prev)
+	recordSecret := func(o *Observed, before *troupev1.JobStatus, secret *corev1.Secret) (*troupev1.JobStatus, error) {
+		return r.recordSecret(ctx, job, spec, o, before, secret)
+	}
+	acted, err := r.act(ctx, job, spec, obs, prev, recordSecret)
 	var refused *createRefused
 	switch {
-	case errors.Is(err, errJobChanged):
-		ctrl.LoggerFrom(ctx).V(2).Info("the job changed during the pass; the next one runs on the newer version")
-		return ctrl.Result{}, nil
 	case errors.As(err, &refused):
 		// Reported on the job below; the error then retries the pass with backoff.
 	case err != nil:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,7 +53,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *
 	if log := ctrl.LoggerFrom(ctx).V(2); log.Enabled() {
 		log.Info("writing status", "phase", next.Phase, "progressOnly", mayWait, "changed", statusChanges(prev, &next))
 	}
-	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+	if err := r.putStatus(ctx, job, &next); err != nil {
 		return 0, err
 	}
 	r.told(job, s, obs, prev, &next)
@@ -71,30 +72,51 @@ func (r *Reconciler) told(job Object, s *Spec, obs *Observed, prev, next *troupe
 	r.recordSecretEvents(job, prev, next)
 }
 
+// errJobChanged ends a pass whose write of the job's status conflicted: the job changed since
+// the copy the pass read. It is the one rule for a conflict of the status: nothing more is
+// done, and the watch event of the newer version, already queued, runs the next pass, which
+// computes everything again from fresh data.
+var errJobChanged = errors.New("the job changed since this pass read it")
+
 // putStatus is the one write of a job's status: next (bounded by the function that computed
-// it: ComputeStatus, invalidSpecStatus), when it differs from prev. written says whether it was written; a conflict is not an
-// error (the job changed since the copy the pass read, and the watch event of that newer
-// version is already queued: the next pass computes the status again from fresh data).
-func (r *Reconciler) putStatus(ctx context.Context, job Object, prev, next *troupev1.JobStatus) (written bool, err error) {
-	if equality.Semantic.DeepEqual(prev, next) {
-		return false, nil
-	}
+// it: ComputeStatus, invalidSpecStatus), with the resourceVersion of the copy the pass read.
+// The job moves on with the write (its resourceVersion and status). A conflict is
+// errJobChanged.
+func (r *Reconciler) putStatus(ctx context.Context, job Object, next *troupev1.JobStatus) error {
 	*job.JobStatus() = *next
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		if apierrors.IsConflict(err) {
-			ctrl.LoggerFrom(ctx).V(2).Info("status write raced a newer version; it will be recomputed")
-			return false, nil
+			return errJobChanged
 		}
-		return false, fmt.Errorf("update status: %w", err)
+		return fmt.Errorf("update status: %w", err)
 	}
-	return true, nil
+	return nil
+}
+
+// recordSecret writes the job's status with the record of secret, just generated, before the
+// Secret is created (withSecretRecord). The status is the one the pass computes from what it
+// observed and created so far (obs, from prev): the pass's first status write, made early, so
+// that a new job's record costs no write of its own (docs/performance.md). The write proves the
+// pass's copy of the job the latest (createMissing). It returns the status written, which the
+// report then starts from.
+func (r *Reconciler) recordSecret(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus,
+	secret *corev1.Secret) (*troupev1.JobStatus, error) {
+	next := withSecretRecord(ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime()), secret)
+	if err := r.putStatus(ctx, job, &next); err != nil {
+		return nil, fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
+	}
+	r.told(job, s, obs, prev, &next)
+	return &next, nil
 }
 
 // reportInvalidSpec records why the spec cannot be run, on the status and as an event.
 func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause error) error {
 	prev := job.JobStatus().DeepCopy()
 	next, reason := invalidSpecStatus(prev, cause, job.GetGeneration(), r.statusTime())
-	if written, err := r.putStatus(ctx, job, prev, &next); err != nil || !written {
+	if equality.Semantic.DeepEqual(prev, &next) {
+		return nil
+	}
+	if err := r.putStatus(ctx, job, &next); err != nil {
 		return err
 	}
 	// Told once, when the status that records it is written (recordTransitions).

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"maps"
@@ -129,7 +128,7 @@ func secretRecord(st *troupev1.JobStatus, name string) *troupev1.GeneratedSecret
 }
 
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the
-// job's status. A Secret without a record is not the operator's (recordBeforeCreate): it is
+// job's status. A Secret without a record is not the operator's (Reconciler.recordSecret): it is
 // reported like a modified one.
 // ids are the job's desired children (childIdentities).
 func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids []client.Object, obs *Observed) error {
@@ -183,38 +182,15 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 	return nil
 }
 
-// errJobChanged ends a pass that found the job changed since the copy it read (a write guarded
-// by its resourceVersion conflicted): nothing more is done, and the watch event of the newer
-// version, already queued, runs the next pass on it.
-var errJobChanged = errors.New("the job changed since this pass read it")
-
-// recordBeforeCreate writes the job's status, with the record of secret (just generated), before
-// the Secret is created, so that only data the operator generated ever matches a record. The
-// status is the one the pass computes from what it observed and created so far (obs, from
-// prev): the pass's first status write, made early, so that a new job's record costs no write
-// of its own (docs/performance.md). The write carries the job's resourceVersion: a job changed
-// meanwhile fails it, and the pass runs again on fresh data with nothing more created. The job
-// moves on with the write (its resourceVersion and status), so the status this pass writes at
-// its end does not conflict with it; the status written is returned.
-func (r *Reconciler) recordBeforeCreate(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus,
-	secret *corev1.Secret) (*troupev1.JobStatus, error) {
-	next := ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime())
+// withSecretRecord is st with the record of secret, just generated and not created yet, in
+// place of any earlier record of its name: written before the Secret is created
+// (Reconciler.recordSecret), so that only data the operator generated ever matches a record.
+func withSecretRecord(st troupev1.JobStatus, secret *corev1.Secret) troupev1.JobStatus {
 	rec := troupev1.GeneratedSecretRecord{Name: secret.Name, SHA256: secretDataHash(secret.Data)}
-	next.GeneratedSecrets = slices.DeleteFunc(slices.Clone(next.GeneratedSecrets),
+	st.GeneratedSecrets = slices.DeleteFunc(slices.Clone(st.GeneratedSecrets),
 		func(g troupev1.GeneratedSecretRecord) bool { return g.Name == rec.Name })
-	next.GeneratedSecrets = sortedRecords(append(next.GeneratedSecrets, rec))
-	withRecord := job.DeepCopyObject().(Object)
-	*withRecord.JobStatus() = next
-	if err := r.client.Status().Update(ctx, withRecord); err != nil {
-		if apierrors.IsConflict(err) {
-			return nil, errJobChanged
-		}
-		return nil, fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
-	}
-	job.SetResourceVersion(withRecord.GetResourceVersion())
-	*job.JobStatus() = next
-	r.told(job, s, obs, prev, &next)
-	return &next, nil
+	st.GeneratedSecrets = sortedRecords(append(st.GeneratedSecrets, rec))
+	return st
 }
 
 // adoptableSecret reports whether the generated Secret want, found without an owner reference,
