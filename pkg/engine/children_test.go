@@ -120,8 +120,9 @@ func TestChildIdentitiesAreChildren(t *testing.T) {
 		"a disruption budget": func(s *Spec) {
 			s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}
 		},
-		"no network policy":             func(s *Spec) { s.RunPolicy.NetworkPolicy = &troupev1.NetworkPolicyConfig{Enabled: ptr.To(false)} },
-		"paused: no master":             func(s *Spec) { s.RunMode.Pause, s.Plan.Pause = true, true },
+		"no network policy": func(s *Spec) { s.RunPolicy.NetworkPolicy = &troupev1.NetworkPolicyConfig{Enabled: ptr.To(false)} },
+		// observe reads a job asking for a pause with the master Job, which decide then deletes.
+		"pause asked":                   func(s *Spec) { s.RunMode.Pause = true },
 		"a set that runs to completion": func(s *Spec) { s.WorkerSets[1].RunsToCompletion = true },
 		"no worker sets, budget": func(s *Spec) {
 			s.WorkerSets = nil

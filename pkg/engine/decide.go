@@ -26,28 +26,36 @@ type decision struct {
 	// suspendLauncher is the master Job of a job failed for good by a lost worker: suspended so
 	// that its launcher does not run on against a broken group.
 	suspendLauncher *batchv1.Job
-	// deleteMasterJob is the master Job of an earlier attempt; deletePods are the master pods
-	// of earlier attempts and a paused job's, deleted rather than left to the garbage collector.
+	// deleteMasterJob is the master Job of an earlier attempt or of a job that pauses
+	// (deleteMasterWhy says which); deletePods are the master pods of earlier attempts and a
+	// paused job's, deleted rather than left to the garbage collector.
 	deleteMasterJob *batchv1.Job
+	deleteMasterWhy string
 	deletePods      []*corev1.Pod
 	// replaceWorkerJob is a failed worker Job a failure policy rule ignores: deleted, and made
 	// again as a missing child.
 	replaceWorkerJob *batchv1.Job
 }
 
-// decide makes, once, every decision of a pass that the observation bears on: the restart
+// decide makes, once, every decision of a pass: the pause (planPause), the restart
 // (planRestart), the master's pods (planMasterPods), the verdict, the ready workers and whether
-// missing children may be created. It is a pure function of the spec (which carries the pause
-// decided before the observation), the observation and the previous status.
-func decide(s *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
-	restart := planRestart(s, obs, prev)
-	d := decision{plan: s.Plan, obs: obs, suspendLauncher: restart.launcherToStop, deletePods: restart.staleMasterPods,
-		replaceWorkerJob: restart.replaceWorkerJob}
-	if j := restart.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
-		d.deleteMasterJob = j
+// missing children may be created. It is a pure function of the spec the adapter described,
+// the observation and the previous status; the plan it returns goes into copies of that spec
+// (withPlan).
+func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
+	pause := planPause(described, prev, liveMasterJob(obs))
+	s := described.withPlan(Plan{Pause: pause.pause, WasPaused: WasPaused(prev)})
+	d := decision{plan: s.Plan, obs: obs, deleteMasterJob: pause.deleteMaster, deleteMasterWhy: "pausing"}
+	if pause.pause {
+		d.obs = obs.withoutMaster() // a paused job has no master Job: it is deleted, or going
 	}
-	if restart.forgetsMaster() && obs.MasterJob != nil {
-		d.obs = obs.withoutMaster()
+	restart := planRestart(s, d.obs, prev)
+	d.suspendLauncher, d.deletePods, d.replaceWorkerJob = restart.launcherToStop, restart.staleMasterPods, restart.replaceWorkerJob
+	if j := restart.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
+		d.deleteMasterJob, d.deleteMasterWhy = j, fmt.Sprintf("restart: the master Job of attempt %d", attemptOf(j.Spec.Template.Labels))
+	}
+	if restart.forgetsMaster() && d.obs.MasterJob != nil {
+		d.obs = d.obs.withoutMaster()
 	}
 	pods := planMasterPods(s, d.obs)
 	for _, p := range pods.delete {
@@ -84,11 +92,10 @@ func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
 		}
 	}
 	if j := d.deleteMasterJob; j != nil {
-		ctrl.LoggerFrom(ctx).V(2).Info("restart: deleting the master Job of an earlier attempt", "job", j.Name,
-			"attempt", attemptOf(j.Spec.Template.Labels))
+		ctrl.LoggerFrom(ctx).V(2).Info("deleting the master Job", "job", j.Name, "why", d.deleteMasterWhy)
 		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Job %s of an earlier attempt: %w", j.Name, err)
+			return fmt.Errorf("delete Job %s (%s): %w", j.Name, d.deleteMasterWhy, err)
 		}
 	}
 	return r.deletePods(ctx, d.deletePods)

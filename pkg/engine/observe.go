@@ -115,7 +115,10 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	obs.gang = gang
 	podHolders := 0 // children that hold pods, before want in the order they are created
 	for _, want := range ids {
-		cur, err := r.getChild(ctx, want, readThrough(job, want, podHolders == 0))
+		// The master Job of a job asking for a pause is gone, or going (decide): it is not
+		// looked for beyond the cache.
+		through := readThrough(job, want, podHolders == 0) && (!s.RunMode.Pause || !s.isMasterJob(want))
+		cur, err := r.getChild(ctx, want, through)
 		if holdsPods(want) {
 			podHolders++
 		}
@@ -190,8 +193,8 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 // asks for has completed, "" before. A failed worker Job fails the job through the restart plan
 // (failedWorkerJob), as it does a job with a master.
 func workersVerdict(s *Spec, obs *Observed) troupev1.JobPhase {
-	if len(s.WorkerSets) == 0 || s.Suspended() || s.Paused() {
-		return ""
+	if len(s.WorkerSets) == 0 || s.Suspended() {
+		return "" // a paused job's is cleared by decide (withoutMaster)
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
@@ -307,9 +310,9 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 			ids = append(ids, named(&appsv1.StatefulSet{}, ws.ChildName))
 		}
 	}
-	// The master Job is looked up unless the job is paused (prepareRunMode deleted it): whether
-	// it stays wanted (a restart, a master held back) is decided from what is observed.
-	if !s.Paused() && s.HasMaster() {
+	// The master Job is always looked up: whether it stays wanted (a pause, a restart, a master
+	// held back) is decided from what is observed (decide).
+	if s.HasMaster() {
 		ids = append(ids, named(&batchv1.Job{}, s.Master.JobName))
 	}
 	return ids, gang
@@ -492,11 +495,14 @@ func currentAttempt(s *Spec, st *troupev1.JobStatus) int32 {
 }
 
 // withoutMaster is a copy of the observation without the master Job (and so without its
-// verdict), for a pass that sets the master Job aside (a restart, restart.go).
+// verdict, a master's or the workers'), for a pass that sets the master Job aside (a restart,
+// restart.go; a pause, runmode.go).
 func (obs *Observed) withoutMaster() *Observed {
 	c := *obs
-	c.current = maps.Clone(obs.current)
-	delete(c.current, keyOf(obs.MasterJob))
+	if obs.MasterJob != nil {
+		c.current = maps.Clone(obs.current)
+		delete(c.current, keyOf(obs.MasterJob))
+	}
 	c.MasterJob, c.Verdict = nil, ""
 	return &c
 }

@@ -65,24 +65,16 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 		return ctrl.Result{}, err
 	}
 
-	// Plan what the observation depends on: pause (a paused job's master Job is deleted, not
-	// observed).
-	paused, err := r.prepareRunMode(ctx, job, described, prev)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	spec := described.withPlan(Plan{Pause: paused, WasPaused: WasPaused(prev)})
-
 	// Observe.
-	obs, err := r.observe(ctx, job, spec)
+	obs, err := r.observe(ctx, job, described)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 
-	// Plan the rest, once: the restart, the master's pods, the verdict, whether children may
+	// Plan, once: the pause, the restart, the master's pods, the verdict, whether children may
 	// be created.
-	d := decide(spec, obs, prev)
-	spec, obs = described.withPlan(d.plan), d.obs
+	d := decide(described, obs, prev)
+	spec, obs := described.withPlan(d.plan), d.obs
 
 	// Act: first the deletes the decision calls for, then the children.
 	if err := r.carryOut(ctx, d); err != nil {

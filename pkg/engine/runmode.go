@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -63,8 +60,8 @@ type pausePlan struct {
 	deleteMaster *batchv1.Job
 }
 
-// planPause decides pause from the spec, the previous status and the job's master Job as read
-// (nil when it does not exist, is not the job's or is being deleted). A finished job is never
+// planPause decides pause from the spec, the previous status and the job's master Job as
+// observed (nil when it does not exist, is not the job's or is being deleted). A finished job is never
 // paused: the master Job that recorded its end stays, even if pause is asked in the same moment
 // it ended.
 func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan {
@@ -81,30 +78,12 @@ func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan
 	return pausePlan{pause: true, deleteMaster: master}
 }
 
-// prepareRunMode decides whether pause is in force (planPause) and, for a paused job, deletes
-// its master Job. It runs before the children are observed, so a paused job's master Job is not
-// one of its desired children.
-func (r *Reconciler) prepareRunMode(ctx context.Context, job Object, s *Spec, prev *troupev1.JobStatus) (paused bool, err error) {
-	var master *batchv1.Job
-	if s.RunMode.Pause && !Finished(prev, nil) && s.HasMaster() {
-		var j batchv1.Job
-		err := r.client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Master.JobName}, &j)
-		if client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("get Job %s: %w", s.Master.JobName, err)
-		}
-		if err == nil && metav1.IsControlledBy(&j, job) && j.DeletionTimestamp.IsZero() {
-			master = &j
-		}
+// liveMasterJob is the observed master Job unless it is being deleted: what planPause reads.
+func liveMasterJob(obs *Observed) *batchv1.Job {
+	if j := obs.MasterJob; j != nil && j.DeletionTimestamp.IsZero() {
+		return j
 	}
-	p := planPause(s, prev, master)
-	if j := p.deleteMaster; j != nil {
-		ctrl.LoggerFrom(ctx).V(2).Info("pausing: deleting the master Job", "job", j.Name)
-		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("delete Job %s to pause: %w", j.Name, err)
-		}
-	}
-	return p.pause, nil // the Paused event comes with the status that says so (recordTransitions)
+	return nil
 }
 
 // masterPodsPlan is what a pass decides about the master's pods once it has observed them:
