@@ -64,11 +64,15 @@ func (a *Acted) createdRefs() []ChildRef {
 // returns the status written.
 type secretRecorder func(obs *Observed, prev *troupev1.JobStatus, secret *corev1.Secret) (*troupev1.JobStatus, error)
 
-// act brings the job's children to what the plan in s says: a finished job past its TTL is
-// deleted; else missing children are created and owned ones put back in shape (syncChildren),
-// children the spec no longer asks for are deleted, and the clean-pod policy All deletes the
-// ended master's pods. It returns what it did, also when it fails part way.
-func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, record secretRecorder) (Acted, error) {
+// act carries out the decision d (decide; s carries its plan): first the writes it calls for
+// before any child changes (carryOut); then a finished job past its TTL is deleted; else
+// missing children are created and owned ones put back in shape (syncChildren), and children
+// the spec no longer asks for are deleted. It returns what it did, also when it fails part way.
+func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, record secretRecorder) (Acted, error) {
+	if err := r.carryOut(ctx, d); err != nil {
+		return Acted{}, err
+	}
+	obs := d.obs
 	// Orphans first: a job that expires now takes them with it (garbage collection).
 	adopted, err := r.adoptOrphans(ctx, job, s, obs.Orphans)
 	if err != nil {
@@ -103,19 +107,37 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, obs *Observed
 			return acted, err
 		}
 	}
-	// A worker set scaled down: its Jobs of the indexes gone go with their pods.
-	for _, j := range obs.SurplusWorkerJobs {
-		if err := r.deleteWorkerJob(ctx, j); err != nil {
-			return acted, err
-		}
-	}
-	if s.CleanUpDue(s.Plan.Verdict) && s.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
-		if err := r.deletePods(ctx, liveMasterPods(obs)); err != nil {
-			return acted, err
-		}
-	}
 	return acted, nil
 }
+
+// carryOut makes the writes a pass's decision calls for before any child is created or updated
+// (decide): a failed job's launcher suspended; a failed worker Job a rule ignores and those of
+// indexes scaled away deleted; the master Job of an earlier attempt or of a pausing job, the
+// master pods of earlier attempts, of a paused job and of an ended one whose clean-pod policy is
+// All deleted. Deletes carry the object's UID, so that a namesake created since is not deleted.
+func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
+	if j := d.suspendLauncher; j != nil {
+		stopped := j.DeepCopy() // the observation keeps the Job as observed
+		stopped.Spec.Suspend = ptr.To(true)
+		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+		}
+	}
+	for _, j := range d.deleteWorkerJobs {
+		if err := r.deleteWorkerJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	if j := d.deleteMasterJob; j != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("deleting the master Job", "job", j.Name, "why", d.deleteMasterWhy)
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Job %s (%s): %w", j.Name, d.deleteMasterWhy, err)
+		}
+	}
+	return r.deletePods(ctx, d.deletePods)
+}
+
 
 // deleteExpired deletes a finished job whose ttlSecondsAfterFinished has passed (Plan.Expired);
 // its children go with it through garbage collection. The TTLExpired event is told once the

@@ -1,16 +1,11 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -32,9 +27,10 @@ type decision struct {
 	deleteMasterJob *batchv1.Job
 	deleteMasterWhy string
 	deletePods      []*corev1.Pod
-	// replaceWorkerJob is a failed worker Job a failure policy rule ignores: deleted, and made
+	// deleteWorkerJobs are worker Jobs to delete: of indexes a scaled-down set no longer asks
+	// for (Observed.SurplusWorkerJobs), and a failed one a failure policy rule ignores, made
 	// again as a missing child.
-	replaceWorkerJob *batchv1.Job
+	deleteWorkerJobs []*batchv1.Job
 }
 
 // decide makes, once, every decision of a pass: the pause (planPause), the restart
@@ -50,7 +46,11 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 		d.obs = obs.withoutMaster() // a paused job has no master Job: it is deleted, or going
 	}
 	restart := planRestart(s, d.obs, prev)
-	d.suspendLauncher, d.deletePods, d.replaceWorkerJob = restart.launcherToStop, restart.staleMasterPods, restart.replaceWorkerJob
+	d.suspendLauncher, d.deletePods = restart.launcherToStop, restart.staleMasterPods
+	d.deleteWorkerJobs = obs.SurplusWorkerJobs
+	if j := restart.replaceWorkerJob; j != nil {
+		d.deleteWorkerJobs = append(slices.Clone(d.deleteWorkerJobs), j)
+	}
 	if j := restart.staleMasterJob; j != nil && j.DeletionTimestamp.IsZero() {
 		d.deleteMasterJob, d.deleteMasterWhy = j, fmt.Sprintf("restart: the master Job of attempt %d", attemptOf(j.Spec.Template.Labels))
 	}
@@ -58,11 +58,7 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 		d.obs = d.obs.withoutMaster()
 	}
 	pods := planMasterPods(s, d.obs)
-	for _, p := range pods.delete {
-		if !slices.Contains(d.deletePods, p) { // a paused job's master pod of an earlier attempt
-			d.deletePods = append(d.deletePods, p)
-		}
-	}
+	d.deletePods = withNew(d.deletePods, pods.delete) // a paused job's master pods
 	d.plan.Restart, d.plan.RestartSeen = restart.state, restart.seen
 	d.plan.HoldMaster = pods.holdMaster
 	d.plan.ReadyWorkers = ReadyWorkers(s, d.obs)
@@ -70,33 +66,20 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
 	d.plan.CompletedWorkers = completedWorkers(s, d.obs)
 	d.plan.Expired = d.plan.Ended() && ttlExpired(s, prev, obs.Now)
+	if s.CleanUpDue(d.plan.Verdict) && s.CleanPodPolicy() == troupev1.CleanPodPolicyAll {
+		d.deletePods = withNew(d.deletePods, liveMasterPods(d.obs)) // the ended master's
+	}
 	return d
 }
 
-// carryOut makes the writes a pass's decision calls for before any child is created or updated
-// (decide): a failed job's launcher suspended, an earlier attempt's master Job and the master
-// pods of earlier attempts or of a paused job deleted. Deletes carry the object's UID, so that
-// a namesake created since is not deleted.
-func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
-	if j := d.suspendLauncher; j != nil {
-		stopped := j.DeepCopy() // the observation keeps the Job as observed
-		stopped.Spec.Suspend = ptr.To(true)
-		if err := r.client.Patch(ctx, stopped, client.MergeFrom(j)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend Job %s of the failed job: %w", j.Name, err)
+// withNew is pods with those of more it does not hold yet (one pod may be an earlier attempt's
+// and a paused job's).
+func withNew(pods, more []*corev1.Pod) []*corev1.Pod {
+	for _, p := range more {
+		if !slices.Contains(pods, p) {
+			pods = append(pods, p)
 		}
 	}
-	if j := d.replaceWorkerJob; j != nil {
-		ctrl.LoggerFrom(ctx).V(2).Info("a failure policy rule ignores the failed worker Job: making it again", "job", j.Name)
-		if err := r.deleteWorkerJob(ctx, j); err != nil {
-			return err
-		}
-	}
-	if j := d.deleteMasterJob; j != nil {
-		ctrl.LoggerFrom(ctx).V(2).Info("deleting the master Job", "job", j.Name, "why", d.deleteMasterWhy)
-		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Job %s (%s): %w", j.Name, d.deleteMasterWhy, err)
-		}
-	}
-	return r.deletePods(ctx, d.deletePods)
+	return pods
 }
+

@@ -77,13 +77,10 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	spec, obs := described.withPlan(d.plan), d.obs
 
 	// Act: first the deletes the decision calls for, then the children.
-	if err := r.carryOut(ctx, d); err != nil {
-		return ctrl.Result{}, err
-	}
 	recordSecret := func(o *Observed, before *troupev1.JobStatus, secret *corev1.Secret) (*troupev1.JobStatus, error) {
 		return r.recordSecret(ctx, job, spec, o, before, secret)
 	}
-	acted, err := r.act(ctx, job, spec, obs, prev, recordSecret)
+	acted, err := r.act(ctx, job, spec, d, prev, recordSecret)
 	var refused *createRefused
 	switch {
 	case errors.As(err, &refused):
