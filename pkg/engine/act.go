@@ -279,7 +279,7 @@ func (r *Reconciler) adoptOrphans(ctx context.Context, job Object, s *Spec, orph
 // latest. beforeSecret writes the status before a generated Secret is created.
 func (r *Reconciler) createMissing(ctx context.Context, job Object, s *Spec, want client.Object, jobConfirmed bool,
 	beforeSecret func(*corev1.Secret) error) (bool, client.Object, bool, error) {
-	if _, isMaster := want.(*batchv1.Job); isMaster && (!jobConfirmed || Finished(job.JobStatus(), nil)) {
+	if _, isMaster := want.(*batchv1.Job); isMaster && (!jobConfirmed || job.JobStatus().Phase.Ended()) {
 		ok, err := r.masterCreationAllowed(ctx, job)
 		if err != nil {
 			return false, nil, false, err
@@ -358,7 +358,7 @@ func (r *Reconciler) masterCreationAllowed(ctx context.Context, job Object) (boo
 	if fresh.GetUID() != job.GetUID() || fresh.GetResourceVersion() != job.GetResourceVersion() {
 		return false, nil
 	}
-	return !Finished(fresh.JobStatus(), nil), nil
+	return !fresh.JobStatus().Phase.Ended(), nil
 }
 
 // after is a copy of the observation as the pass left the children (acted): what it created or

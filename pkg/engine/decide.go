@@ -62,7 +62,7 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	d.plan.Restart, d.plan.RestartSeen = restart.state, restart.seen
 	d.plan.HoldMaster = pods.holdMaster
 	d.plan.ReadyWorkers = ReadyWorkers(s, d.obs)
-	d.plan.Verdict = Verdict(prev, d.obs)
+	d.plan.Verdict = verdict(prev, d.obs)
 	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
 	d.plan.CompletedWorkers = completedWorkers(s, d.obs)
 	d.plan.Expired = d.plan.Ended() && ttlExpired(s, prev, obs.Now)

@@ -28,7 +28,7 @@ func (r *Reconciler) countTransitions(job Object, s *Spec, obs *Observed, prev, 
 	if prev.Phase == "" && next.Phase != "" {
 		metrics.JobCreated(kind, ns)
 	}
-	if !Finished(prev, nil) && Finished(next, nil) {
+	if !prev.Phase.Ended() && next.Phase.Ended() {
 		metrics.JobFinished(kind, ns, string(next.Phase))
 	}
 	if !allRunning(prev) && allRunning(next) {

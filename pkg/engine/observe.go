@@ -161,7 +161,7 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	}
 	obs.Attempt = currentAttempt(s, job.JobStatus())
 	obs.setPods(pods.Items)
-	if p := job.JobStatus().Phase; p != troupev1.JobSucceeded && p != troupev1.JobFailed {
+	if p := job.JobStatus().Phase; !p.Ended() {
 		problems, err := r.checkSecrets(ctx, s)
 		if err != nil {
 			return nil, err

@@ -6,15 +6,11 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// Verdict is how the job ended: Succeeded or Failed, from an earlier status or the master's
-// verdict of this pass (Observed.Verdict), or "" while it has not ended. obs may be nil: the
-// previous status alone then says.
-func Verdict(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
-	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+// verdict is how the job ended: Succeeded or Failed, from an earlier status or the master's
+// verdict of this pass (Observed.Verdict), or "" while it has not ended (Plan.Verdict).
+func verdict(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
+	if prev.Phase.Ended() {
 		return prev.Phase
-	}
-	if obs == nil {
-		return ""
 	}
 	return obs.Verdict
 }
@@ -25,14 +21,6 @@ func Verdict(prev *troupev1.JobStatus, obs *Observed) troupev1.JobPhase {
 // while a generated Secret cannot be trusted (a launcher would start with foreign keys).
 func holdCreates(ended bool, obs *Observed) bool {
 	return ended || len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 || obs.Secrets.blocksCreation()
-}
-
-// Finished reports whether the job has ended (Verdict): the master's verdict is in (the master
-// Job reached Complete or Failed, or its success is certain), or an earlier status said so. A
-// finished job is never started again, even if its master Job is deleted afterwards. obs may be
-// nil: the previous status alone then says.
-func Finished(prev *troupev1.JobStatus, obs *Observed) bool {
-	return Verdict(prev, obs) != ""
 }
 
 // WorkersReleased reports whether the worker sets should be scaled to zero: the job is

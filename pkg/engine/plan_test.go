@@ -40,9 +40,9 @@ func TestPlanVerdictIsTheJobs(t *testing.T) {
 		{prev: troupev1.JobSucceeded, observed: "", want: troupev1.JobSucceeded},
 	} {
 		obs := &Observed{Verdict: tc.observed}
-		got := Verdict(&troupev1.JobStatus{Phase: tc.prev}, obs)
+		got := verdict(&troupev1.JobStatus{Phase: tc.prev}, obs)
 		if got != tc.want {
-			t.Errorf("Verdict(prev %s, observed %q) = %q, want %q", tc.prev, tc.observed, got, tc.want)
+			t.Errorf("verdict(prev %s, observed %q) = %q, want %q", tc.prev, tc.observed, got, tc.want)
 		}
 		if ended := (Plan{Verdict: got}).Ended(); ended != (tc.want != "") {
 			t.Errorf("Plan{Verdict: %q}.Ended() = %v", got, ended)

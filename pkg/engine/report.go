@@ -324,7 +324,7 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 	switch {
 	case becameTrue(prev, next, troupev1.ConditionSuspended):
 		add(normal, troupev1.EventSuspended, "Suspend", "%s: %s", conditionMessage(next, troupev1.ConditionSuspended), suspended)
-	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !Finished(next, nil):
+	case isTrue(prev, troupev1.ConditionSuspended) && !isTrue(next, troupev1.ConditionSuspended) && !next.Phase.Ended():
 		add(normal, troupev1.EventResumed, "Resume", "runPolicy.suspend was cleared: the job's pods start again")
 	}
 	switch {
@@ -377,7 +377,7 @@ func lifecycleEvents(s *Spec, prev, next *troupev1.JobStatus) []lifecycleEvent {
 	toldByInitialized := inTheWay && next.Reason == now.Reason
 	// What holds the job (status.reason) is told once, when it is first written, unless the
 	// Initialized event tells it; a failure is told by the Failed event.
-	if next.Reason != "" && next.Reason != prev.Reason && !Finished(next, nil) && !toldByInitialized {
+	if next.Reason != "" && next.Reason != prev.Reason && !next.Phase.Ended() && !toldByInitialized {
 		add(corev1.EventTypeWarning, next.Reason, "Start", "%s", causeMessage(next))
 	}
 	if inTheWay && (was == nil || was.Message != now.Message) {

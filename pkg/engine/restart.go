@@ -131,7 +131,7 @@ func (p *restartPlan) forgetsMaster() bool { return p.staleMasterJob != nil || p
 // plan, but for a worker in a crash loop (crashLoopingWorker), which fails them.
 func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 	var p restartPlan
-	if Finished(prev, nil) {
+	if prev.Phase.Ended() {
 		p.state.Attempt = prev.Restarts
 		p.launcherToStop = launcherToStop(obs, prev)
 		return p
@@ -472,7 +472,7 @@ func podLost(p *corev1.Pod) string {
 // It also returns status.restarts.
 func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
 	switch {
-	case p == troupev1.JobSucceeded || p == troupev1.JobFailed:
+	case p.Ended():
 		return p, prev.Restarts
 	case s.Plan.Restart.Deciding:
 		return troupev1.JobRestarting, prev.Restarts + 1
@@ -504,7 +504,7 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
 	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
 		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
-	case last.Status == metav1.ConditionTrue && (phase == troupev1.JobSucceeded || phase == troupev1.JobFailed):
+	case last.Status == metav1.ConditionTrue && phase.Ended():
 		// The job ended before its attempt was seen running (a launcher quicker than a status
 		// write, or one that failed in its wait): it is not restarting any more.
 		reason := troupev1.ReasonSucceeded

@@ -19,7 +19,7 @@ import (
 // phases stay.
 func runModePhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) troupev1.JobPhase {
 	switch {
-	case p == troupev1.JobSucceeded || p == troupev1.JobFailed:
+	case p.Ended():
 		return p
 	case s.Paused():
 		return troupev1.JobPaused
@@ -68,7 +68,7 @@ func planPause(s *Spec, prev *troupev1.JobStatus, master *batchv1.Job) pausePlan
 	switch {
 	case !s.RunMode.Pause:
 		return pausePlan{}
-	case Finished(prev, nil):
+	case prev.Phase.Ended():
 		return pausePlan{}
 	case master == nil:
 		return pausePlan{pause: true}

@@ -248,7 +248,7 @@ func secretTamperedCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Co
 // secretLostCondition is the Failed condition of a job whose generated Secret was deleted
 // after it started.
 func secretLostCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
-	if len(obs.Secrets.Lost) == 0 || prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+	if len(obs.Secrets.Lost) == 0 || prev.Phase.Ended() {
 		return metav1.Condition{}, false
 	}
 	return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonGeneratedSecretDeleted,

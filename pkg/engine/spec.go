@@ -500,7 +500,7 @@ type Plan struct {
 
 // Ended says the job has succeeded or failed: it is never started again, and whatever happens
 // to its workers then, nothing is left to protect from a drain (the disruption budget).
-func (p Plan) Ended() bool { return p.Verdict != "" }
+func (p Plan) Ended() bool { return p.Verdict.Ended() }
 
 // withPlan is a copy of s that carries p.
 func (s *Spec) withPlan(p Plan) *Spec {

@@ -26,7 +26,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		StartTime:          prev.StartTime,
 		CompletionTime:     prev.CompletionTime,
 	}
-	verdict := Verdict(prev, obs)
+	verdict := verdict(prev, obs)
 	finished := verdict != ""
 	released := WorkersReleased(s, verdict)
 
@@ -45,7 +45,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 		c.ObservedGeneration, c.LastTransitionTime = generation, now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	ended := Finished(prev, nil) // in the status written before this pass
+	ended := prev.Phase.Ended() // in the status written before this pass
 	if !ended {
 		// Once the job has finished, its children are not recreated; Initialized keeps its
 		// last word.
@@ -100,7 +100,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	if st.StartTime == nil && !s.Suspended() {
 		st.StartTime = startTime(s, obs)
 	}
-	if st.CompletionTime == nil && (st.Phase == troupev1.JobSucceeded || st.Phase == troupev1.JobFailed) {
+	if st.CompletionTime == nil && st.Phase.Ended() {
 		if s.HasMaster() {
 			st.CompletionTime = completionTime(obs.MasterJob, obs.MasterPods, now)
 		} else {
@@ -171,7 +171,7 @@ func invalidSpecStatus(prev *troupev1.JobStatus, cause error, generation int64, 
 
 // phase summarises the job. Terminal phases are sticky.
 func phase(s *Spec, obs *Observed, prev *troupev1.JobStatus) troupev1.JobPhase {
-	if prev.Phase == troupev1.JobSucceeded || prev.Phase == troupev1.JobFailed {
+	if prev.Phase.Ended() {
 		return prev.Phase
 	}
 	if obs.Verdict != "" {

@@ -183,6 +183,11 @@ const (
 	JobFailed JobPhase = "Failed"
 )
 
+// Ended reports whether a job in phase p has ended (Succeeded or Failed): a job that ended is
+// never started again. It is the one test of a job's end, in the status and in a pass's plan
+// (the engine's Plan.Ended is its verdict's).
+func (p JobPhase) Ended() bool { return p == JobSucceeded || p == JobFailed }
+
 // Condition types a job reports in status.conditions.
 const (
 	// ConditionInitialized is True once every child object exists and belongs to the job.

@@ -94,7 +94,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (held bool
 // says why on its Admitted condition: a job that names a LocalQueue never runs outside the
 // quota it names. An ended job is left as it is.
 func (r *Reconciler) holdWithoutKueue(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, queue string) error {
-	if engine.Finished(job.JobStatus(), nil) {
+	if job.JobStatus().Phase.Ended() {
 		return nil
 	}
 	if !ptr.Deref(qj.JobRunPolicy().Suspend, false) {
@@ -120,11 +120,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		return r.removeFinalizer(ctx, wl)
 	case wl != nil && !wl.DeletionTimestamp.IsZero():
 		// Someone deleted the Workload: stop the job; a new Workload follows once it is gone.
-		if !suspended && !engine.Finished(job.JobStatus(), nil) {
+		if !suspended && !job.JobStatus().Phase.Ended() {
 			return r.suspend(ctx, job, qj, "its Workload was deleted")
 		}
 		return r.removeFinalizer(ctx, wl)
-	case engine.Finished(job.JobStatus(), nil):
+	case job.JobStatus().Phase.Ended():
 		return r.finish(ctx, job, wl)
 	case wl == nil:
 		if !suspended {
