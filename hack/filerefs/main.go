@@ -2,9 +2,12 @@
 // from file A to file B is a name A uses (a function, type, method, field, variable or
 // constant) that B declares. It prints the files, the distinct A -> B pairs, and the groups of
 // files that reference each other in a cycle (strongly connected components), largest first.
-// Test files are left out. With -v it lists every pair with the names it uses.
+// Test files are left out. With -v it lists every pair with the names it uses. With -order
+// FILE it also counts the pairs against an order of the files: the order in which FILE (a
+// Markdown document) first names each of them in a table row ("| `name.go` | ..."), lowest
+// first; a reference from a file to one listed below it goes against the order.
 //
-//	go run ./hack/filerefs [-v] ./pkg/engine
+//	go run ./hack/filerefs [-v] [-order docs/architecture.md] ./pkg/engine
 package main
 
 import (
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -34,18 +38,28 @@ type listed struct {
 
 func main() {
 	verbose := flag.Bool("v", false, "list each file -> file pair with the names it uses")
+	orderDoc := flag.String("order", "", "a Markdown file whose table rows list the package's files, lowest first")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: filerefs [-v] PACKAGE")
+		fmt.Fprintln(os.Stderr, "usage: filerefs [-v] [-order FILE] PACKAGE")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *verbose, os.Stdout); err != nil {
+	var order []string
+	if *orderDoc != "" {
+		doc, err := os.ReadFile(*orderDoc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "filerefs:", err)
+			os.Exit(1)
+		}
+		order = tableOrder(string(doc))
+	}
+	if err := run(flag.Arg(0), *verbose, order, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "filerefs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pattern string, verbose bool, out io.Writer) error {
+func run(pattern string, verbose bool, order []string, out io.Writer) error {
 	// The export data of every dependency, as the compiler wrote it, to type-check the package.
 	cmd := exec.Command("go", "list", "-export", "-deps", "-json", pattern)
 	cmd.Stderr = os.Stderr
@@ -122,6 +136,53 @@ func run(pattern string, verbose bool, out io.Writer) error {
 		if len(c) > 1 {
 			_, _ = fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
 		}
+	}
+	if order != nil {
+		return printAgainstOrder(out, fileNames, order, edges, names)
+	}
+	return nil
+}
+
+// tableOrder lists the Go files a Markdown document names first in a table row, in the order
+// it names them.
+func tableOrder(doc string) []string {
+	var order []string
+	for _, m := range tableRowFile.FindAllStringSubmatch(doc, -1) {
+		if !slices.Contains(order, m[1]) {
+			order = append(order, m[1])
+		}
+	}
+	return order
+}
+
+var tableRowFile = regexp.MustCompile("(?m)^\\| `([A-Za-z0-9_]+\\.go)` \\|")
+
+// printAgainstOrder prints the pairs that go from a file to one listed below it, and the files
+// the order leaves out (an error: the order must name every file).
+func printAgainstOrder(out io.Writer, files, order []string, edges map[[2]string]int, names map[[2]string]map[string]bool) error {
+	rank := map[string]int{}
+	for i, f := range order {
+		rank[f] = i
+	}
+	var missing []string
+	for _, f := range files {
+		if _, ok := rank[f]; !ok {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the order does not list %s", strings.Join(missing, ", "))
+	}
+	var against [][2]string
+	for e := range edges {
+		if rank[e[0]] < rank[e[1]] {
+			against = append(against, e)
+		}
+	}
+	slices.SortFunc(against, func(a, b [2]string) int { return strings.Compare(a[0]+" "+a[1], b[0]+" "+b[1]) })
+	_, _ = fmt.Fprintf(out, "%d of %d pairs go against the order\n", len(against), len(edges))
+	for _, e := range against {
+		_, _ = fmt.Fprintf(out, "  %s -> %s: %s\n", e[0], e[1], strings.Join(slices.Sorted(maps.Keys(names[e])), " "))
 	}
 	return nil
 }

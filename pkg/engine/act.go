@@ -138,7 +138,6 @@ func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
 	return r.deletePods(ctx, d.deletePods)
 }
 
-
 // deleteExpired deletes a finished job whose ttlSecondsAfterFinished has passed (Plan.Expired);
 // its children go with it through garbage collection. The TTLExpired event is told once the
 // delete succeeded: a failed delete is retried, and telling it before would tell it again on
@@ -601,12 +600,6 @@ func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
 		}
 	}
 	return nil
-}
-
-// liveMasterPods are the master's pods that are not being deleted (clean-pod policy All deletes
-// them).
-func liveMasterPods(obs *Observed) []*corev1.Pod {
-	return slices.DeleteFunc(slices.Clone(obs.MasterPods), func(p *corev1.Pod) bool { return !p.DeletionTimestamp.IsZero() })
 }
 
 // createdNoteLimit bounds the Created event's message: the events API refuses a note over

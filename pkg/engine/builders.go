@@ -78,15 +78,6 @@ func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisrup
 // Every function in this file is pure: the desired children are a function of the Spec (and,
 // for the worker sets, of whether the workers are released) alone.
 
-// JobLabels are the labels every child and pod of the job carries.
-func (s *Spec) JobLabels() map[string]string {
-	return map[string]string{
-		s.NameLabel:           s.Name,
-		troupev1.LabelJobName: s.Name,
-		troupev1.LabelJobUID:  string(s.Owner.UID),
-	}
-}
-
 // MasterLabels are the labels of the master Job and its pods.
 func (s *Spec) MasterLabels() map[string]string {
 	l := s.JobLabels()
@@ -279,26 +270,6 @@ func (s *Spec) addIndex(ws *WorkerSet, i int32, name string, tmpl *corev1.PodTem
 	}
 }
 
-// templateOutline is what a worker Job's pod template is compared and kept in shape by (the
-// rest is in the set's hash): its labels, its containers by name (an index adds to them), and
-// the scheduling directives the engine puts back into a suspended Job (restoreJob). The
-// operator's cache holds a worker Job's template as no more than this (trimWorkerJob).
-func templateOutline(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	out := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(t.Labels)},
-		Spec: corev1.PodSpec{
-			NodeSelector:    t.Spec.NodeSelector,
-			Tolerations:     t.Spec.Tolerations,
-			Affinity:        t.Spec.Affinity,
-			SchedulingGates: t.Spec.SchedulingGates,
-		},
-	}
-	for _, c := range t.Spec.Containers {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name})
-	}
-	return *out.DeepCopy()
-}
-
 // BuildWorkerSet returns the children that run a worker set: its StatefulSet, or its Jobs
 // when its pods run to completion.
 func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) []client.Object {
@@ -382,19 +353,6 @@ func children(s *Spec, workersReleased bool, whole func(name string) bool) []cli
 	return objs
 }
 
-// markManaged labels a child with the label the operator's caches select it by. It is added
-// after the spec hash is taken: it says who manages the child, not what the job wants, so
-// adding it to the children of a job created by an older release writes their labels and never
-// rewrites a running StatefulSet's template.
-func markManaged(o client.Object) {
-	labels := o.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[troupev1.LabelManagedBy] = troupev1.ManagedByTroupe
-	o.SetLabels(labels)
-}
-
 // podTemplate copies a user's pod template and adds the job's labels, the scheduling policy's
 // priority class and the backend's wiring. The user's own labels are kept; ours win a clash.
 func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string, ws *WorkerSet) corev1.PodTemplateSpec {
@@ -432,15 +390,6 @@ func endWithLogTail(tmpl *corev1.PodTemplateSpec) {
 				cs[i].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 			}
 		}
-	}
-}
-
-func (s *Spec) childMeta(name string, labels map[string]string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       s.Namespace,
-		Labels:          maps.Clone(labels),
-		OwnerReferences: []metav1.OwnerReference{s.Owner},
 	}
 }
 
@@ -691,18 +640,6 @@ func (s *Spec) applyRunMode(tmpl *corev1.PodTemplateSpec, ws *WorkerSet) {
 			c.Args = nil
 		}
 	}
-}
-
-func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *corev1.Container {
-	for i := range tmpl.Spec.Containers {
-		if tmpl.Spec.Containers[i].Name == name {
-			return &tmpl.Spec.Containers[i]
-		}
-	}
-	if orFirst && len(tmpl.Spec.Containers) > 0 {
-		return &tmpl.Spec.Containers[0]
-	}
-	return nil
 }
 
 // ExitCodeFailurePolicy adds to policy (nil: none yet) the rules of a pod that restarts by exit

@@ -156,19 +156,6 @@ func boundedExit(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTermi
 	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: lastBytes(t.Message)}
 }
 
-// labelsRead keeps of an object's labels those the engine reads (troupev1.LabelsRead: the job
-// UID, role, worker set, restart attempt, the kind's name label); a tenant's own labels, also
-// those under troupe.dev, are not held.
-func labelsRead(labels map[string]string) map[string]string {
-	kept := make(map[string]string, len(troupev1.LabelsRead))
-	for _, k := range troupev1.LabelsRead {
-		if v, ok := labels[k]; ok {
-			kept[k] = v
-		}
-	}
-	return kept
-}
-
 // controllerOnly keeps the controller of an object's owner references: the one the engine
 // reads (metav1.IsControlledBy); the API server allows at most one.
 func controllerOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
@@ -225,18 +212,6 @@ func (t childType) cacheTransform(in any) (any, error) {
 		t.trim(obj)
 	}
 	return out, nil
-}
-
-// trimWorkerJob keeps of a worker Job's pod template its outline (templateOutline): its labels
-// (the restart attempt), its containers' names, its scheduling directives; the pass compares the
-// Job with what the job wants by its annotations, and patches what it changes (heldInPart). A
-// set of 500 workers with a template of 100 KiB costs the cache a few hundred KiB, not 50 MiB.
-// The master Job is held whole (one per job; its template says whether the launcher waits).
-func trimWorkerJob(obj client.Object) {
-	if j, ok := obj.(*batchv1.Job); ok && isWorkerJob(j) {
-		j.Spec.Template = templateOutline(&j.Spec.Template)
-		j.Spec.Template.Labels = labelsRead(j.Spec.Template.Labels)
-	}
 }
 
 // controlledByATroupeJob says obj's controller is a troupe job (of any kind).

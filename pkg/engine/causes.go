@@ -74,15 +74,6 @@ func asConditionReason(r string) string {
 	return fitBytes(kept, troupev1.MaxStatusReason)
 }
 
-// lastExit is how a container last ended: its current termination, else the one before its
-// restart; nil when it never ended.
-func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
-	if t := cs.State.Terminated; t != nil {
-		return t
-	}
-	return cs.LastTerminationState.Terminated
-}
-
 // exitDetail says how a container ended and how often it was restarted, with the end of its
 // termination message (its log's, with FallbackToLogsOnError).
 func exitDetail(cs corev1.ContainerStatus, exit *corev1.ContainerStateTerminated) string {
@@ -223,4 +214,80 @@ func crashLoopingWorker(s *Spec, obs *Observed) (string, Failure) {
 		}
 	}
 	return firstFinding(looping)
+}
+
+// finding is one failure seen, with the words that say it.
+type finding struct {
+	why     string
+	failure Failure
+}
+
+// firstFinding is the first of the findings by their words, saying how many more there are,
+// with its Failure: the same one on every pass.
+func firstFinding(found []finding) (string, Failure) {
+	if len(found) == 0 {
+		return "", Failure{}
+	}
+	slices.SortFunc(found, func(a, b finding) int { return strings.Compare(a.why, b.why) })
+	if len(found) > 1 {
+		return fmt.Sprintf("%s (and %d more)", found[0].why, len(found)-1), found[0].failure
+	}
+	return found[0].why, found[0].failure
+}
+
+// launcherSaid is what the master's pods said of its failure: an init container's termination
+// message (a launcher's wait that timed out names the hosts missing), else the exit of the last
+// one that failed.
+func launcherSaid(masterPods []*corev1.Pod) string {
+	if why := masterInitFailure(masterPods); why != "" {
+		return why
+	}
+	return masterExitMessage(masterPods)
+}
+
+// masterExitMessage is why the last master pod that failed ended: its failed container's
+// termination message (the launcher's own, or, with terminationMessagePolicy
+// FallbackToLogsOnError, the end of its log: mpirun's "exited with non-zero status" summary)
+// with its exit code, so that the Failed condition says what the launcher said.
+func masterExitMessage(masterPods []*corev1.Pod) string {
+	var last *corev1.Pod
+	for _, p := range masterPods {
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if last == nil || last.CreationTimestamp.Before(&p.CreationTimestamp) {
+			last = p
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	for _, cs := range last.Status.ContainerStatuses {
+		t := cs.State.Terminated
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		msg := strings.TrimSpace(t.Message)
+		if len(msg) > maxExitMessage {
+			msg = "..." + msg[len(msg)-maxExitMessage:]
+		}
+		if msg == "" {
+			return fmt.Sprintf("container %s of pod %s exited %d", cs.Name, last.Name, t.ExitCode)
+		}
+		return fmt.Sprintf("container %s of pod %s exited %d: %s", cs.Name, last.Name, t.ExitCode, msg)
+	}
+	return ""
+}
+
+// masterInitFailure is the termination message of a master pod's init container that failed,
+// for example a launcher whose wait for its workers timed out and names the hosts missing.
+func masterInitFailure(masterPods []*corev1.Pod) string {
+	for _, p := range masterPods {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Message != "" {
+				return fmt.Sprintf("init container %s: %s", cs.Name, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	return ""
 }

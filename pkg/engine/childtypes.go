@@ -276,3 +276,79 @@ func OwnedSecret() *metav1.PartialObjectMetadata {
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return m
 }
+
+// trimWorkerJob keeps of a worker Job's pod template its outline (templateOutline): its labels
+// (the restart attempt), its containers' names, its scheduling directives; the pass compares the
+// Job with what the job wants by its annotations, and patches what it changes (heldInPart). A
+// set of 500 workers with a template of 100 KiB costs the cache a few hundred KiB, not 50 MiB.
+// The master Job is held whole (one per job; its template says whether the launcher waits).
+func trimWorkerJob(obj client.Object) {
+	if j, ok := obj.(*batchv1.Job); ok && isWorkerJob(j) {
+		j.Spec.Template = templateOutline(&j.Spec.Template)
+		j.Spec.Template.Labels = labelsRead(j.Spec.Template.Labels)
+	}
+}
+
+// templateOutline is what a worker Job's pod template is compared and kept in shape by (the
+// rest is in the set's hash): its labels, its containers by name (an index adds to them), and
+// the scheduling directives the engine puts back into a suspended Job (restoreJob). The
+// operator's cache holds a worker Job's template as no more than this (trimWorkerJob).
+func templateOutline(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	out := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(t.Labels)},
+		Spec: corev1.PodSpec{
+			NodeSelector:    t.Spec.NodeSelector,
+			Tolerations:     t.Spec.Tolerations,
+			Affinity:        t.Spec.Affinity,
+			SchedulingGates: t.Spec.SchedulingGates,
+		},
+	}
+	for _, c := range t.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name})
+	}
+	return *out.DeepCopy()
+}
+
+// markManaged labels a child with the label the operator's caches select it by. It is added
+// after the spec hash is taken: it says who manages the child, not what the job wants, so
+// adding it to the children of a job created by an older release writes their labels and never
+// rewrites a running StatefulSet's template.
+func markManaged(o client.Object) {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[troupev1.LabelManagedBy] = troupev1.ManagedByTroupe
+	o.SetLabels(labels)
+}
+
+func (s *Spec) childMeta(name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       s.Namespace,
+		Labels:          maps.Clone(labels),
+		OwnerReferences: []metav1.OwnerReference{s.Owner},
+	}
+}
+
+// JobLabels are the labels every child and pod of the job carries.
+func (s *Spec) JobLabels() map[string]string {
+	return map[string]string{
+		s.NameLabel:           s.Name,
+		troupev1.LabelJobName: s.Name,
+		troupev1.LabelJobUID:  string(s.Owner.UID),
+	}
+}
+
+// labelsRead keeps of an object's labels those the engine reads (troupev1.LabelsRead: the job
+// UID, role, worker set, restart attempt, the kind's name label); a tenant's own labels, also
+// those under troupe.dev, are not held.
+func labelsRead(labels map[string]string) map[string]string {
+	kept := make(map[string]string, len(troupev1.LabelsRead))
+	for _, k := range troupev1.LabelsRead {
+		if v, ok := labels[k]; ok {
+			kept[k] = v
+		}
+	}
+	return kept
+}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -245,19 +246,6 @@ func terminalCondition(s *Spec, master *batchv1.Job, masterPods []*corev1.Pod, p
 	return metav1.Condition{}, false
 }
 
-// masterInitFailure is the termination message of a master pod's init container that failed,
-// for example a launcher whose wait for its workers timed out and names the hosts missing.
-func masterInitFailure(masterPods []*corev1.Pod) string {
-	for _, p := range masterPods {
-		for _, cs := range p.Status.InitContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Message != "" {
-				return fmt.Sprintf("init container %s: %s", cs.Name, strings.TrimSpace(t.Message))
-			}
-		}
-	}
-	return ""
-}
-
 // completedCondition is T9k's Completed: True once the job ended, whatever the result; the
 // reason says which.
 func completedCondition(p troupev1.JobPhase, conds []metav1.Condition) metav1.Condition {
@@ -273,50 +261,6 @@ func completedCondition(p troupev1.JobPhase, conds []metav1.Condition) metav1.Co
 		return newCondition(t, true, troupev1.ReasonFailed, msg)
 	}
 	return newCondition(t, false, troupev1.ReasonNotCompleted, "the job has not ended")
-}
-
-// launcherSaid is what the master's pods said of its failure: an init container's termination
-// message (a launcher's wait that timed out names the hosts missing), else the exit of the last
-// one that failed.
-func launcherSaid(masterPods []*corev1.Pod) string {
-	if why := masterInitFailure(masterPods); why != "" {
-		return why
-	}
-	return masterExitMessage(masterPods)
-}
-
-// masterExitMessage is why the last master pod that failed ended: its failed container's
-// termination message (the launcher's own, or, with terminationMessagePolicy
-// FallbackToLogsOnError, the end of its log: mpirun's "exited with non-zero status" summary)
-// with its exit code, so that the Failed condition says what the launcher said.
-func masterExitMessage(masterPods []*corev1.Pod) string {
-	var last *corev1.Pod
-	for _, p := range masterPods {
-		if p.Status.Phase != corev1.PodFailed {
-			continue
-		}
-		if last == nil || last.CreationTimestamp.Before(&p.CreationTimestamp) {
-			last = p
-		}
-	}
-	if last == nil {
-		return ""
-	}
-	for _, cs := range last.Status.ContainerStatuses {
-		t := cs.State.Terminated
-		if t == nil || t.ExitCode == 0 {
-			continue
-		}
-		msg := strings.TrimSpace(t.Message)
-		if len(msg) > maxExitMessage {
-			msg = "..." + msg[len(msg)-maxExitMessage:]
-		}
-		if msg == "" {
-			return fmt.Sprintf("container %s of pod %s exited %d", cs.Name, last.Name, t.ExitCode)
-		}
-		return fmt.Sprintf("container %s of pod %s exited %d: %s", cs.Name, last.Name, t.ExitCode, msg)
-	}
-	return ""
 }
 
 // The LauncherWaiting condition says what the launcher's wait init container (the backend's,
@@ -412,4 +356,135 @@ func launcherWaitStatus(p *corev1.Pod, container string) *corev1.ContainerStatus
 		}
 	}
 	return nil
+}
+
+// restartConditions sets the Restarting condition and, for a failure with no restart left, a
+// Failed condition that says which attempt failed and why (before terminalCondition, which
+// would only quote the master Job). phase is the job's phase as computed.
+func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase troupev1.JobPhase, workers []setCause, set func(metav1.Condition)) {
+	const t = troupev1.ConditionRestarting
+	last := meta.FindStatusCondition(prev.Conditions, t)
+	switch {
+	case s.Plan.Restart.Deciding:
+		set(newCondition(t, true, troupev1.ReasonStoppingAttempt, restartMessage(s, prev)))
+	case last == nil:
+	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && s.Plan.Restart.BackoffLeft == 0 && phase != troupev1.JobFailed:
+		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
+	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
+		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
+	case last.Status == metav1.ConditionTrue && phase.Ended():
+		// The job ended before its attempt was seen running (a launcher quicker than a status
+		// write, or one that failed in its wait): it is not restarting any more.
+		reason := troupev1.ReasonSucceeded
+		if phase == troupev1.JobFailed {
+			reason = troupev1.ReasonFailed
+		}
+		set(newCondition(t, false, reason, last.Message))
+	}
+	if s.Plan.RestartSeen.Cause == "" || s.Plan.Restart.Deciding || phase != troupev1.JobFailed {
+		return
+	}
+	seen := s.Plan.RestartSeen
+	if d := seen.Decision; d.Action == troupev1.FailJobAction {
+		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonFailJobRule,
+			fmt.Sprintf("%s: %s in attempt %d", d, seen.Cause, s.Plan.Restart.Attempt)))
+		return
+	}
+	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Plan.Restart.Attempt, s.maxRestarts())
+	if seen.Decision.Rule != "" {
+		left += "; " + seen.Decision.String()
+	}
+	reason := troupev1.ReasonWorkerFailed
+	if s.Plan.RestartSeen.CrashLoop {
+		reason = troupev1.ReasonWorkerCrashLooping
+		if s.RunPolicy.FailurePolicy == nil {
+			left = fmt.Sprintf(" (runPolicy.workerRestartLimit: %d)", ptr.Deref(s.RunPolicy.WorkerRestartLimit, 0))
+		}
+	}
+	if s.Plan.RestartSeen.WorkerLost {
+		set(newCondition(troupev1.ConditionFailed, true, reason, s.Plan.RestartSeen.Cause+left))
+		return
+	}
+	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, phase, workers); ok {
+		c.Message += left
+		set(c)
+	}
+}
+
+// pausedCondition is True while pause is asked, saying whether pods are still going; after a
+// pause it stays False with reason Resumed, which is how the engine remembers that the job's
+// replicas run their resume overrides.
+func pausedCondition(s *Spec, obs *Observed, prev []metav1.Condition) metav1.Condition {
+	const t = troupev1.ConditionPaused
+	if s.Paused() {
+		if n := len(obs.Pods); n > 0 {
+			return newCondition(t, true, troupev1.ReasonPaused, fmt.Sprintf("runMode.pause.enabled is set; deleting the job's %d pods", n))
+		}
+		return newCondition(t, true, troupev1.ReasonPaused, "runMode.pause.enabled is set; every pod of the job is deleted")
+	}
+	if c := meta.FindStatusCondition(prev, t); c != nil && (c.Status == metav1.ConditionTrue || c.Reason == troupev1.ReasonResumed) {
+		return newCondition(t, false, troupev1.ReasonResumed, "the job was resumed from a pause; its replicas run runMode.pause.resumeSpecs")
+	}
+	return newCondition(t, false, troupev1.ReasonNotPaused, "the job has not been paused")
+}
+
+// secretTamperedCondition is True while a generated Secret holds foreign data. It is added
+// only to a job whose Secret was changed, and stays, False, once the data is put back.
+func secretTamperedCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
+	const t = troupev1.ConditionSecretTampered
+	if !obs.Secrets.checked {
+		return metav1.Condition{}, false
+	}
+	if len(obs.Secrets.Tampered) > 0 {
+		return newCondition(t, true, troupev1.ReasonGeneratedSecretModified,
+			"the data of Secret "+strings.Join(obs.Secrets.Tampered, ", ")+
+				" is not what troupe generated for this job (status.generatedSecrets); troupe starts no launcher with these keys. "+
+				"Put the data back; or, if the job has not started, delete the Secret and troupe generates it again; "+
+				"else delete the job and create it again for new keys"), true
+	}
+	if meta.FindStatusCondition(prev.Conditions, t) == nil {
+		return metav1.Condition{}, false
+	}
+	return newCondition(t, false, troupev1.ReasonGeneratedSecretIntact, "the generated Secrets hold what troupe wrote"), true
+}
+
+// secretLostCondition is the Failed condition of a job whose generated Secret was deleted
+// after it started.
+func secretLostCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
+	if len(obs.Secrets.Lost) == 0 || prev.Phase.Ended() {
+		return metav1.Condition{}, false
+	}
+	return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonGeneratedSecretDeleted,
+		"Secret "+strings.Join(obs.Secrets.Lost, ", ")+" that troupe generated for this job was deleted after the job started; "+
+			"new keys would not match the ones its pods hold, so the job fails. Delete the job and create it again to rerun it"), true
+}
+
+// restartMessage is the Restarting condition's message for the restart being recorded: which
+// restart, whether it counts toward maxRestarts, the rule that decided it and the cause, for
+// example `attempt 2 of 3: worker pod train-worker-1 failed (Error)` or `restart 3, not counted
+// toward maxRestarts (default rule "disruptions"): worker pod train-worker-0 was disrupted (...)`.
+func restartMessage(s *Spec, prev *troupev1.JobStatus) string {
+	seen := s.Plan.RestartSeen
+	d := seen.Decision
+	if !d.Counted() {
+		who := fmt.Sprintf("default rule %q", troupev1.DisruptionsRule)
+		if d.Rule != "" {
+			who = fmt.Sprintf("rule %q", d.Rule)
+		}
+		return fmt.Sprintf("restart %d, not counted toward maxRestarts (%s): %s", prev.Restarts+1, who, seen.Cause) + backoffNote(prev.Restarts+1)
+	}
+	msg := fmt.Sprintf("attempt %d of %d: ", countedRestarts(prev)+1, s.maxRestarts())
+	if d.Rule != "" {
+		msg += d.String() + ": "
+	}
+	return msg + seen.Cause + backoffNote(prev.Restarts+1)
+}
+
+// backoffNote tells, in the Restarting condition, how long restart n waits before its attempt
+// starts.
+func backoffNote(n int32) string {
+	if d := restartBackoff(n); d > 0 {
+		return fmt.Sprintf("; the next attempt starts %s after this (restart %d backs off)", d, n)
+	}
+	return ""
 }

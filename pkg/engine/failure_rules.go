@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -16,39 +15,6 @@ import (
 // a worker pod was lost or crash-looped) reports a Failure: which replica, the pod's reason and
 // its containers' exit codes. The first rule that matches decides; with none, a disruption
 // restarts the job without counting toward maxRestarts and anything else restarts it counting.
-
-// Failure is one failure of the current attempt, as the rules match it.
-type Failure struct {
-	// Replica is the master's replica type (launcher, master) or the failed worker's set.
-	Replica string
-	// Reason is why the pod failed.
-	Reason troupev1.FailureReason
-	// ExitCodes are the non-zero exits of the pod's containers (init containers too), by name.
-	ExitCodes map[string]int32
-}
-
-// FailureDecision is what the failure policy makes of a failure.
-type FailureDecision struct {
-	// Rule names the rule that matched; "" is the default.
-	Rule string
-	// Action is what the job does.
-	Action troupev1.FailureAction
-}
-
-// Counted says the restart spends one of maxRestarts.
-func (d FailureDecision) Counted() bool { return d.Action == troupev1.RestartJobAction }
-
-// String says the decision in a condition's message: `rule "oom" (RestartJob)`, or for the
-// default, what it is.
-func (d FailureDecision) String() string {
-	if d.Rule != "" {
-		return fmt.Sprintf("rule %q (%s)", d.Rule, d.Action)
-	}
-	if d.Action == troupev1.RestartJobAndIgnoreMaxRestartsAction {
-		return fmt.Sprintf("default rule %q (%s)", troupev1.DisruptionsRule, d.Action)
-	}
-	return ""
-}
 
 // decideFailure is the failure policy's decision on f: the first matching rule's, else the
 // default. mainContainer is the container onExitCodes reads when a rule names none.
@@ -209,4 +175,19 @@ func (s *Spec) masterExitCodeRules() []batchv1.PodFailurePolicyRule {
 		})
 	}
 	return out
+}
+
+// lastExit is how a container last ended: its current termination, else the one before its
+// restart; nil when it never ended.
+func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if t := cs.State.Terminated; t != nil {
+		return t
+	}
+	return cs.LastTerminationState.Terminated
+}
+
+// restartsEnabled says whether a lost rank restarts the job. Debug mode never restarts: its
+// launcher sleeps while a user works in it.
+func (s *Spec) restartsEnabled() bool {
+	return s.RunPolicy.FailurePolicy != nil && s.RunMode.Debug == nil
 }

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,12 +107,6 @@ func claimIsAnotherJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
 		return false
 	}
 	return !retainedByEarlierJob(s, c)
-}
-
-// retainedByEarlierJob says a troupe claim outlived an earlier job of the same kind and name:
-// it has no controller (retained claims have no owner) and the kind's name label names this job.
-func retainedByEarlierJob(s *Spec, c *corev1.PersistentVolumeClaim) bool {
-	return metav1.GetControllerOf(c) == nil && c.Labels[s.NameLabel] == s.Name
 }
 
 // claimJob names the troupe job a claim belongs to for messages: kind/name as kubectl takes

@@ -265,11 +265,6 @@ func (r *Reconciler) surplusWorkerJobs(ctx context.Context, job Object, s *Spec)
 	return out, nil
 }
 
-// keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
-func keyOf(o client.Object) ChildRef {
-	return ChildRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
-}
-
 // childIdentities are the job's desired children, in the order of Children, as objects that
 // carry no more than their type, name and namespace (the backend's and the gang's as their
 // providers return them, unlabelled and unhashed), and the keys of the gang's among them.
@@ -786,4 +781,99 @@ func attemptOf(labels map[string]string) int32 {
 		return 0
 	}
 	return int32(n)
+}
+
+// ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
+// order (the value of Plan.ReadyWorkers).
+func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
+	out := map[string][]string{}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		ready := map[string]bool{}
+		for _, p := range obs.WorkerPods[ws.Name] {
+			if p.DeletionTimestamp.IsZero() && podReady(p) {
+				ready[podHostname(p)] = true
+			}
+		}
+		for _, h := range ws.WorkerHostnames() {
+			if ready[h] {
+				out[ws.Name] = append(out[ws.Name], h)
+			}
+		}
+	}
+	return out
+}
+
+// liveMasterPods are the master's pods that are not being deleted (clean-pod policy All deletes
+// them).
+func liveMasterPods(obs *Observed) []*corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(obs.MasterPods), func(p *corev1.Pod) bool { return !p.DeletionTimestamp.IsZero() })
+}
+
+// liveMasterJob is the observed master Job unless it is being deleted: what planPause reads.
+func liveMasterJob(obs *Observed) *batchv1.Job {
+	if j := obs.MasterJob; j != nil && j.DeletionTimestamp.IsZero() {
+		return j
+	}
+	return nil
+}
+
+// podEnded: the pod has run its course or is on its way out.
+func podEnded(pod *corev1.Pod) bool {
+	return !pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// verifyGeneratedSecrets compares each generated Secret of the job with its record in the
+// job's status. A Secret without a record is not the operator's (Reconciler.recordSecret): it is
+// reported like a modified one.
+// ids are the job's desired children (childIdentities).
+func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids []client.Object, obs *Observed) error {
+	obs.Secrets.checked = true
+	prev := job.JobStatus()
+	started := prev.StartTime != nil || jobHasLivePods(obs)
+	for _, want := range ids {
+		if _, ok := want.(*corev1.Secret); !ok {
+			continue
+		}
+		name := want.GetName()
+		rec := secretRecord(prev, name)
+		cur, exists := obs.current[keyOf(want)]
+		if exists && rec != nil && rec.ResourceVersion == cur.GetResourceVersion() {
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+			r.secretVersions.recorded(job, name)
+			continue
+		}
+		if exists && rec != nil && r.secretVersions.verified(job, name) == cur.GetResourceVersion() {
+			verified := *rec // the status does not record its resourceVersion yet (progressOnly)
+			verified.ResourceVersion = cur.GetResourceVersion()
+			obs.Secrets.Records = append(obs.Secrets.Records, verified)
+			continue
+		}
+		var fresh corev1.Secret
+		if exists {
+			err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &fresh)
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("get Secret %s: %w", name, err)
+			}
+			exists = err == nil && (metav1.IsControlledBy(&fresh, job) || obs.isOrphan(want)) // act adopts an orphan
+		}
+		switch {
+		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, keyOf(want)):
+			obs.Secrets.Lost = append(obs.Secrets.Lost, name)
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+		case !exists:
+			// Not created yet, or deleted before any pod got its keys: it is generated (again).
+		case rec == nil:
+			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
+		case rec.SHA256 == secretDataHash(fresh.Data):
+			obs.Secrets.Records = append(obs.Secrets.Records, troupev1.GeneratedSecretRecord{
+				Name: name, SHA256: secretDataHash(fresh.Data), ResourceVersion: fresh.ResourceVersion,
+			})
+			r.secretVersions.note(job, &fresh)
+		default:
+			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
+			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
+		}
+	}
+	return nil
 }

@@ -19,11 +19,10 @@ import (
 	"github.com/troupe-dev/troupe/pkg/metrics"
 )
 
-// Reconcile runs one pass over a job: load it, describe its spec, observe its children and pods,
-// plan (pure decisions, made once: pause before the observation, the rest after it in decide),
-// act as the plan says (the deletes it calls for, then the children), and report (the one
-// status write, events, the next wake-up). A paused job's master Job is deleted where pause is
-// decided, before the observation, so that it is not observed as one of the job's children.
+// Reconcile runs one pass over a job: load it, describe its spec, observe its children and pods
+// (reads only), decide (every decision, made once, a pure function), act as the decision says
+// (the deletes it calls for, then the children), and report (the one status write, events, the
+// next wake-up).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.pass(ctx, req)
 	if errors.Is(err, errJobChanged) {

@@ -79,8 +79,3 @@ func (h podWakeups) Delete(_ context.Context, e event.DeleteEvent, q workqueue.T
 func (h podWakeups) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.now(e.Object, q)
 }
-
-// podEnded: the pod has run its course or is on its way out.
-func podEnded(pod *corev1.Pod) bool {
-	return !pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -188,4 +190,130 @@ func (d *deferredWrites) forget(key types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.due, key)
+}
+
+// goneWorkers remembers why each worker pod that the watch saw deleted was lost, by job UID and
+// pod UID: the last state the API server sent with the deletion (a drain's eviction leaves the
+// DisruptionTarget condition on it). A pass that comes after the pod is gone (its StatefulSet
+// may have replaced it already) then tells an evicted worker, which restarts the job without
+// counting toward maxRestarts, from one deleted by hand, which counts. Memory only: after an
+// operator restart a gone pod is Deleted, as before (docs/failure-handling.md).
+type goneWorkers struct {
+	mu   sync.Mutex
+	jobs map[types.UID]map[types.UID]goneWorker
+}
+
+type goneWorker struct {
+	reason troupev1.FailureReason
+	at     time.Time
+}
+
+// goneWorkerTTL is how long a gone worker's reason is kept: far longer than a pass takes to
+// see it gone, short enough that the map stays small.
+const goneWorkerTTL = 15 * time.Minute
+
+func newGoneWorkers() *goneWorkers {
+	return &goneWorkers{jobs: map[types.UID]map[types.UID]goneWorker{}}
+}
+
+// record keeps why worker pod p went, if it is a worker of a troupe job.
+func (g *goneWorkers) record(p *corev1.Pod, now time.Time) {
+	job := types.UID(p.Labels[troupev1.LabelJobUID])
+	if job == "" || p.Labels[troupev1.LabelRole] != troupev1.RoleWorker {
+		return
+	}
+	reason := podFailure("", p).Reason // as a pass would read the pod
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for j, pods := range g.jobs {
+		for uid, w := range pods {
+			if now.Sub(w.at) > goneWorkerTTL {
+				delete(pods, uid)
+			}
+		}
+		if len(pods) == 0 {
+			delete(g.jobs, j)
+		}
+	}
+	if g.jobs[job] == nil {
+		g.jobs[job] = map[types.UID]goneWorker{}
+	}
+	g.jobs[job][p.UID] = goneWorker{reason: reason, at: now}
+}
+
+// of is why the job's worker pods that went were lost, by pod UID.
+func (g *goneWorkers) of(job types.UID) map[types.UID]troupev1.FailureReason {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[types.UID]troupev1.FailureReason, len(g.jobs[job]))
+	for uid, w := range g.jobs[job] {
+		out[uid] = w.reason
+	}
+	return out
+}
+
+// secretVersions remembers, per job, the resourceVersion at which this process created or last
+// verified each generated Secret, until the job's status records it. A status change that only
+// records it may wait for the job's next change (progressOnly); meanwhile the passes know the
+// Secret unchanged from it, without reading its data again. An entry goes once the status
+// records the version, or with its job (Reconciler.forget); after a restart the Secret is read
+// once, as before. The zero value is ready to use.
+type secretVersions struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]jobSecretVersions
+}
+
+type jobSecretVersions struct {
+	uid types.UID         // a job deleted and created again under its name starts afresh
+	rv  map[string]string // by Secret name
+}
+
+// note remembers that the job's generated Secret, as created or verified, has the data recorded.
+func (v *secretVersions) note(job Object, secret metav1.Object) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	e, ok := v.jobs[key]
+	if !ok || e.uid != job.GetUID() {
+		if v.jobs == nil {
+			v.jobs = map[types.NamespacedName]jobSecretVersions{}
+		}
+		e = jobSecretVersions{uid: job.GetUID(), rv: map[string]string{}}
+		v.jobs[key] = e
+	}
+	e.rv[secret.GetName()] = secret.GetResourceVersion()
+}
+
+// verified is the resourceVersion noted for the job's Secret name, "" if none.
+func (v *secretVersions) verified(job Object, name string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.jobs[client.ObjectKeyFromObject(job)]
+	if !ok || e.uid != job.GetUID() {
+		return ""
+	}
+	return e.rv[name]
+}
+
+// recorded drops the note of the job's Secret name: the status records its version.
+func (v *secretVersions) recorded(job Object, name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	if e, ok := v.jobs[key]; ok {
+		delete(e.rv, name)
+		if len(e.rv) == 0 {
+			delete(v.jobs, key)
+		}
+	}
+}
+
+// forget drops every note of the job.
+func (v *secretVersions) forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.jobs, key)
 }

@@ -86,12 +86,6 @@ func replaceLeft(j *batchv1.Job, now time.Time) time.Duration {
 	return max(workerReplaceDelay-now.Sub(c.LastTransitionTime.Time), 0)
 }
 
-// restartsEnabled says whether a lost rank restarts the job. Debug mode never restarts: its
-// launcher sleeps while a user works in it.
-func (s *Spec) restartsEnabled() bool {
-	return s.RunPolicy.FailurePolicy != nil && s.RunMode.Debug == nil
-}
-
 // maxRestarts is runPolicy.failurePolicy.maxRestarts (0 without a failure policy).
 func (s *Spec) maxRestarts() int32 {
 	if fp := s.RunPolicy.FailurePolicy; fp != nil {
@@ -99,31 +93,6 @@ func (s *Spec) maxRestarts() int32 {
 	}
 	return 0
 }
-
-// restartPlan is what one pass decides about a whole-job restart: a pure function of the
-// spec, the previous status and the observation (planRestart), part of the pass's decision
-// (decide) and carried out with it (carryOut).
-type restartPlan struct {
-	state RestartState
-	seen  RestartObservation
-	// staleMasterJob is the master Job of an earlier attempt: deleted (when not being deleted
-	// already) and no longer the job's master.
-	staleMasterJob *batchv1.Job
-	// staleMasterPods are master pods of earlier attempts to delete (the worker pods go with
-	// the StatefulSets' scale to zero).
-	staleMasterPods []*corev1.Pod
-	// launcherToStop is the master Job of a job that failed because a worker was lost with no
-	// restart left: suspended, so that its launcher does not run on against a broken group.
-	launcherToStop *batchv1.Job
-	// replaceWorkerJob is a failed worker Job a rule with action Ignore gave up: deleted, so
-	// that the worker set makes it again.
-	replaceWorkerJob *batchv1.Job
-}
-
-// forgetsMaster says the observed master Job is not the job's master for the rest of the pass:
-// it is of an earlier attempt, or its failure is the attempt's, not the job's (the failed
-// master Job must not finish the job, and it stays until the next attempt is recorded).
-func (p *restartPlan) forgetsMaster() bool { return p.staleMasterJob != nil || p.state.Deciding }
 
 // planRestart decides the restart state from the status and the observation: the attempt,
 // whether what is left of earlier attempts must go first (Stopping), and whether a failure of
@@ -363,25 +332,6 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) (string, Failu
 	return firstFinding(lost)
 }
 
-// finding is one failure seen, with the words that say it.
-type finding struct {
-	why     string
-	failure Failure
-}
-
-// firstFinding is the first of the findings by their words, saying how many more there are,
-// with its Failure: the same one on every pass.
-func firstFinding(found []finding) (string, Failure) {
-	if len(found) == 0 {
-		return "", Failure{}
-	}
-	slices.SortFunc(found, func(a, b finding) int { return strings.Compare(a.why, b.why) })
-	if len(found) > 1 {
-		return fmt.Sprintf("%s (and %d more)", found[0].why, len(found)-1), found[0].failure
-	}
-	return found[0].why, found[0].failure
-}
-
 // setOfPod is the worker set a worker pod belongs to, by its label.
 func setOfPod(p *corev1.Pod) string { return p.Labels[troupev1.LabelWorkerSet] }
 
@@ -463,112 +413,6 @@ func podLost(p *corev1.Pod) string {
 	}
 	if !p.DeletionTimestamp.IsZero() {
 		return fmt.Sprintf("worker pod %s is being deleted", p.Name)
-	}
-	return ""
-}
-
-// restartPhase refines the phase p: a job is Restarting from the failure of an attempt until
-// the next attempt's launcher runs, and Failed once a worker was lost with no restart left.
-// It also returns status.restarts.
-func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
-	switch {
-	case p.Ended():
-		return p, prev.Restarts
-	case s.Plan.Restart.Deciding:
-		return troupev1.JobRestarting, prev.Restarts + 1
-	case s.Plan.RestartSeen.Cause != "" && (s.Plan.RestartSeen.WorkerLost || s.Plan.RestartSeen.Decision.Action == troupev1.FailJobAction):
-		return troupev1.JobFailed, prev.Restarts
-	case p == troupev1.JobSuspended || p == troupev1.JobPaused:
-		return p, prev.Restarts
-	}
-	switch restartReason(prev) {
-	case troupev1.ReasonStoppingAttempt, troupev1.ReasonStartingAttempt:
-		if p != troupev1.JobRunning || s.Plan.Restart.Stopping {
-			return troupev1.JobRestarting, prev.Restarts
-		}
-	}
-	return p, prev.Restarts
-}
-
-// restartConditions sets the Restarting condition and, for a failure with no restart left, a
-// Failed condition that says which attempt failed and why (before terminalCondition, which
-// would only quote the master Job). phase is the job's phase as computed.
-func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase troupev1.JobPhase, workers []setCause, set func(metav1.Condition)) {
-	const t = troupev1.ConditionRestarting
-	last := meta.FindStatusCondition(prev.Conditions, t)
-	switch {
-	case s.Plan.Restart.Deciding:
-		set(newCondition(t, true, troupev1.ReasonStoppingAttempt, restartMessage(s, prev)))
-	case last == nil:
-	case last.Reason == troupev1.ReasonStoppingAttempt && s.Plan.RestartSeen.Clean && s.Plan.Restart.BackoffLeft == 0 && phase != troupev1.JobFailed:
-		set(newCondition(t, true, troupev1.ReasonStartingAttempt, last.Message))
-	case last.Reason == troupev1.ReasonStartingAttempt && phase == troupev1.JobRunning:
-		set(newCondition(t, false, troupev1.ReasonAttemptRunning, last.Message))
-	case last.Status == metav1.ConditionTrue && phase.Ended():
-		// The job ended before its attempt was seen running (a launcher quicker than a status
-		// write, or one that failed in its wait): it is not restarting any more.
-		reason := troupev1.ReasonSucceeded
-		if phase == troupev1.JobFailed {
-			reason = troupev1.ReasonFailed
-		}
-		set(newCondition(t, false, reason, last.Message))
-	}
-	if s.Plan.RestartSeen.Cause == "" || s.Plan.Restart.Deciding || phase != troupev1.JobFailed {
-		return
-	}
-	seen := s.Plan.RestartSeen
-	if d := seen.Decision; d.Action == troupev1.FailJobAction {
-		set(newCondition(troupev1.ConditionFailed, true, troupev1.ReasonFailJobRule,
-			fmt.Sprintf("%s: %s in attempt %d", d, seen.Cause, s.Plan.Restart.Attempt)))
-		return
-	}
-	left := fmt.Sprintf(" in attempt %d; no restart left (runPolicy.failurePolicy.maxRestarts: %d)", s.Plan.Restart.Attempt, s.maxRestarts())
-	if seen.Decision.Rule != "" {
-		left += "; " + seen.Decision.String()
-	}
-	reason := troupev1.ReasonWorkerFailed
-	if s.Plan.RestartSeen.CrashLoop {
-		reason = troupev1.ReasonWorkerCrashLooping
-		if s.RunPolicy.FailurePolicy == nil {
-			left = fmt.Sprintf(" (runPolicy.workerRestartLimit: %d)", ptr.Deref(s.RunPolicy.WorkerRestartLimit, 0))
-		}
-	}
-	if s.Plan.RestartSeen.WorkerLost {
-		set(newCondition(troupev1.ConditionFailed, true, reason, s.Plan.RestartSeen.Cause+left))
-		return
-	}
-	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, phase, workers); ok {
-		c.Message += left
-		set(c)
-	}
-}
-
-// restartMessage is the Restarting condition's message for the restart being recorded: which
-// restart, whether it counts toward maxRestarts, the rule that decided it and the cause, for
-// example `attempt 2 of 3: worker pod train-worker-1 failed (Error)` or `restart 3, not counted
-// toward maxRestarts (default rule "disruptions"): worker pod train-worker-0 was disrupted (...)`.
-func restartMessage(s *Spec, prev *troupev1.JobStatus) string {
-	seen := s.Plan.RestartSeen
-	d := seen.Decision
-	if !d.Counted() {
-		who := fmt.Sprintf("default rule %q", troupev1.DisruptionsRule)
-		if d.Rule != "" {
-			who = fmt.Sprintf("rule %q", d.Rule)
-		}
-		return fmt.Sprintf("restart %d, not counted toward maxRestarts (%s): %s", prev.Restarts+1, who, seen.Cause) + backoffNote(prev.Restarts+1)
-	}
-	msg := fmt.Sprintf("attempt %d of %d: ", countedRestarts(prev)+1, s.maxRestarts())
-	if d.Rule != "" {
-		msg += d.String() + ": "
-	}
-	return msg + seen.Cause + backoffNote(prev.Restarts+1)
-}
-
-// backoffNote tells, in the Restarting condition, how long restart n waits before its attempt
-// starts.
-func backoffNote(n int32) string {
-	if d := restartBackoff(n); d > 0 {
-		return fmt.Sprintf("; the next attempt starts %s after this (restart %d backs off)", d, n)
 	}
 	return ""
 }

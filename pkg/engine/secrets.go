@@ -10,14 +10,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -127,61 +123,6 @@ func secretRecord(st *troupev1.JobStatus, name string) *troupev1.GeneratedSecret
 	return nil
 }
 
-// verifyGeneratedSecrets compares each generated Secret of the job with its record in the
-// job's status. A Secret without a record is not the operator's (Reconciler.recordSecret): it is
-// reported like a modified one.
-// ids are the job's desired children (childIdentities).
-func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids []client.Object, obs *Observed) error {
-	obs.Secrets.checked = true
-	prev := job.JobStatus()
-	started := prev.StartTime != nil || jobHasLivePods(obs)
-	for _, want := range ids {
-		if _, ok := want.(*corev1.Secret); !ok {
-			continue
-		}
-		name := want.GetName()
-		rec := secretRecord(prev, name)
-		cur, exists := obs.current[keyOf(want)]
-		if exists && rec != nil && rec.ResourceVersion == cur.GetResourceVersion() {
-			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
-			r.secretVersions.recorded(job, name)
-			continue
-		}
-		if exists && rec != nil && r.secretVersions.verified(job, name) == cur.GetResourceVersion() {
-			verified := *rec // the status does not record its resourceVersion yet (progressOnly)
-			verified.ResourceVersion = cur.GetResourceVersion()
-			obs.Secrets.Records = append(obs.Secrets.Records, verified)
-			continue
-		}
-		var fresh corev1.Secret
-		if exists {
-			err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &fresh)
-			if client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("get Secret %s: %w", name, err)
-			}
-			exists = err == nil && (metav1.IsControlledBy(&fresh, job) || obs.isOrphan(want)) // act adopts an orphan
-		}
-		switch {
-		case !exists && rec != nil && started && !slices.Contains(obs.Conflicts, keyOf(want)):
-			obs.Secrets.Lost = append(obs.Secrets.Lost, name)
-			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
-		case !exists:
-			// Not created yet, or deleted before any pod got its keys: it is generated (again).
-		case rec == nil:
-			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
-		case rec.SHA256 == secretDataHash(fresh.Data):
-			obs.Secrets.Records = append(obs.Secrets.Records, troupev1.GeneratedSecretRecord{
-				Name: name, SHA256: secretDataHash(fresh.Data), ResourceVersion: fresh.ResourceVersion,
-			})
-			r.secretVersions.note(job, &fresh)
-		default:
-			obs.Secrets.Tampered = append(obs.Secrets.Tampered, name)
-			obs.Secrets.Records = append(obs.Secrets.Records, *rec)
-		}
-	}
-	return nil
-}
-
 // withSecretRecord is st with the record of secret, just generated and not created yet, in
 // place of any earlier record of its name: written before the Secret is created
 // (Reconciler.recordSecret), so that only data the operator generated ever matches a record.
@@ -223,98 +164,4 @@ func secretDataHash(data map[string][]byte) string {
 func writeField(h hash.Hash, b []byte) {
 	_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
 	_, _ = h.Write(b)
-}
-
-// secretTamperedCondition is True while a generated Secret holds foreign data. It is added
-// only to a job whose Secret was changed, and stays, False, once the data is put back.
-func secretTamperedCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
-	const t = troupev1.ConditionSecretTampered
-	if !obs.Secrets.checked {
-		return metav1.Condition{}, false
-	}
-	if len(obs.Secrets.Tampered) > 0 {
-		return newCondition(t, true, troupev1.ReasonGeneratedSecretModified,
-			"the data of Secret "+strings.Join(obs.Secrets.Tampered, ", ")+
-				" is not what troupe generated for this job (status.generatedSecrets); troupe starts no launcher with these keys. "+
-				"Put the data back; or, if the job has not started, delete the Secret and troupe generates it again; "+
-				"else delete the job and create it again for new keys"), true
-	}
-	if meta.FindStatusCondition(prev.Conditions, t) == nil {
-		return metav1.Condition{}, false
-	}
-	return newCondition(t, false, troupev1.ReasonGeneratedSecretIntact, "the generated Secrets hold what troupe wrote"), true
-}
-
-// secretLostCondition is the Failed condition of a job whose generated Secret was deleted
-// after it started.
-func secretLostCondition(obs *Observed, prev *troupev1.JobStatus) (metav1.Condition, bool) {
-	if len(obs.Secrets.Lost) == 0 || prev.Phase.Ended() {
-		return metav1.Condition{}, false
-	}
-	return newCondition(troupev1.ConditionFailed, true, troupev1.ReasonGeneratedSecretDeleted,
-		"Secret "+strings.Join(obs.Secrets.Lost, ", ")+" that troupe generated for this job was deleted after the job started; "+
-			"new keys would not match the ones its pods hold, so the job fails. Delete the job and create it again to rerun it"), true
-}
-
-// secretVersions remembers, per job, the resourceVersion at which this process created or last
-// verified each generated Secret, until the job's status records it. A status change that only
-// records it may wait for the job's next change (progressOnly); meanwhile the passes know the
-// Secret unchanged from it, without reading its data again. An entry goes once the status
-// records the version, or with its job (Reconciler.forget); after a restart the Secret is read
-// once, as before. The zero value is ready to use.
-type secretVersions struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName]jobSecretVersions
-}
-
-type jobSecretVersions struct {
-	uid types.UID         // a job deleted and created again under its name starts afresh
-	rv  map[string]string // by Secret name
-}
-
-// note remembers that the job's generated Secret, as created or verified, has the data recorded.
-func (v *secretVersions) note(job Object, secret metav1.Object) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	key := client.ObjectKeyFromObject(job)
-	e, ok := v.jobs[key]
-	if !ok || e.uid != job.GetUID() {
-		if v.jobs == nil {
-			v.jobs = map[types.NamespacedName]jobSecretVersions{}
-		}
-		e = jobSecretVersions{uid: job.GetUID(), rv: map[string]string{}}
-		v.jobs[key] = e
-	}
-	e.rv[secret.GetName()] = secret.GetResourceVersion()
-}
-
-// verified is the resourceVersion noted for the job's Secret name, "" if none.
-func (v *secretVersions) verified(job Object, name string) string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e, ok := v.jobs[client.ObjectKeyFromObject(job)]
-	if !ok || e.uid != job.GetUID() {
-		return ""
-	}
-	return e.rv[name]
-}
-
-// recorded drops the note of the job's Secret name: the status records its version.
-func (v *secretVersions) recorded(job Object, name string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	key := client.ObjectKeyFromObject(job)
-	if e, ok := v.jobs[key]; ok {
-		delete(e.rv, name)
-		if len(e.rv) == 0 {
-			delete(v.jobs, key)
-		}
-	}
-}
-
-// forget drops every note of the job.
-func (v *secretVersions) forget(key types.NamespacedName) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	delete(v.jobs, key)
 }

@@ -7,7 +7,7 @@ package engine
 
 import (
 	"fmt"
-	"time"
+	"reflect"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -460,91 +460,12 @@ type SecretRequirement struct {
 	Keys []string
 }
 
-// Plan is what one pass decided from a job's spec, its previous status and what it observed:
-// the parts of the job's desired state that its spec does not say. The pass builds it in two
-// steps, before the observation (pause) and after it (restart, the master held back, the ready
-// workers, the verdict, whether children may be created), each time into a copy of the Spec the adapter described (withPlan), so
-// that Spec is never changed and each builder reads one decision, made once.
-type Plan struct {
-	// Pause is in force: asked (RunMode.Pause) and the job has not finished (planPause). The
-	// job's master Job and pods are deleted and its worker sets scaled to zero.
-	Pause bool
-	// WasPaused says the job's status records a pause (its Paused condition), so its replicas
-	// run the Resume overrides from then on.
-	WasPaused bool
-	// HoldMaster: the master Job is to be created, but pods of a previous one are still
-	// terminating (planMasterPods; it is created once they are gone, so that two master pods
-	// never share the master's host name), or it waits for its workers to be Ready
-	// (Master.AfterWorkersReady).
-	HoldMaster bool
-	// Restart is where the job is in a whole-job restart (planRestart), and RestartSeen what
-	// was seen of the current attempt's failure.
-	Restart     RestartState
-	RestartSeen RestartObservation
-	// ReadyWorkers are the pod hostnames of each worker set (by set name, in ordinal order)
-	// whose pods are Ready now, for backends that publish the live membership (elastic
-	// discovery).
-	ReadyWorkers map[string][]string
-	// Verdict is how the job ended (Verdict: Succeeded or Failed), "" while it runs.
-	Verdict troupev1.JobPhase
-	// HoldCreates: no missing child is created this pass (holdCreates).
-	HoldCreates bool
-	// CompletedWorkers counts the pods of worker sets that run to completion whose Jobs have
-	// completed in the current attempt (completedWorkers): they never run again in it, so a
-	// gang counts only the rest.
-	CompletedWorkers int32
-	// Expired: the job ended longer ago than runPolicy.ttlSecondsAfterFinished, at the time of
-	// the observation (ttlExpired); the pass deletes it and does nothing else.
-	Expired bool
-}
-
-// Ended says the job has succeeded or failed: it is never started again, and whatever happens
-// to its workers then, nothing is left to protect from a drain (the disruption budget).
-func (p Plan) Ended() bool { return p.Verdict.Ended() }
-
 // withPlan is a copy of s that carries p.
 func (s *Spec) withPlan(p Plan) *Spec {
 	c := *s
 	c.Plan = p
 	return &c
 }
-
-// RestartState is observed, not desired: where the job is in a restart.
-type RestartState struct {
-	// Attempt is the job's current attempt (status.restarts); the pods get it as their label.
-	Attempt int32
-	// Stopping holds the workers at zero and creates no master: pods or the master Job of an
-	// earlier attempt remain, or the status has not yet recorded that they are gone.
-	Stopping bool
-	// Deciding leaves the master Job alone for this reconcile: a failure of the current
-	// attempt was seen and is recorded (status) before any child changes.
-	Deciding bool
-	// BackoffLeft is how long the next attempt still waits once the earlier one is gone
-	// (restartBackoff; the job stays StoppingAttempt until then), or a failed worker Job a rule
-	// ignores before it is made again (workerReplaceDelay).
-	BackoffLeft time.Duration
-}
-
-// RestartObservation is what the engine saw of the current attempt's failure.
-type RestartObservation struct {
-	// Cause says why the current attempt failed, naming the pod or Job; "" while it has not.
-	Cause string
-	// WorkerLost says the cause is a lost worker (the master Job has not failed).
-	WorkerLost bool
-	// CrashLoop says the lost worker's containers were restarted runPolicy.workerRestartLimit
-	// times (crashLoopingWorker).
-	CrashLoop bool
-	// Clean says no pod, master Job or worker pod template of an earlier attempt is left.
-	Clean bool
-	// Failure is the failure Cause says, as the failure policy's rules match it, and
-	// Decision what the policy made of it.
-	Failure  Failure
-	Decision FailureDecision
-}
-
-// holdsMaster says the master Job is not a desired child while a restart stops the old
-// attempt or records its failure.
-func (r RestartState) holdsMaster() bool { return r.Stopping || r.Deciding }
 
 // RunMode is how a job's replicas run besides their templates: debug mode replaces what they
 // run, pause deletes them while keeping the job, and a job that was paused runs its resume
@@ -605,3 +526,20 @@ type ChildRef struct {
 }
 
 func (c ChildRef) String() string { return c.Kind + " " + c.Name }
+
+// keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
+func keyOf(o client.Object) ChildRef {
+	return ChildRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
+}
+
+func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *corev1.Container {
+	for i := range tmpl.Spec.Containers {
+		if tmpl.Spec.Containers[i].Name == name {
+			return &tmpl.Spec.Containers[i]
+		}
+	}
+	if orFirst && len(tmpl.Spec.Containers) > 0 {
+		return &tmpl.Spec.Containers[0]
+	}
+	return nil
+}

@@ -542,3 +542,41 @@ func aggregate(s *Spec, obs *Observed, finished, released bool) troupev1.Aggrega
 	}
 	return a
 }
+
+// restartPhase refines the phase p: a job is Restarting from the failure of an attempt until
+// the next attempt's launcher runs, and Failed once a worker was lost with no restart left.
+// It also returns status.restarts.
+func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
+	switch {
+	case p.Ended():
+		return p, prev.Restarts
+	case s.Plan.Restart.Deciding:
+		return troupev1.JobRestarting, prev.Restarts + 1
+	case s.Plan.RestartSeen.Cause != "" && (s.Plan.RestartSeen.WorkerLost || s.Plan.RestartSeen.Decision.Action == troupev1.FailJobAction):
+		return troupev1.JobFailed, prev.Restarts
+	case p == troupev1.JobSuspended || p == troupev1.JobPaused:
+		return p, prev.Restarts
+	}
+	switch restartReason(prev) {
+	case troupev1.ReasonStoppingAttempt, troupev1.ReasonStartingAttempt:
+		if p != troupev1.JobRunning || s.Plan.Restart.Stopping {
+			return troupev1.JobRestarting, prev.Restarts
+		}
+	}
+	return p, prev.Restarts
+}
+
+// runModePhase refines the phase p that phase() computed: a paused job is Paused, and a job
+// that was paused is Resuming until its master runs again (or it is suspended). Terminal
+// phases stay.
+func runModePhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) troupev1.JobPhase {
+	switch {
+	case p.Ended():
+		return p
+	case s.Paused():
+		return troupev1.JobPaused
+	case (prev.Phase == troupev1.JobPaused || prev.Phase == troupev1.JobResuming) && p == troupev1.JobPending:
+		return troupev1.JobResuming
+	}
+	return p
+}

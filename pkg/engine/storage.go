@@ -181,3 +181,9 @@ func claimIsTheJobs(s *Spec, c *corev1.PersistentVolumeClaim) bool {
 	}
 	return s.RunPolicy.Storage.Retained() && retainedByEarlierJob(s, c)
 }
+
+// retainedByEarlierJob says a troupe claim outlived an earlier job of the same kind and name:
+// it has no controller (retained claims have no owner) and the kind's name label names this job.
+func retainedByEarlierJob(s *Spec, c *corev1.PersistentVolumeClaim) bool {
+	return metav1.GetControllerOf(c) == nil && c.Labels[s.NameLabel] == s.Name
+}
