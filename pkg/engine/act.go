@@ -39,8 +39,7 @@ type Acted struct {
 	// Conflicts are children whose name a create found taken by an object the job does not own.
 	Conflicts []ChildRef
 	// HeldTemplates name the worker StatefulSets and Jobs ("StatefulSet <name>", "Job <name>")
-	// whose new pod template waits for the job's pods to be gone (holdTemplate,
-	// replaceWorkerJob).
+	// whose new pod template waits for the job's pods to be gone (holdChild).
 	HeldTemplates []string
 	// Expired: the job was deleted, past its ttlSecondsAfterFinished; nothing more is done.
 	Expired bool
@@ -89,7 +88,7 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, p
 			return Acted{Adopted: adopted, Conflicts: conflicts}, err
 		}
 	}
-	acted, err := r.syncChildren(ctx, job, s, obs, prev, adopted, record)
+	acted, err := r.syncChildren(ctx, job, s, d, prev, adopted, record)
 	acted.Adopted = adopted
 	r.recordCreated(job, acted.createdRefs()) // told even when a later create failed
 	if err != nil {
@@ -154,13 +153,15 @@ func (r *Reconciler) deleteExpired(ctx context.Context, job Object, s *Spec) err
 	return nil
 }
 
-// syncChildren creates missing children and puts owned ones back to their desired shape, and
-// returns what it did (also when it fails part way, so that what was created is told). It
-// creates nothing when the plan holds creation back (HoldCreates) or once a create finds a
-// name taken by someone else. Objects it does not own are never touched.
-func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus, adopted []claimedChild,
+// syncChildren creates the missing children among the desired ones (decision.children) and
+// puts owned ones back in shape, and returns what it did (also when it fails part way, so that
+// what was created is told). It creates nothing when the plan holds creation back
+// (HoldCreates) or once a create finds a name taken by someone else. Objects it does not own
+// are never touched.
+func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, adopted []claimedChild,
 	record secretRecorder) (Acted, error) {
-	var acted Acted
+	obs := d.obs
+	acted := Acted{HeldTemplates: slices.Clone(d.heldTemplates)}
 	// The status so far, with the record of the Secret about to be created, is written before it.
 	beforeSecret := func(secret *corev1.Secret) error {
 		before := prev
@@ -174,7 +175,7 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		acted.Status = written
 		return nil
 	}
-	for _, want := range children(s, WorkersReleased(s, s.Plan.Verdict), obs.wholeWorkerJobNeeded) {
+	for _, want := range d.children {
 		cur, exists := obs.current[keyOf(want)]
 		for _, a := range adopted {
 			if keyOf(a.want) == keyOf(want) {
@@ -183,10 +184,6 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 		}
 		if !exists {
 			if s.Plan.HoldCreates || len(acted.Conflicts) > 0 {
-				continue
-			}
-			if wj, ok := want.(*batchv1.Job); ok && isWorkerJob(wj) && peersRunOlderTemplate(wj, obs) {
-				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
 				continue
 			}
 			made, taken, conflict, err := r.createMissing(ctx, job, s, want, acted.Status != nil, beforeSecret)
@@ -204,30 +201,23 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, obs 
 			}
 			acted.Claimed = append(acted.Claimed, claimedChild{want: want, cur: taken})
 			cur = taken // the job's own child, which the cache had not brought in
-		}
-		if s.isMasterJob(want) && s.Plan.Ended() {
-			continue // a finished Job's spec is left as it ended
-		}
-		if s.isMasterJob(want) {
-			obs.Secrets.holdSuspended(cur.(*batchv1.Job), want.(*batchv1.Job))
-		}
-		if wj, ok := want.(*batchv1.Job); ok && isWorkerJob(wj) {
-			replaced, err := r.replaceWorkerJob(ctx, cur.(*batchv1.Job), wj, obs)
-			switch {
-			case err != nil:
-				return acted, err
-			case replaced:
+			// Held as decide holds a child it observed (holdChild).
+			h := holdChild(s, obs, want, cur)
+			if h.replace != nil {
+				if err := r.deleteWorkerJob(ctx, h.replace); err != nil {
+					return acted, err
+				}
 				continue
-			case workerTemplateChanged(cur.(*batchv1.Job), wj):
-				acted.HeldTemplates = append(acted.HeldTemplates, "Job "+wj.Name)
+			}
+			if h.held != "" {
+				acted.HeldTemplates = append(acted.HeldTemplates, h.held)
+			}
+			if h.leave {
 				continue
 			}
 		}
 		if sts, ok := want.(*appsv1.StatefulSet); ok {
 			r.warnScaledOutside(job, s, cur.(*appsv1.StatefulSet), sts)
-			if holdTemplate(cur.(*appsv1.StatefulSet), sts, obs) {
-				acted.HeldTemplates = append(acted.HeldTemplates, "StatefulSet "+sts.Name)
-			}
 		}
 		var before client.Object // the patch base of a child the cache holds in part
 		if heldInPart(cur) {
@@ -385,69 +375,6 @@ func (obs *Observed) after(acted Acted) *Observed {
 	return &c
 }
 
-// Running jobs are never disturbed by the operator. Worker StatefulSets use the OnDelete
-// update strategy, so a new template never rolls a pod by itself; and the engine writes a new
-// template (from a spec change, or from a new operator release that injects something else)
-// only while the job has no live pod, so a worker that restarts mid-run comes back as its
-// peers are and not in a shape they were never started with. Until then the job says so in its
-// TemplateDrift condition.
-
-// holdTemplate keeps the current pod template (and its hash, so the change stays pending) in
-// want when the engine would rewrite it while pods of the job live. It reports whether it held
-// a change back. Workers being released (suspend, pause, the job's end) get the new template
-// at once: none of their pods stays, and a quick resume must bring them back with it (a
-// suspended job's placement, a paused job's resume overrides).
-func holdTemplate(cur, want *appsv1.StatefulSet, obs *Observed) bool {
-	curHash, ok := cur.Annotations[troupev1.AnnotationTemplateHash]
-	if (ok && curHash == want.Annotations[troupev1.AnnotationTemplateHash]) ||
-		ptr.Deref(want.Spec.Replicas, 1) == 0 || !jobHasLivePods(obs) {
-		return false
-	}
-	want.Spec.Template = *cur.Spec.Template.DeepCopy()
-	if ok {
-		want.Annotations[troupev1.AnnotationTemplateHash] = curHash
-	} else {
-		delete(want.Annotations, troupev1.AnnotationTemplateHash)
-	}
-	return true
-}
-
-// replaceWorkerJob deletes a worker Job whose pod template changed (a Job's template cannot),
-// so that the next pass creates it with the new one; as a StatefulSet's new template waits
-// (holdTemplate), it waits while pods of the job live, unless the set is being released. It
-// reports whether it deleted the Job.
-func (r *Reconciler) replaceWorkerJob(ctx context.Context, cur, want *batchv1.Job, obs *Observed) (bool, error) {
-	if !workerTemplateChanged(cur, want) || !cur.DeletionTimestamp.IsZero() {
-		return false, nil
-	}
-	if !ptr.Deref(want.Spec.Suspend, false) && jobHasLivePods(obs) {
-		return false, nil
-	}
-	return true, r.deleteWorkerJob(ctx, cur)
-}
-
-// workerTemplateChanged says a worker Job's pod template is not the one the job wants now: by
-// the hash of what it is made of (buildWorkerJobs), or, for a Job made by v0.1.0 (which records
-// no indexed hash), by its whole template's hash (want is then built whole:
-// wholeWorkerJobNeeded).
-func workerTemplateChanged(cur, want *batchv1.Job) bool {
-	if h, ok := cur.Annotations[troupev1.AnnotationIndexedTemplateHash]; ok {
-		return h != want.Annotations[troupev1.AnnotationIndexedTemplateHash]
-	}
-	return templateChanged(cur, want)
-}
-
-// wholeWorkerJobNeeded says the pass builds the worker Job name with its whole pod template:
-// to create it, or to compare it with a Job whose template hash is its whole template's.
-func (obs *Observed) wholeWorkerJobNeeded(name string) bool {
-	cur, ok := obs.current[ChildRef{Kind: "Job", Name: name}]
-	if !ok {
-		return true
-	}
-	_, indexed := cur.GetAnnotations()[troupev1.AnnotationIndexedTemplateHash]
-	return !indexed
-}
-
 // heldInPart says the cache holds less of a child than the API server does: a Secret (its
 // metadata), a worker Job (its template's outline: trimWorkerJob). It is patched with what the
 // engine changed, never updated whole.
@@ -457,22 +384,6 @@ func heldInPart(cur client.Object) bool {
 		return true
 	case *batchv1.Job:
 		return isWorkerJob(c)
-	}
-	return false
-}
-
-// peersRunOlderTemplate says a worker Job to be created (a scale up) would run another template
-// than the running pods of its set (a template that moved with the worker count, such as a
-// torch world size): it waits with them (replaceWorkerJob), so that no pod joins peers started
-// for another job.
-func peersRunOlderTemplate(want *batchv1.Job, obs *Observed) bool {
-	if !jobHasLivePods(obs) {
-		return false
-	}
-	for _, j := range obs.WorkerJobs[want.Labels[troupev1.LabelWorkerSet]] {
-		if j.Annotations[troupev1.AnnotationSetTemplateHash] != want.Annotations[troupev1.AnnotationSetTemplateHash] {
-			return true
-		}
 	}
 	return false
 }

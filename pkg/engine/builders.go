@@ -198,7 +198,7 @@ func BuildWorkerStatefulSet(s *Spec, ws *WorkerSet, released bool) *appsv1.State
 // restarting) are suspended: the Job controller deletes a running pod and runs it again on
 // resume unless it had succeeded. A failed pod is replaced only once it has fully terminated, so
 // two pods never share a hostname. A Job's template cannot change, so a new one replaces the
-// Job (replaceWorkerJob).
+// Job (holdChild).
 func BuildWorkerJobs(s *Spec, ws *WorkerSet, released bool) []*batchv1.Job {
 	return buildWorkerJobs(s, ws, released, wholeJobs)
 }

@@ -127,7 +127,7 @@ func restoreStatefulSet(cur, want client.Object) bool {
 
 // restoreJob puts back what may change of a master or worker Job: suspend and a suspended
 // Job's scheduling directives. Its pod template cannot change: a worker Job whose template
-// changed is replaced (replaceWorkerJob).
+// changed is replaced (holdChild).
 func restoreJob(cur, want client.Object) bool {
 	c, w := cur.(*batchv1.Job), want.(*batchv1.Job)
 	changed := restoreSchedulingDirectives(c, w)

@@ -85,8 +85,7 @@ type Observed struct {
 	PodCreateFailures []string
 	PodCreateRecheck  time.Duration
 	// HeldTemplates name the worker StatefulSets and Jobs ("StatefulSet <name>", "Job <name>")
-	// whose new pod template waits for the job's pods to be gone (holdTemplate,
-	// replaceWorkerJob).
+	// whose new pod template waits for the job's pods to be gone (holdChild).
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secrets.go).
 	Secrets SecretIntegrity
