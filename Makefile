@@ -133,6 +133,7 @@ verify: generate manifests ## Fail when a generated file is stale, a build outpu
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	hack/check-tracked-files.sh
 	go run ./hack/docrefs
+	go run ./hack/filerefs -check -order docs/architecture.md ./pkg/engine
 	go run ./hack/rbaccheck config
 	go vet ./...
 	$(MAKE) lint

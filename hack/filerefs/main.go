@@ -7,7 +7,10 @@
 // Markdown document) first names each of them in a table row ("| `name.go` | ..."), lowest
 // first; a reference from a file to one listed below it goes against the order.
 //
-//	go run ./hack/filerefs [-v] [-order docs/architecture.md] ./pkg/engine
+// With -check it fails when the files reference each other in a cycle or, with -order, when a
+// pair goes against the order (make verify checks pkg/engine against docs/architecture.md).
+//
+//	go run ./hack/filerefs [-v] [-check] [-order docs/architecture.md] ./pkg/engine
 package main
 
 import (
@@ -39,6 +42,7 @@ type listed struct {
 func main() {
 	verbose := flag.Bool("v", false, "list each file -> file pair with the names it uses")
 	orderDoc := flag.String("order", "", "a Markdown file whose table rows list the package's files, lowest first")
+	check := flag.Bool("check", false, "fail on a cycle, or on a pair against the order")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: filerefs [-v] [-order FILE] PACKAGE")
@@ -53,13 +57,13 @@ func main() {
 		}
 		order = tableOrder(string(doc))
 	}
-	if err := run(flag.Arg(0), *verbose, order, os.Stdout); err != nil {
+	if err := run(flag.Arg(0), *verbose, *check, order, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "filerefs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pattern string, verbose bool, order []string, out io.Writer) error {
+func run(pattern string, verbose, check bool, order []string, out io.Writer) error {
 	// The export data of every dependency, as the compiler wrote it, to type-check the package.
 	cmd := exec.Command("go", "list", "-export", "-deps", "-json", pattern)
 	cmd.Stderr = os.Stderr
@@ -132,13 +136,21 @@ func run(pattern string, verbose bool, order []string, out io.Writer) error {
 			_, _ = fmt.Fprintf(out, "  %s -> %s: %s\n", e[0], e[1], strings.Join(slices.Sorted(maps.Keys(names[e])), " "))
 		}
 	}
+	cycles := 0
 	for _, c := range components(fileNames, edges) {
 		if len(c) > 1 {
+			cycles++
 			_, _ = fmt.Fprintf(out, "cycle of %d files: %s\n", len(c), strings.Join(c, " "))
 		}
 	}
+	against := 0
 	if order != nil {
-		return printAgainstOrder(out, fileNames, order, edges, names)
+		if against, err = printAgainstOrder(out, fileNames, order, edges, names); err != nil {
+			return err
+		}
+	}
+	if check && (cycles > 0 || against > 0) {
+		return fmt.Errorf("%s: %d cycles, %d pairs against the order: move the names so that each file uses only the files above it", target.ImportPath, cycles, against)
 	}
 	return nil
 }
@@ -157,9 +169,9 @@ func tableOrder(doc string) []string {
 
 var tableRowFile = regexp.MustCompile("(?m)^\\| `([A-Za-z0-9_]+\\.go)` \\|")
 
-// printAgainstOrder prints the pairs that go from a file to one listed below it, and the files
-// the order leaves out (an error: the order must name every file).
-func printAgainstOrder(out io.Writer, files, order []string, edges map[[2]string]int, names map[[2]string]map[string]bool) error {
+// printAgainstOrder prints the pairs that go from a file to one listed below it and returns
+// their count; a file the order leaves out is an error (the order must name every file).
+func printAgainstOrder(out io.Writer, files, order []string, edges map[[2]string]int, names map[[2]string]map[string]bool) (int, error) {
 	rank := map[string]int{}
 	for i, f := range order {
 		rank[f] = i
@@ -171,7 +183,7 @@ func printAgainstOrder(out io.Writer, files, order []string, edges map[[2]string
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the order does not list %s", strings.Join(missing, ", "))
+		return 0, fmt.Errorf("the order does not list %s", strings.Join(missing, ", "))
 	}
 	var against [][2]string
 	for e := range edges {
@@ -184,7 +196,7 @@ func printAgainstOrder(out io.Writer, files, order []string, edges map[[2]string
 	for _, e := range against {
 		_, _ = fmt.Fprintf(out, "  %s -> %s: %s\n", e[0], e[1], strings.Join(slices.Sorted(maps.Keys(names[e])), " "))
 	}
-	return nil
+	return len(against), nil
 }
 
 // isMember reports whether obj is a method or a struct field (declared in a type, not in a

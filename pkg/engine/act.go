@@ -23,9 +23,9 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// Acted is what the act step (syncChildren) did to the job's children, which the report reads
+// actResult is what the act step (syncChildren) did to the job's children, which the report reads
 // together with the observation (Observed.after): the observation itself is not changed.
-type Acted struct {
+type actResult struct {
 	// Created are the children the pass created, in creation order, as the API server returned
 	// them, so that the status the creating pass writes says they exist (Initialized, the start
 	// time) instead of costing a second status write when the watch brings them in.
@@ -37,7 +37,7 @@ type Acted struct {
 	// reference given back, as the API server returned them.
 	Adopted []claimedChild
 	// Conflicts are children whose name a create found taken by an object the job does not own.
-	Conflicts []ChildRef
+	Conflicts []childRef
 	// HeldTemplates name the worker StatefulSets and Jobs ("StatefulSet <name>", "Job <name>")
 	// whose new pod template waits for the job's pods to be gone (holdChild).
 	HeldTemplates []string
@@ -49,8 +49,8 @@ type Acted struct {
 }
 
 // createdRefs names the created children, in creation order.
-func (a *Acted) createdRefs() []ChildRef {
-	refs := make([]ChildRef, 0, len(a.Created))
+func (a *actResult) createdRefs() []childRef {
+	refs := make([]childRef, 0, len(a.Created))
 	for _, o := range a.Created {
 		refs = append(refs, keyOf(o))
 	}
@@ -67,25 +67,25 @@ type secretRecorder func(obs *Observed, prev *troupev1.JobStatus, secret *corev1
 // before any child changes (carryOut); then a finished job past its TTL is deleted; else
 // missing children are created and owned ones put back in shape (syncChildren), and children
 // the spec no longer asks for are deleted. It returns what it did, also when it fails part way.
-func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, record secretRecorder) (Acted, error) {
+func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, record secretRecorder) (actResult, error) {
 	if err := r.carryOut(ctx, d); err != nil {
-		return Acted{}, err
+		return actResult{}, err
 	}
 	obs := d.obs
 	// Orphans first: a job that expires now takes them with it (garbage collection).
 	adopted, err := r.adoptOrphans(ctx, job, s, obs.Orphans)
 	if err != nil {
-		return Acted{Adopted: adopted}, err
+		return actResult{Adopted: adopted}, err
 	}
 	if s.Plan.Expired {
-		return Acted{Adopted: adopted, Expired: true}, r.deleteExpired(ctx, job, s)
+		return actResult{Adopted: adopted, Expired: true}, r.deleteExpired(ctx, job, s)
 	}
 	// Claims before the pods that mount them; a claim of the name that is not the job's stops
 	// the pass as any conflict does.
 	if !s.Plan.Ended() {
 		conflicts, err := r.ensureClaims(ctx, s)
 		if err != nil || len(conflicts) > 0 {
-			return Acted{Adopted: adopted, Conflicts: conflicts}, err
+			return actResult{Adopted: adopted, Conflicts: conflicts}, err
 		}
 	}
 	acted, err := r.syncChildren(ctx, job, s, d, prev, adopted, record)
@@ -159,9 +159,9 @@ func (r *Reconciler) deleteExpired(ctx context.Context, job Object, s *Spec) err
 // (HoldCreates) or once a create finds a name taken by someone else. Objects it does not own
 // are never touched.
 func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, adopted []claimedChild,
-	record secretRecorder) (Acted, error) {
+	record secretRecorder) (actResult, error) {
 	obs := d.obs
-	acted := Acted{HeldTemplates: slices.Clone(d.heldTemplates)}
+	acted := actResult{HeldTemplates: slices.Clone(d.heldTemplates)}
 	// The status so far, with the record of the Secret about to be created, is written before it.
 	beforeSecret := func(secret *corev1.Secret) error {
 		before := prev
@@ -354,7 +354,7 @@ func (r *Reconciler) masterCreationAllowed(ctx context.Context, job Object) (boo
 // claimed counts as existing, the conflicts its creates found are named, the Secrets it
 // generated are recorded, and the held templates are known. The report computes the status
 // from it.
-func (obs *Observed) after(acted Acted) *Observed {
+func (obs *Observed) after(acted actResult) *Observed {
 	c := *obs
 	c.current = maps.Clone(obs.current)
 	c.StatefulSets = maps.Clone(obs.StatefulSets)
@@ -521,7 +521,7 @@ const createdNoteLimit = 900
 // job's children are all created in its first pass: one event instead of one per child, each
 // of which was a request under the operator's client rate limit that slowed the creation of
 // every other job's children (docs/performance.md). The message names them in creation order.
-func (r *Reconciler) recordCreated(job Object, created []ChildRef) {
+func (r *Reconciler) recordCreated(job Object, created []childRef) {
 	if len(created) == 0 {
 		return
 	}
@@ -530,7 +530,7 @@ func (r *Reconciler) recordCreated(job Object, created []ChildRef) {
 
 // createdNote is "created Service a, ConfigMap b, ...", cut short ("and N more") where the
 // next name would take it past createdNoteLimit.
-func createdNote(created []ChildRef) string {
+func createdNote(created []childRef) string {
 	note := "created " + created[0].String()
 	for i := 1; i < len(created); i++ {
 		next := note + ", " + created[i].String()

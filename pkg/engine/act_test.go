@@ -21,21 +21,21 @@ func TestObservedAfterActing(t *testing.T) {
 	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
 	master := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: s.Master.JobName}}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "train-ssh", ResourceVersion: "9"}, Data: map[string][]byte{"k": []byte("v")}}
-	orphanSecret := OwnedSecret()
+	orphanSecret := ownedSecret()
 	orphanSecret.Name = "train-other"
 
 	obs := &Observed{
 		StatefulSets: map[string]*appsv1.StatefulSet{},
-		current:      map[ChildRef]client.Object{},
-		Missing: []ChildRef{keyOf(svc), keyOf(sts), keyOf(master), keyOf(secret),
+		current:      map[childRef]client.Object{},
+		Missing: []childRef{keyOf(svc), keyOf(sts), keyOf(master), keyOf(secret),
 			{Kind: "Secret", Name: "train-other"}, {Kind: "ConfigMap", Name: "train-mpi"}},
-		Secrets: SecretIntegrity{checked: true},
+		Secrets: secretIntegrity{checked: true},
 	}
 	before := *obs
-	acted := Acted{
+	acted := actResult{
 		Created:       []client.Object{svc, sts, secret},
 		Claimed:       []claimedChild{{want: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "train-other"}}, cur: orphanSecret}},
-		Conflicts:     []ChildRef{{Kind: "ConfigMap", Name: "train-mpi"}},
+		Conflicts:     []childRef{{Kind: "ConfigMap", Name: "train-mpi"}},
 		HeldTemplates: []string{sts.Name},
 	}
 	after := obs.after(acted)
@@ -45,14 +45,14 @@ func TestObservedAfterActing(t *testing.T) {
 		t.Fatalf("after changed the observation: missing %v, current %d, sets %d, conflicts %v, held %v, records %v",
 			obs.Missing, len(obs.current), len(obs.StatefulSets), obs.Conflicts, obs.HeldTemplates, obs.Secrets.Records)
 	}
-	wantMissing := []ChildRef{keyOf(master), {Kind: "ConfigMap", Name: "train-mpi"}}
+	wantMissing := []childRef{keyOf(master), {Kind: "ConfigMap", Name: "train-mpi"}}
 	if diff := cmp.Diff(wantMissing, after.Missing); diff != "" {
 		t.Errorf("missing after acting (-want +got):\n%s", diff)
 	}
-	if after.StatefulSets[s.WorkerSets[0].Name] != sts || after.current[ChildRef{Kind: "Secret", Name: "train-other"}] != orphanSecret {
+	if after.StatefulSets[s.WorkerSets[0].Name] != sts || after.current[childRef{Kind: "Secret", Name: "train-other"}] != orphanSecret {
 		t.Errorf("created and claimed children are not counted as existing: %v", after.current)
 	}
-	if diff := cmp.Diff([]ChildRef{{Kind: "ConfigMap", Name: "train-mpi"}}, after.Conflicts); diff != "" {
+	if diff := cmp.Diff([]childRef{{Kind: "ConfigMap", Name: "train-mpi"}}, after.Conflicts); diff != "" {
 		t.Errorf("conflicts (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{sts.Name}, after.HeldTemplates); diff != "" {

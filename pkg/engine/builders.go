@@ -22,13 +22,13 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// BuildNetworkPolicy returns the NetworkPolicy named like the job that lets only the job's own
+// buildNetworkPolicy returns the NetworkPolicy named like the job that lets only the job's own
 // pods connect to its pods, or nil when the job asks for none. Every port is closed to other
 // pods, not only sshd's: MPI's and NCCL's data ports are chosen at run time. The policy selects
 // pods by the job's UID, so a job of another kind with the same name is another job. Egress is
 // left alone, and NetworkPolicies add up: a policy of the user's may open a port (a metrics
 // endpoint) to more pods.
-func BuildNetworkPolicy(s *Spec) *networkingv1.NetworkPolicy {
+func buildNetworkPolicy(s *Spec) *networkingv1.NetworkPolicy {
 	if !s.NetworkPolicyEnabled() {
 		return nil
 	}
@@ -47,13 +47,13 @@ func BuildNetworkPolicy(s *Spec) *networkingv1.NetworkPolicy {
 	return withSpecHash(np)
 }
 
-// BuildPodDisruptionBudget returns the PodDisruptionBudget named like the job over its worker
+// buildPodDisruptionBudget returns the PodDisruptionBudget named like the job over its worker
 // pods, or nil when the job asks for none. It allows no voluntary disruption of a worker while
 // the workers are meant to run (one lost rank ends an MPI run): minAvailable is the job's
 // worker count, 0 once the workers are released or the job has ended (workers kept by
 // cleanPodPolicy None, or after a failure with cleanPodPolicyOn Succeeded, are there to be
 // inspected, not to be protected), so a drain is never blocked by a job that runs nothing.
-func BuildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisruptionBudget {
+func buildPodDisruptionBudget(s *Spec, workersReleased bool) *policyv1.PodDisruptionBudget {
 	if !s.DisruptionBudgetEnabled() {
 		return nil
 	}
@@ -270,12 +270,6 @@ func (s *Spec) addIndex(ws *WorkerSet, i int32, name string, tmpl *corev1.PodTem
 	}
 }
 
-// BuildWorkerSet returns the children that run a worker set: its StatefulSet, or its Jobs
-// when its pods run to completion.
-func BuildWorkerSet(s *Spec, ws *WorkerSet, released bool) []client.Object {
-	return buildWorkerSet(s, ws, released, wholeJobs)
-}
-
 // wholeJobs builds every worker Job whole.
 func wholeJobs(string) bool { return true }
 
@@ -290,8 +284,8 @@ func buildWorkerSet(s *Spec, ws *WorkerSet, released bool, whole func(name strin
 	return out
 }
 
-// BuildBackendObjects returns the backend's children with the job's labels and owner.
-func BuildBackendObjects(s *Spec) []client.Object {
+// buildBackendObjects returns the backend's children with the job's labels and owner.
+func buildBackendObjects(s *Spec) []client.Object {
 	if s.Backend == nil {
 		return nil
 	}
@@ -331,14 +325,14 @@ func Children(s *Spec, workersReleased bool) []client.Object {
 // (buildWorkerJobs).
 func children(s *Spec, workersReleased bool, whole func(name string) bool) []client.Object {
 	objs := []client.Object{BuildService(s)}
-	objs = append(objs, BuildBackendObjects(s)...)
+	objs = append(objs, buildBackendObjects(s)...)
 	// The PodGroup exists before any of its pods, so the scheduler never sees a pod of an
 	// unknown gang.
 	objs = append(objs, BuildGangObjects(s)...)
-	if pdb := BuildPodDisruptionBudget(s, workersReleased); pdb != nil {
+	if pdb := buildPodDisruptionBudget(s, workersReleased); pdb != nil {
 		objs = append(objs, pdb)
 	}
-	if np := BuildNetworkPolicy(s); np != nil {
+	if np := buildNetworkPolicy(s); np != nil {
 		objs = append(objs, np)
 	}
 	for i := range s.WorkerSets {
@@ -456,9 +450,9 @@ const (
 	// GitSyncDest is where a git init container clones into: the root of the repository's
 	// emptyDir.
 	GitSyncDest = "/troupe/code"
-	// GitSSHDir is where a git init container finds the repository's Secret (key "ssh", and
+	// gitSSHDir is where a git init container finds the repository's Secret (key "ssh", and
 	// "known_hosts" when given).
-	GitSSHDir = "/etc/troupe/git-ssh"
+	gitSSHDir = "/etc/troupe/git-ssh"
 
 	gitContainerPrefix = "git-"
 	codeVolumePrefix   = "code-"
@@ -504,8 +498,8 @@ func (cs CodeSync) decoratePod(s *Spec, tmpl *corev1.PodTemplateSpec) {
 					SecretName: r.GitSecretName, DefaultMode: ptr.To[int32](0o444),
 				}},
 			})
-			mounts = append(mounts, corev1.VolumeMount{Name: secretVolume, MountPath: GitSSHDir, ReadOnly: true})
-			args = append(args, "--ssh-dir="+GitSSHDir)
+			mounts = append(mounts, corev1.VolumeMount{Name: secretVolume, MountPath: gitSSHDir, ReadOnly: true})
+			args = append(args, "--ssh-dir="+gitSSHDir)
 		}
 		inits = append(inits, corev1.Container{
 			Name:                     GitContainerName(r.Name),

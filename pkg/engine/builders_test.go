@@ -216,7 +216,7 @@ func TestBuildWorkerStatefulSet(t *testing.T) {
 
 func TestBuildBackendObjects(t *testing.T) {
 	s := testSpec()
-	if got := BuildBackendObjects(s); len(got) != 0 {
+	if got := buildBackendObjects(s); len(got) != 0 {
 		t.Errorf("no backend: got %d objects, want none", len(got))
 	}
 	s.Backend = envBackend{}
@@ -228,12 +228,12 @@ func TestBuildBackendObjects(t *testing.T) {
 		},
 		Data: map[string]string{"hosts": "n"},
 	}}
-	got := BuildBackendObjects(s)
+	got := buildBackendObjects(s)
 	for _, o := range got {
 		noHash(o)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("BuildBackendObjects (-want +got):\n%s", diff)
+		t.Errorf("buildBackendObjects (-want +got):\n%s", diff)
 	}
 }
 

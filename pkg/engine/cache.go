@@ -26,7 +26,7 @@ import (
 // with the cluster, and no tenant can grow it with objects of its own (docs/security.md):
 //   - children are selected by the value of the managed-by label (plus the presence of the job
 //     UID label), not by the presence of a label anyone may set by mistake;
-//   - Secrets are watched metadata-only (see OwnedSecret): their data never enters the cache;
+//   - Secrets are watched metadata-only (see ownedSecret): their data never enters the cache;
 //   - pods carry only the labels of their job's templates (adding one would roll running
 //     workers), so they are selected by the job UID label and trimmed to a few hundred bytes.
 //
@@ -46,7 +46,7 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	opts := cache.Options{
 		DefaultTransform: stripFieldsNotRead,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: ourPods, Transform: TrimPod},
+			&corev1.Pod{}: {Label: ourPods, Transform: trimPod},
 		},
 	}
 	// The selector keeps out what is not labelled as troupe's; anyone who may label an object
@@ -69,7 +69,7 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	return opts, nil
 }
 
-// TrimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
+// trimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
 // Ready and DisruptionTarget conditions without their times, restart counts, and what says why
 // a pod does not run: waiting reasons, last exits, an Unschedulable PodScheduled condition, each
 // message cut to maxCauseText bytes, a log's end kept) and drops the
@@ -78,7 +78,7 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 // end of a bench run fell from 28.7 MB to 23.6 MB with the labels and conditions dropped;
 // docs/performance.md). It is also the pod watch's list of what matters (podChanged compares
 // two versions as trimmed here): a change only of what is dropped queues no pass.
-func TrimPod(obj any) (any, error) {
+func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
@@ -268,8 +268,8 @@ func stripFieldsNotRead(in any) (any, error) {
 }
 
 // podChanged lets a pod's update queue a pass of its job only when something the engine reads
-// of the pod changed. What the engine reads of a pod is what TrimPod keeps, so an update is
-// compared as TrimPod leaves both versions: one list of fields (TrimPod's) decides both what the
+// of the pod changed. What the engine reads of a pod is what trimPod keeps, so an update is
+// compared as trimPod leaves both versions: one list of fields (trimPod's) decides both what the
 // cache holds and what wakes a job, and an update that leaves every kept field alike (a
 // kubelet's rewrite of probe times, an annotation set by someone, a container's image ID) costs
 // no pass. The pods the cache hands on are trimmed already; trimming again costs a copy of a few
@@ -282,13 +282,13 @@ var podChanged = predicate.Funcs{
 	},
 }
 
-// sameForEngine reports whether two versions of a pod agree on everything TrimPod keeps but
+// sameForEngine reports whether two versions of a pod agree on everything trimPod keeps but
 // the resourceVersion. Both trimmed pods come from the same decoding, so reflect's equality is
 // exact for them; where it is not (a time with a monotonic reading, in tests) it errs towards a
 // pass.
 func sameForEngine(a, b *corev1.Pod) bool {
-	ta, _ := TrimPod(a)
-	tb, _ := TrimPod(b)
+	ta, _ := trimPod(a)
+	tb, _ := trimPod(b)
 	pa, pb := ta.(*corev1.Pod), tb.(*corev1.Pod)
 	pb.ResourceVersion = pa.ResourceVersion
 	return reflect.DeepEqual(pa, pb)

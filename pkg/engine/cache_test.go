@@ -46,7 +46,7 @@ func TestCachedPodsKeepOnlyWhatIsRead(t *testing.T) {
 			{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "1"},
 			{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "j-worker", UID: "2", Controller: ptr.To(true)},
 		}}}
-	out, err := TrimPod(pod)
+	out, err := trimPod(pod)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestStatusNamesTheCause(t *testing.T) {
 			stuckPod("train-workerset-cpu-1", waiting("ErrImagePull", "no such host")),
 			namedPod("train-workerset-gpu-0", true),
 		).obj()
-		st := ComputeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
+		st := computeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
 		c := conds(st)[troupev1.ConditionWorkersReady]
 		want := `waiting for workers: cpu: 0/2 ready; cpu: ImagePullBackOff on 2 pods (train-workerset-cpu-0, train-workerset-cpu-1): ` +
 			`train-workerset-cpu-0: container main: Back-off pulling image "registry.invalid/nope:1"; hosts not ready: ` +
@@ -165,7 +165,7 @@ func TestStatusNamesTheCause(t *testing.T) {
 			stuckPod("train-workerset-cpu-0", crashing("missing-dependency", 3)),
 			namedPod("train-workerset-cpu-1", true), namedPod("train-workerset-gpu-0", true),
 		).obj()
-		st := ComputeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
+		st := computeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
 		c := conds(st)
 		if w := c[troupev1.ConditionWorkersReady]; w.Reason != troupev1.ReasonCrashLoopBackOff ||
 			!strings.Contains(w.Message, "container main exited 3 (Error), restarted 3 times: missing-dependency") {
@@ -188,13 +188,13 @@ func TestStatusNamesTheCause(t *testing.T) {
 		o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).withPods(restarted,
 			namedPod("train-workerset-cpu-1", true), namedPod("train-workerset-gpu-0", true)).obj()
 		prev := &troupev1.JobStatus{Phase: troupev1.JobPending, Reason: troupev1.ReasonCrashLoopBackOff}
-		st := ComputeStatus(testSpec(), o, prev, 1, t0)
+		st := computeStatus(testSpec(), o, prev, 1, t0)
 		if w := conds(st)[troupev1.ConditionWorkersReady]; w.Status != metav1.ConditionTrue || st.Phase != troupev1.JobPending ||
 			st.Reason != troupev1.ReasonCrashLoopBackOff {
 			t.Errorf("WorkersReady %s, phase %s, status.reason %q; want True, Pending, CrashLoopBackOff kept", w.Status, st.Phase, st.Reason)
 		}
 		running := &troupev1.JobStatus{Phase: troupev1.JobRunning, Reason: troupev1.ReasonCrashLoopBackOff}
-		if st := ComputeStatus(testSpec(), o, running, 1, t0); st.Reason != "" {
+		if st := computeStatus(testSpec(), o, running, 1, t0); st.Reason != "" {
 			t.Errorf("a running job keeps status.reason %q", st.Reason)
 		}
 	})
@@ -204,7 +204,7 @@ func TestStatusNamesTheCause(t *testing.T) {
 		master.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleMaster}
 		o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).withPods(master,
 			namedPod("train-workerset-cpu-0", true), namedPod("train-workerset-cpu-1", true), namedPod("train-workerset-gpu-0", true)).obj()
-		st := ComputeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
+		st := computeStatus(testSpec(), o, &troupev1.JobStatus{}, 1, now)
 		r := conds(st)[troupev1.ConditionRunning]
 		if r.Reason != troupev1.ReasonUnschedulable ||
 			r.Message != "the master is not running: master: Unschedulable on pod (train-master-x): train-master-x: 0/7 nodes are available: 7 Insufficient nvidia.com/gpu." {
@@ -221,7 +221,7 @@ func TestStatusNamesTheCause(t *testing.T) {
 			stuckPod("train-workerset-cpu-0", unschedulable("0/7 nodes are available: 7 Insufficient cpu.")),
 			stuckPod("train-workerset-cpu-1", unschedulable("0/7 nodes are available: 7 Insufficient cpu.")),
 			namedPod("train-workerset-gpu-0", true)).obj()
-		st := ComputeStatus(testSpec(), o, &troupev1.JobStatus{Phase: troupev1.JobPending}, 1, now)
+		st := computeStatus(testSpec(), o, &troupev1.JobStatus{Phase: troupev1.JobPending}, 1, now)
 		f := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
 		if f == nil || !strings.HasSuffix(f.Message,
 			"; workers: cpu: Unschedulable on 2 pods (train-workerset-cpu-0, train-workerset-cpu-1): train-workerset-cpu-0: 0/7 nodes are available: 7 Insufficient cpu.") {
@@ -280,7 +280,7 @@ func TestCrashLoopingWorker(t *testing.T) {
 		t.Fatalf("at the limit, no failure policy: %+v %+v", p.seen, p.state)
 	}
 	s.Plan.RestartSeen = p.seen
-	st := ComputeStatus(s, loopingObs(3), prev, 1, t0)
+	st := computeStatus(s, loopingObs(3), prev, 1, t0)
 	f := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
 	if st.Phase != troupev1.JobFailed || f == nil || f.Reason != troupev1.ReasonWorkerCrashLooping ||
 		f.Message != cause+" (runPolicy.workerRestartLimit: 3)" || st.Reason != troupev1.ReasonWorkerCrashLooping {
@@ -321,7 +321,7 @@ func TestCauseEventsOnce(t *testing.T) {
 			{Type: troupev1.ConditionRunning, Status: metav1.ConditionFalse, Reason: reason, Message: "the master: " + msg},
 		}}
 		if reason != troupev1.ReasonWorkersNotReady {
-			st.Reason = reason // as ComputeStatus says it of a cause (TestStatusNamesTheCause)
+			st.Reason = reason // as computeStatus says it of a cause (TestStatusNamesTheCause)
 		}
 		return st
 	}
@@ -365,7 +365,7 @@ func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
 		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: long},
 		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse},
 	}
-	trimmed, err := TrimPod(&pod)
+	trimmed, err := trimPod(&pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
 
 	// Scheduled now: the condition goes (a scheduled pod's PodScheduled says nothing).
 	pod.Status.Conditions[0].Status, pod.Status.Conditions[0].Reason, pod.Status.Conditions[0].Message = corev1.ConditionTrue, "", ""
-	if trimmed, _ := TrimPod(&pod); len(trimmed.(*corev1.Pod).Status.Conditions) != 0 {
+	if trimmed, _ := trimPod(&pod); len(trimmed.(*corev1.Pod).Status.Conditions) != 0 {
 		t.Errorf("a scheduled pod keeps %+v", trimmed.(*corev1.Pod).Status.Conditions)
 	}
 

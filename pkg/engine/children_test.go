@@ -147,14 +147,14 @@ func TestChildIdentitiesAreChildren(t *testing.T) {
 					t.Errorf("workers released %t (-Children +childIdentities):\n%s", released, diff)
 				}
 			}
-			var wantGang map[ChildRef]bool
+			var wantGang map[childRef]bool
 			for _, g := range BuildGangObjects(s) {
 				if wantGang == nil {
-					wantGang = map[ChildRef]bool{}
+					wantGang = map[childRef]bool{}
 				}
 				wantGang[keyOf(g)] = true
 			}
-			if diff := cmp.Diff(wantGang, gang, cmpopts.EquateEmpty(), cmp.AllowUnexported(ChildRef{})); diff != "" {
+			if diff := cmp.Diff(wantGang, gang, cmpopts.EquateEmpty(), cmp.AllowUnexported(childRef{})); diff != "" {
 				t.Errorf("gang keys (-want +got):\n%s", diff)
 			}
 		})

@@ -50,7 +50,7 @@ func restoreSchedulingDirectives(cur, want *batchv1.Job) bool {
 type childType struct {
 	// object is an empty object of the type.
 	object client.Object
-	// metadataOnly types are watched and cached as metadata (OwnedSecret): their data never
+	// metadataOnly types are watched and cached as metadata (ownedSecret): their data never
 	// enters the operator's memory.
 	metadataOnly bool
 	// progressDelayed types have a controller that counts their pods in their status: an
@@ -94,7 +94,7 @@ func WatchedChildren() []client.Object {
 // cacheObject is the object the cache and the watch know the type by.
 func (t childType) cacheObject() client.Object {
 	if t.metadataOnly {
-		return OwnedSecret()
+		return ownedSecret()
 	}
 	return t.object
 }
@@ -267,11 +267,11 @@ func templateChanged(cur, want metav1.Object) bool {
 	return has != ok || curHash != wantHash
 }
 
-// OwnedSecret is how the engine watches and reads the Secrets it generates: metadata only. It
+// ownedSecret is how the engine watches and reads the Secrets it generates: metadata only. It
 // writes their data once, at creation, and never reads it back; it needs their owner, labels
 // and annotations to tell ours from a foreign object of the same name and to keep the labels.
 // A user's Secret named in a spec is read with an uncached GET (checkSecrets).
-func OwnedSecret() *metav1.PartialObjectMetadata {
+func ownedSecret() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return m

@@ -83,11 +83,11 @@ func TestBuildWorkerJobs(t *testing.T) {
 			}
 		}
 	}
-	if _, isJob := BuildWorkerSet(s, ws, false)[0].(*batchv1.Job); !isJob {
-		t.Error("BuildWorkerSet of a set that runs to completion is no Job")
+	if _, isJob := buildWorkerSet(s, ws, false, wholeJobs)[0].(*batchv1.Job); !isJob {
+		t.Error("buildWorkerSet of a set that runs to completion is no Job")
 	}
-	if _, isSts := BuildWorkerSet(s, &s.WorkerSets[1], false)[0].(*appsv1.StatefulSet); !isSts {
-		t.Error("BuildWorkerSet of an MPI-style set is no StatefulSet")
+	if _, isSts := buildWorkerSet(s, &s.WorkerSets[1], false, wholeJobs)[0].(*appsv1.StatefulSet); !isSts {
+		t.Error("buildWorkerSet of an MPI-style set is no StatefulSet")
 	}
 }
 

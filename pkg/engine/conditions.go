@@ -120,7 +120,7 @@ func withGang(causes []setCause, gang *metav1.Condition) []setCause {
 // in hostfile order: the hosts a launcher is still waiting for.
 func missingHosts(s *Spec, obs *Observed) []string {
 	ready := map[string]bool{}
-	for _, hosts := range ReadyWorkers(s, obs) {
+	for _, hosts := range readyWorkers(s, obs) {
 		for _, h := range hosts {
 			ready[h] = true
 		}

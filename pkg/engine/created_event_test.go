@@ -72,13 +72,13 @@ func createdEvents(rec *events.FakeRecorder) []string {
 // The note names every child while it fits the events API's limit, and says how many more
 // were created once it would not.
 func TestCreatedNote(t *testing.T) {
-	few := []ChildRef{{"Service", "a"}, {"Job", "a-master"}}
+	few := []childRef{{"Service", "a"}, {"Job", "a-master"}}
 	if got, want := createdNote(few), "created Service a, Job a-master"; got != want {
 		t.Errorf("createdNote = %q, want %q", got, want)
 	}
-	var many []ChildRef
+	var many []childRef
 	for range 40 {
-		many = append(many, ChildRef{"StatefulSet", strings.Repeat("w", 60)})
+		many = append(many, childRef{"StatefulSet", strings.Repeat("w", 60)})
 	}
 	got := createdNote(many)
 	if len(got) > createdNoteLimit {

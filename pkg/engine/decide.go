@@ -50,7 +50,7 @@ type decision struct {
 // (withPlan).
 func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	pause := planPause(described, prev, liveMasterJob(obs))
-	s := described.withPlan(Plan{Pause: pause.pause, WasPaused: WasPaused(prev)})
+	s := described.withPlan(Plan{Pause: pause.pause, WasPaused: wasPaused(prev)})
 	d := decision{plan: s.Plan, obs: obs, deleteMasterJob: pause.deleteMaster, deleteMasterWhy: "pausing"}
 	if pause.pause {
 		d.obs = obs.withoutMaster() // a paused job has no master Job: it is deleted, or going
@@ -71,7 +71,7 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	d.deletePods = withNew(d.deletePods, pods.delete) // a paused job's master pods
 	d.plan.Restart, d.plan.RestartSeen = restart.state, restart.seen
 	d.plan.HoldMaster = pods.holdMaster
-	d.plan.ReadyWorkers = ReadyWorkers(s, d.obs)
+	d.plan.ReadyWorkers = readyWorkers(s, d.obs)
 	d.plan.Verdict = verdict(prev, d.obs)
 	d.plan.HoldCreates = holdCreates(d.plan.Ended(), d.obs)
 	d.plan.CompletedWorkers = completedWorkers(s, d.obs)
@@ -255,7 +255,7 @@ func workerTemplateChanged(cur, want *batchv1.Job) bool {
 // wholeWorkerJobNeeded says the pass builds the worker Job name with its whole pod template:
 // to create it, or to compare it with a Job whose template hash is its whole template's.
 func (obs *Observed) wholeWorkerJobNeeded(name string) bool {
-	cur, ok := obs.current[ChildRef{Kind: "Job", Name: name}]
+	cur, ok := obs.current[childRef{Kind: "Job", Name: name}]
 	if !ok {
 		return true
 	}

@@ -20,7 +20,7 @@ func TestFitNote(t *testing.T) {
 		{"4-byte runes across the cut", strings.Repeat("𝛼", NoteLimit)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := FitNote(c.note)
+			got := fitNote(c.note)
 			if len(got) > NoteLimit || !utf8.ValidString(got) {
 				t.Fatalf("%d bytes, valid UTF-8 %t: want at most %d, valid", len(got), utf8.ValidString(got), NoteLimit)
 			}

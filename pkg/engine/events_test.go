@@ -224,7 +224,7 @@ func TestLauncherWaitMetrics(t *testing.T) {
 		t.Errorf("launcherWaited = %v, %v; want 7s", d, ok)
 	}
 	// The operator's cache trims pods; the wait's times must survive it.
-	trimmed, err := TrimPod(&running)
+	trimmed, err := trimPod(&running)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,15 +42,15 @@ func ruleMatches(r *troupev1.FailureRule, f Failure, mainContainer string) bool 
 	}
 	if m := r.OnExitCodes; m != nil {
 		code, ok := f.ExitCodes[ptr.Deref(m.ContainerName, mainContainer)]
-		if !ok || !ExitCodeIn(m, code) {
+		if !ok || !exitCodeIn(m, code) {
 			return false
 		}
 	}
 	return true
 }
 
-// ExitCodeIn says code is one of m's values or in one of its ranges.
-func ExitCodeIn(m *troupev1.ExitCodeMatch, code int32) bool {
+// exitCodeIn says code is one of m's values or in one of its ranges.
+func exitCodeIn(m *troupev1.ExitCodeMatch, code int32) bool {
 	if slices.Contains(m.Values, code) {
 		return true
 	}
@@ -161,7 +161,7 @@ func (s *Spec) masterExitCodeRules() []batchv1.PodFailurePolicyRule {
 		}
 		var codes []int32
 		for c := int32(1); c <= 255; c++ {
-			if ExitCodeIn(r.OnExitCodes, c) {
+			if exitCodeIn(r.OnExitCodes, c) {
 				codes = append(codes, c)
 			}
 		}

@@ -130,7 +130,7 @@ func TestSucceededBeforeTheJobSaysComplete(t *testing.T) {
 	s := testSpec()
 	early := observe().master(runningMaster).workers("cpu", 2).workers("gpu", 1).
 		withPods(masterPod(masterUID, corev1.PodSucceeded)).obj()
-	got := ComputeStatus(s, early, &troupev1.JobStatus{}, genOfJob, now)
+	got := computeStatus(s, early, &troupev1.JobStatus{}, genOfJob, now)
 
 	if got.Phase != troupev1.JobSucceeded {
 		t.Fatalf("phase = %q, want Succeeded", got.Phase)
@@ -152,23 +152,23 @@ func TestSucceededBeforeTheJobSaysComplete(t *testing.T) {
 		finishedJob(batchv1.JobComplete, "CompletionsReached", "")(j)
 		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
 	}).workers("cpu", 2).workers("gpu", 1).withPods(early.Pods...).obj()
-	later := ComputeStatus(s, complete, &got, genOfJob, metav1.NewTime(now.Add(time.Minute)))
+	later := computeStatus(s, complete, &got, genOfJob, metav1.NewTime(now.Add(time.Minute)))
 	if diff := cmp.Diff(got, later); diff != "" {
 		t.Errorf("the Job's Complete changed the status (-early +later):\n%s", diff)
 	}
 }
 
-// The operator's cache trims pods (TrimPod): the master's end, the completion time of a success
+// The operator's cache trims pods (trimPod): the master's end, the completion time of a success
 // seen before the Job's, must survive the trim.
 func TestMasterFinishedAtSurvivesTheCache(t *testing.T) {
 	pod := masterPod(masterUID, corev1.PodSucceeded)
-	trimmed, err := TrimPod(&pod)
+	trimmed, err := trimPod(&pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train-master", UID: masterUID}}
 	got := masterFinishedAt(job, masterPods(*trimmed.(*corev1.Pod)))
 	if diff := cmp.Diff(&podFinishedAt, got); diff != "" {
-		t.Errorf("masterFinishedAt after TrimPod (-want +got):\n%s", diff)
+		t.Errorf("masterFinishedAt after trimPod (-want +got):\n%s", diff)
 	}
 }

@@ -13,14 +13,14 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// Why a job's pods do not run, from what the operator already caches of them (TrimPod keeps
+// Why a job's pods do not run, from what the operator already caches of them (trimPod keeps
 // the waiting reasons, the last terminations and the PodScheduled condition of a pod the
 // scheduler could not place): the kubelet's and the scheduler's words, gathered per worker set
 // and for the master, for the WorkersReady and Running conditions, status.reason, the failure
 // of a launcher whose wait timed out, and the crash-loop limit (runPolicy.workerRestartLimit).
 // docs/troubleshooting.md lists the reasons.
 
-// maxCauseText bounds what a cause quotes of a kubelet's or scheduler's message, and TrimPod
+// maxCauseText bounds what a cause quotes of a kubelet's or scheduler's message, and trimPod
 // keeps no more of one: the start of a kubelet's or scheduler's message (which names the image,
 // or the nodes' verdict), the end of a container's termination message (a log's end says why it
 // exited).
@@ -39,7 +39,7 @@ func lastBytes(s string) string {
 	return "..." + s[start:]
 }
 
-func joinRefs(refs []ChildRef) string {
+func joinRefs(refs []childRef) string {
 	names := make([]string, 0, len(refs))
 	for _, c := range refs {
 		names = append(names, c.String())
@@ -86,20 +86,20 @@ const NoteLimit = 1024
 // noteCut ends a note that was cut to fit.
 const noteCut = " [...]"
 
-// FitNote returns note cut to NoteLimit bytes on a UTF-8 boundary, marked as cut, or note when
+// fitNote returns note cut to NoteLimit bytes on a UTF-8 boundary, marked as cut, or note when
 // it fits.
-func FitNote(note string) string { return fitBytes(note, NoteLimit) }
+func fitNote(note string) string { return fitBytes(note, NoteLimit) }
 
-// FitConditionMessages cuts every condition's message to troupev1.ConditionMessageLimit bytes:
+// fitConditionMessages cuts every condition's message to troupev1.ConditionMessageLimit bytes:
 // the one place for the job status writes, whatever a message quotes (a termination message,
 // an error, Kueue's words).
-func FitConditionMessages(conds []metav1.Condition) {
+func fitConditionMessages(conds []metav1.Condition) {
 	for i := range conds {
 		conds[i].Message = FitConditionMessage(conds[i].Message)
 	}
 }
 
-// FitConditionMessage is msg cut to troupev1.ConditionMessageLimit bytes (FitConditionMessages).
+// FitConditionMessage is msg cut to troupev1.ConditionMessageLimit bytes (fitConditionMessages).
 func FitConditionMessage(msg string) string { return fitBytes(msg, troupev1.ConditionMessageLimit) }
 
 // fitBytes is s cut to limit bytes on a UTF-8 boundary, marked as cut, or s when it fits.
@@ -121,7 +121,7 @@ func LimitNotes(r events.EventRecorder) events.EventRecorder { return noteLimite
 type noteLimiter struct{ next events.EventRecorder }
 
 func (l noteLimiter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	l.next.Eventf(regarding, related, eventtype, reason, action, "%s", FitNote(fmt.Sprintf(note, args...)))
+	l.next.Eventf(regarding, related, eventtype, reason, action, "%s", fitNote(fmt.Sprintf(note, args...)))
 }
 
 // maxExitMessage bounds the launcher's message quoted in the Failed condition: the end of the

@@ -15,7 +15,7 @@ import (
 // is owned and labelled like every child, and enabled: false builds none.
 func TestBuildNetworkPolicy(t *testing.T) {
 	s := testSpec()
-	np := BuildNetworkPolicy(s)
+	np := buildNetworkPolicy(s)
 	if np == nil {
 		t.Fatal("no NetworkPolicy by default")
 	}
@@ -32,14 +32,14 @@ func TestBuildNetworkPolicy(t *testing.T) {
 		t.Errorf("name %q, labels %v, owners %v: want train, the job's labels and owner", np.Name, np.Labels, np.OwnerReferences)
 	}
 	s.RunPolicy.NetworkPolicy = &troupev1.NetworkPolicyConfig{Enabled: ptr.To(false)}
-	if np := BuildNetworkPolicy(s); np != nil {
+	if np := buildNetworkPolicy(s); np != nil {
 		t.Errorf("enabled: false built %v", np)
 	}
 }
 
 // A policy someone opened to other pods is closed again.
 func TestRestoreNetworkPolicy(t *testing.T) {
-	want := BuildNetworkPolicy(testSpec())
+	want := buildNetworkPolicy(testSpec())
 	cur := want.DeepCopy()
 	cur.Spec.Ingress = append(cur.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
 	if !restore(cur, want) {

@@ -68,14 +68,14 @@ type Observed struct {
 	AttemptWorkerPods map[string][]*corev1.Pod
 	StalePods         []*corev1.Pod
 	// Conflicts are children whose name is taken by an object the job does not own.
-	Conflicts []ChildRef
+	Conflicts []childRef
 	// Refused is the create of a child the API server refused in this pass, if one was.
 	Refused *createRefused
 	// Orphans are children of the job's found without their owner reference (adoptable): they
 	// count as the job's, and act adopts them back before anything else.
 	Orphans []claimedChild
 	// Missing are children that do not exist (yet).
-	Missing []ChildRef
+	Missing []childRef
 	// Gang is the job's PodGroup, nil when it has none or it does not exist yet.
 	Gang client.Object
 	// SecretProblems name the required Secrets of the user's that are missing or lack keys.
@@ -88,7 +88,7 @@ type Observed struct {
 	// whose new pod template waits for the job's pods to be gone (holdChild).
 	HeldTemplates []string
 	// Secrets is what was verified of the generated Secrets (secrets.go).
-	Secrets SecretIntegrity
+	Secrets secretIntegrity
 	// Now is when the observation was made: the time-driven steps (a restart's backoff) read
 	// it, so the pass's decision stays a function of what it observed.
 	Now time.Time
@@ -96,9 +96,9 @@ type Observed struct {
 	GoneWorkers map[types.UID]troupev1.FailureReason
 
 	// current holds every owned child found, by kind and name.
-	current map[ChildRef]client.Object
+	current map[childRef]client.Object
 	// gang are the keys of the gang provider's children among the desired ones.
-	gang map[ChildRef]bool
+	gang map[childRef]bool
 }
 
 // observe reads the job's children and pods. Children come from the cache, which holds only
@@ -108,7 +108,7 @@ type Observed struct {
 // that lost its owner reference is filed to be adopted back (claim; act adopts it). observe
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
-	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[ChildRef]client.Object{},
+	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[childRef]client.Object{},
 		GoneWorkers: r.gone.of(job.GetUID()), Now: r.clock.Now()}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
@@ -270,7 +270,7 @@ func (r *Reconciler) surplusWorkerJobs(ctx context.Context, job Object, s *Spec)
 // observe looks the children up by these; the children themselves are built once per pass,
 // after the observation they depend on (ready workers, released workers, a held master), by
 // syncChildren. TestChildIdentitiesAreChildren keeps the two lists alike.
-func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
+func childIdentities(s *Spec) ([]client.Object, map[childRef]bool) {
 	named := func(o client.Object, name string) client.Object {
 		o.SetName(name)
 		o.SetNamespace(s.Namespace)
@@ -282,7 +282,7 @@ func childIdentities(s *Spec) ([]client.Object, map[ChildRef]bool) {
 			ids = append(ids, named(o, o.GetName()))
 		}
 	}
-	gang := map[ChildRef]bool{}
+	gang := map[childRef]bool{}
 	if s.Gang != nil {
 		for _, o := range s.Gang.Objects(s) {
 			ids = append(ids, named(o, o.GetName()))
@@ -379,7 +379,7 @@ func (r *Reconciler) readLive(ctx context.Context, want client.Object) (client.O
 // engine never reads a generated Secret's data back).
 func emptyLike(want client.Object) client.Object {
 	if _, isSecret := want.(*corev1.Secret); isSecret {
-		return OwnedSecret()
+		return ownedSecret()
 	}
 	return reflect.New(reflect.TypeOf(want).Elem()).Interface().(client.Object)
 }
@@ -437,7 +437,7 @@ func adoptable(job Object, cur client.Object) bool {
 // observe calls it as it builds the observation; after adds what the pass did to a copy.
 func (obs *Observed) found(want, cur client.Object) {
 	key := keyOf(want)
-	obs.Missing = slices.DeleteFunc(obs.Missing, func(m ChildRef) bool { return m == key })
+	obs.Missing = slices.DeleteFunc(obs.Missing, func(m childRef) bool { return m == key })
 	obs.current[key] = cur
 	if obs.gang[key] {
 		obs.Gang = cur
@@ -784,7 +784,7 @@ func attemptOf(labels map[string]string) int32 {
 
 // ReadyWorkers lists, per worker set, the hostnames of its pods that are Ready, in ordinal
 // order (the value of Plan.ReadyWorkers).
-func ReadyWorkers(s *Spec, obs *Observed) map[string][]string {
+func readyWorkers(s *Spec, obs *Observed) map[string][]string {
 	out := map[string][]string{}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]

@@ -116,7 +116,7 @@ func TestCodeSyncWiring(t *testing.T) {
 
 func TestPodDisruptionBudget(t *testing.T) {
 	s := testSpec()
-	if BuildPodDisruptionBudget(s, false) != nil {
+	if buildPodDisruptionBudget(s, false) != nil {
 		t.Fatal("a budget for a job that asked for none")
 	}
 	s.SchedulingPolicy.PodDisruptionBudget = &troupev1.PodDisruptionBudgetPolicy{Enabled: true}
@@ -131,17 +131,17 @@ func TestPodDisruptionBudget(t *testing.T) {
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{troupev1.LabelJobUID: "uid-1", troupev1.LabelRole: "worker"}},
 		},
 	}
-	if diff := cmp.Diff(want, noHash(BuildPodDisruptionBudget(s, false))); diff != "" {
+	if diff := cmp.Diff(want, noHash(buildPodDisruptionBudget(s, false))); diff != "" {
 		t.Errorf("budget (-want +got):\n%s", diff)
 	}
-	if got := BuildPodDisruptionBudget(s, true).Spec.MinAvailable.IntValue(); got != 0 {
+	if got := buildPodDisruptionBudget(s, true).Spec.MinAvailable.IntValue(); got != 0 {
 		t.Errorf("minAvailable of released workers = %d, want 0", got)
 	}
 	// Workers kept after the job ended (cleanPodPolicy None, or a failure with
 	// cleanPodPolicyOn Succeeded) are not released, but a drain must not wait for them.
 	ended := *s
 	ended.Plan.Verdict = troupev1.JobSucceeded
-	if got := BuildPodDisruptionBudget(&ended, false).Spec.MinAvailable.IntValue(); got != 0 {
+	if got := buildPodDisruptionBudget(&ended, false).Spec.MinAvailable.IntValue(); got != 0 {
 		t.Errorf("minAvailable of the kept workers of an ended job = %d, want 0", got)
 	}
 	var kinds []string
@@ -181,8 +181,8 @@ func TestInitializedReportsMissingSecrets(t *testing.T) {
 	s := testSpec()
 	o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).obj()
 	o.SecretProblems = []string{`spec.ssh.secretName: Secret "k" not found; create it with the keys ssh-privatekey, authorized_keys`}
-	o.Missing = []ChildRef{{Kind: "Job", Name: "train-master"}}
-	st := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	o.Missing = []childRef{{Kind: "Job", Name: "train-master"}}
+	st := computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != troupev1.ReasonSecretMissing || c.Message != o.SecretProblems[0] {
 		t.Errorf("Initialized = %+v, want False, SecretMissing, %q", c, o.SecretProblems[0])

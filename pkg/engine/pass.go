@@ -152,7 +152,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			continue
 		}
 		if t.metadataOnly {
-			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (OwnedSecret)
+			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (ownedSecret)
 		} else {
 			b = b.Owns(t.object)
 		}

@@ -14,10 +14,10 @@ func TestHoldCreates(t *testing.T) {
 	}{
 		"a running job with nothing in the way":                    {},
 		"ended: a finished job is never started again":             {ended: true, want: true},
-		"a child's name is taken":                                  {obs: Observed{Conflicts: []ChildRef{{Kind: "Service", Name: "j"}}}, want: true},
+		"a child's name is taken":                                  {obs: Observed{Conflicts: []childRef{{Kind: "Service", Name: "j"}}}, want: true},
 		"a Secret of the user's is missing":                        {obs: Observed{SecretProblems: []string{"Secret ssh not found"}}, want: true},
-		"a generated Secret holds foreign data":                    {obs: Observed{Secrets: SecretIntegrity{checked: true, Tampered: []string{"j-ssh"}}}, want: true},
-		"a generated Secret was deleted after the start":           {obs: Observed{Secrets: SecretIntegrity{checked: true, Lost: []string{"j-ssh"}}}, want: true},
+		"a generated Secret holds foreign data":                    {obs: Observed{Secrets: secretIntegrity{checked: true, Tampered: []string{"j-ssh"}}}, want: true},
+		"a generated Secret was deleted after the start":           {obs: Observed{Secrets: secretIntegrity{checked: true, Lost: []string{"j-ssh"}}}, want: true},
 		"pods refused by the API server do not hold the rest back": {obs: Observed{PodCreateFailures: []string{"quota"}}},
 	}
 	for name, tc := range tests {

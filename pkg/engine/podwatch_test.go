@@ -32,7 +32,7 @@ func TestPodChangedPassesWhatTheEngineReads(t *testing.T) {
 	tests := map[string]struct {
 		change func(p *corev1.Pod)
 		want   bool
-		// dropped: TrimPod drops what changed, so the engine would read the same pod and no
+		// dropped: trimPod drops what changed, so the engine would read the same pod and no
 		// pass is queued, whether the versions arrive trimmed (from the cache) or not.
 		dropped bool
 	}{
@@ -75,8 +75,8 @@ func TestPodChangedPassesWhatTheEngineReads(t *testing.T) {
 				tc.change(newer)
 				var o, n any = older, newer
 				if trim {
-					o, _ = TrimPod(older)
-					n, _ = TrimPod(newer)
+					o, _ = trimPod(older)
+					n, _ = trimPod(newer)
 				}
 				got := podChanged.Update(event.UpdateEvent{ObjectOld: o.(*corev1.Pod), ObjectNew: n.(*corev1.Pod)})
 				if want := tc.want && !tc.dropped; got != want {
@@ -100,8 +100,8 @@ func BenchmarkPodChanged(b *testing.B) {
 			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true}}},
 	}
-	o, _ := TrimPod(pod)
-	n, _ := TrimPod(pod)
+	o, _ := trimPod(pod)
+	n, _ := trimPod(pod)
 	n.(*corev1.Pod).ResourceVersion = "2"
 	e := event.UpdateEvent{ObjectOld: o.(*corev1.Pod), ObjectNew: n.(*corev1.Pod)}
 	b.ReportAllocs()

@@ -12,7 +12,7 @@ import (
 // job's status.reason, a Warning event) and is retried with the controller's backoff: what would
 // let the create through (a role, a policy, a quota) is nothing the job's watches see.
 type createRefused struct {
-	child ChildRef
+	child childRef
 	err   error
 }
 
@@ -27,7 +27,7 @@ func (e *createRefused) message() string {
 
 // createError wraps the error of a child's create: a refusal (403 or 422) as createRefused,
 // anything else (a timeout, a conflict) as it is, retried as any failed pass.
-func createError(child ChildRef, err error) error {
+func createError(child childRef, err error) error {
 	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 		return &createRefused{child: child, err: err}
 	}

@@ -38,7 +38,7 @@ func (r *Reconciler) report(ctx context.Context, job Object, s *Spec, obs *Obser
 // is reconciled again.
 func (r *Reconciler) writeStatus(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(job)
-	next := ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime())
+	next := computeStatus(s, obs, prev, job.GetGeneration(), r.statusTime())
 	if equality.Semantic.DeepEqual(prev, &next) {
 		r.deferred.forget(key)
 		return 0, nil
@@ -79,7 +79,7 @@ func (r *Reconciler) told(job Object, s *Spec, obs *Observed, prev, next *troupe
 var errJobChanged = errors.New("the job changed since this pass read it")
 
 // putStatus is the one write of a job's status: next (bounded by the function that computed
-// it: ComputeStatus, invalidSpecStatus), with the resourceVersion of the copy the pass read.
+// it: computeStatus, invalidSpecStatus), with the resourceVersion of the copy the pass read.
 // The job moves on with the write (its resourceVersion and status). A conflict is
 // errJobChanged.
 func (r *Reconciler) putStatus(ctx context.Context, job Object, next *troupev1.JobStatus) error {
@@ -101,7 +101,7 @@ func (r *Reconciler) putStatus(ctx context.Context, job Object, next *troupev1.J
 // report then starts from.
 func (r *Reconciler) recordSecret(ctx context.Context, job Object, s *Spec, obs *Observed, prev *troupev1.JobStatus,
 	secret *corev1.Secret) (*troupev1.JobStatus, error) {
-	next := withSecretRecord(ComputeStatus(s, obs, prev, job.GetGeneration(), r.statusTime()), secret)
+	next := withSecretRecord(computeStatus(s, obs, prev, job.GetGeneration(), r.statusTime()), secret)
 	if err := r.putStatus(ctx, job, &next); err != nil {
 		return nil, fmt.Errorf("record generated Secret %s before creating it: %w", secret.Name, err)
 	}

@@ -14,7 +14,7 @@ import (
 
 // WasPaused reports whether a job's status says it has been paused: its Paused condition is
 // True, or says it resumed.
-func WasPaused(st *troupev1.JobStatus) bool {
+func wasPaused(st *troupev1.JobStatus) bool {
 	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionPaused)
 	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == troupev1.ReasonResumed)
 }
@@ -52,7 +52,7 @@ func planMasterPods(s *Spec, obs *Observed) masterPodsPlan {
 
 // allWorkersReady says every pod of every worker set is Ready.
 func allWorkersReady(s *Spec, obs *Observed) bool {
-	ready := ReadyWorkers(s, obs)
+	ready := readyWorkers(s, obs)
 	for i := range s.WorkerSets {
 		if int32(len(ready[s.WorkerSets[i].Name])) < s.WorkerSets[i].Replicas {
 			return false

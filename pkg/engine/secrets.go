@@ -64,8 +64,8 @@ func (r *Reconciler) checkSecrets(ctx context.Context, s *Spec) ([]string, error
 // The data is read only when the Secret's resourceVersion moved since it was last verified, and
 // then from the API server, so this works with a cache that holds Secrets' metadata only.
 
-// SecretIntegrity is what one reconcile verified of the job's generated Secrets.
-type SecretIntegrity struct {
+// secretIntegrity is what one reconcile verified of the job's generated Secrets.
+type secretIntegrity struct {
 	// checked says the Secrets were verified; a finished job's are not, and its status keeps
 	// the previous records.
 	checked bool
@@ -79,19 +79,19 @@ type SecretIntegrity struct {
 
 // blocksCreation says no missing child may be created: a master started now would use foreign
 // keys, or keys the workers do not have.
-func (si *SecretIntegrity) blocksCreation() bool { return len(si.Tampered) > 0 || len(si.Lost) > 0 }
+func (si *secretIntegrity) blocksCreation() bool { return len(si.Tampered) > 0 || len(si.Lost) > 0 }
 
 // holdSuspended keeps a suspended master Job suspended while the generated Secrets cannot be
 // trusted, so resuming the job does not start a launcher with them. A running master is left
 // alone: it started with the keys troupe wrote.
-func (si *SecretIntegrity) holdSuspended(cur, want *batchv1.Job) {
+func (si *secretIntegrity) holdSuspended(cur, want *batchv1.Job) {
 	if si.blocksCreation() && ptr.Deref(cur.Spec.Suspend, false) {
 		want.Spec.Suspend = ptr.To(true)
 	}
 }
 
 // created records a Secret the engine just created with generated data.
-func (si *SecretIntegrity) created(obj client.Object) {
+func (si *secretIntegrity) created(obj client.Object) {
 	secret, ok := obj.(*corev1.Secret)
 	if !ok || !si.checked {
 		return
@@ -102,7 +102,7 @@ func (si *SecretIntegrity) created(obj client.Object) {
 }
 
 // records is status.generatedSecrets: what was verified now, else the previous records.
-func (si *SecretIntegrity) records(prev *troupev1.JobStatus) []troupev1.GeneratedSecretRecord {
+func (si *secretIntegrity) records(prev *troupev1.JobStatus) []troupev1.GeneratedSecretRecord {
 	if !si.checked {
 		return prev.GeneratedSecrets
 	}

@@ -519,17 +519,17 @@ func (s *Spec) masterType() troupev1.ReplicaType {
 	return s.RunMode.MasterType
 }
 
-// ChildRef names one child object of a job by kind and name.
-type ChildRef struct {
+// childRef names one child object of a job by kind and name.
+type childRef struct {
 	Kind string
 	Name string
 }
 
-func (c ChildRef) String() string { return c.Kind + " " + c.Name }
+func (c childRef) String() string { return c.Kind + " " + c.Name }
 
 // keyOf identifies a child by Go type and name (names are unique per kind in a namespace).
-func keyOf(o client.Object) ChildRef {
-	return ChildRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
+func keyOf(o client.Object) childRef {
+	return childRef{Kind: reflect.TypeOf(o).Elem().Name(), Name: o.GetName()}
 }
 
 func mainContainer(tmpl *corev1.PodTemplateSpec, name string, orFirst bool) *corev1.Container {

@@ -17,9 +17,9 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// ComputeStatus returns the job's status as a pure function of its spec, what was observed of
+// computeStatus returns the job's status as a pure function of its spec, what was observed of
 // its children, the previous status (for times that must not move) and the current time.
-func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation int64, now metav1.Time) troupev1.JobStatus {
+func computeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation int64, now metav1.Time) troupev1.JobStatus {
 	st := troupev1.JobStatus{
 		Conditions:         slices.Clone(prev.Conditions),
 		ObservedGeneration: generation,
@@ -107,7 +107,7 @@ func ComputeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 			st.CompletionTime = workersCompletionTime(s, obs, now)
 		}
 	}
-	FitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
+	fitConditionMessages(st.Conditions) // whatever a message quotes, every write fits the CRD
 	st.Reason = fitBytes(statusReason(&st, prev, workers, master), troupev1.MaxStatusReason)
 	return st
 }
@@ -165,7 +165,7 @@ func invalidSpecStatus(prev *troupev1.JobStatus, cause error, generation int64, 
 		Type: troupev1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: reason, Message: cause.Error(),
 		ObservedGeneration: generation, LastTransitionTime: now,
 	})
-	FitConditionMessages(st.Conditions)
+	fitConditionMessages(st.Conditions)
 	return st, reason
 }
 

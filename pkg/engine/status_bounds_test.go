@@ -80,7 +80,7 @@ func TestConditionMessagesAreBounded(t *testing.T) {
 		{Type: "Failed", Message: strings.Repeat("é", troupev1.ConditionMessageLimit)},
 		{Type: "Running", Message: "the master is running"},
 	}
-	FitConditionMessages(conds)
+	fitConditionMessages(conds)
 	if m := conds[0].Message; len(m) > troupev1.ConditionMessageLimit || !utf8.ValidString(m) || !strings.HasSuffix(m, noteCut) {
 		t.Errorf("long message: %d bytes, valid %t; want at most %d, valid, marked as cut", len(m), utf8.ValidString(m), troupev1.ConditionMessageLimit)
 	}
@@ -113,7 +113,7 @@ func TestLargestJobFitsEtcd(t *testing.T) {
 			LastTransitionTime: metav1.Now(),
 		})
 	}
-	FitConditionMessages(job.Status.Conditions)
+	fitConditionMessages(job.Status.Conditions)
 	data, err := json.Marshal(job)
 	if err != nil {
 		t.Fatal(err)

@@ -46,16 +46,16 @@ func TestMasterExitMessage(t *testing.T) {
 	}
 }
 
-// The operator's cache trims pods (TrimPod); a master's exit must survive the trim, or the
+// The operator's cache trims pods (trimPod); a master's exit must survive the trim, or the
 // Failed condition has nothing to quote (seen on the real node).
 func TestMasterExitMessageAfterTrim(t *testing.T) {
 	pod := failedMaster("m", time.Now(), 3, "mpiexec noticed that process rank 1 exited")
-	trimmed, err := TrimPod(&pod)
+	trimmed, err := trimPod(&pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := masterExitMessage(masterPods(*trimmed.(*corev1.Pod)))
 	if want := "container launcher of pod m exited 3: mpiexec noticed that process rank 1 exited"; got != want {
-		t.Errorf("after TrimPod: %q, want %q", got, want)
+		t.Errorf("after trimPod: %q, want %q", got, want)
 	}
 }

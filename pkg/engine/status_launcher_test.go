@@ -149,18 +149,18 @@ func TestLauncherWaitingMessagesBounded(t *testing.T) {
 	}
 }
 
-// Through ComputeStatus: a finished job keeps how its last wait ended, even once its pods are
-// gone; and the operator's cache keeps what the condition reads of a pod (TrimPod).
+// Through computeStatus: a finished job keeps how its last wait ended, even once its pods are
+// gone; and the operator's cache keeps what the condition reads of a pod (trimPod).
 func TestLauncherWaitingInStatus(t *testing.T) {
 	s := waitingSpec()
 	running := waitPod("l-a", t0, waitRunning, 0)
-	trimmed, err := TrimPod(&running)
+	trimmed, err := trimPod(&running)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := observe().master(waitingJob).workers("cpu", 0).workers("gpu", 0)
 	o.setPods([]corev1.Pod{*trimmed.(*corev1.Pod)})
-	st := ComputeStatus(s, o.obj(), &troupev1.JobStatus{}, genOfJob, now)
+	st := computeStatus(s, o.obj(), &troupev1.JobStatus{}, genOfJob, now)
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("LauncherWaiting of a trimmed waiting launcher pod: %+v, want True", c)
 	}
@@ -172,12 +172,12 @@ func TestLauncherWaitingInStatus(t *testing.T) {
 		finishedJob(batchv1.JobFailed, "PodFailurePolicy", "Container troupe-wait failed with exit code 3")(j)
 	})
 	o.setPods([]corev1.Pod{timedOut})
-	st = ComputeStatus(s, o.obj(), &st, genOfJob, now)
+	st = computeStatus(s, o.obj(), &st, genOfJob, now)
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting); c == nil || c.Reason != troupev1.ReasonWaitTimedOut {
 		t.Fatalf("LauncherWaiting after the timeout: %+v, want WaitTimedOut", c)
 	}
 	// The Job and its pods deleted (ttlSecondsAfterFinished): the condition keeps its word.
-	later := ComputeStatus(s, observe().obj(), &st, genOfJob, now)
+	later := computeStatus(s, observe().obj(), &st, genOfJob, now)
 	if diff := cmp.Diff(meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting),
 		meta.FindStatusCondition(later.Conditions, troupev1.ConditionLauncherWaiting)); diff != "" {
 		t.Errorf("LauncherWaiting of a finished job changed (-before +after):\n%s", diff)

@@ -108,7 +108,7 @@ func TestRunModeStatus(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := testSpec()
 			s.RunMode.Pause, s.Plan.Pause = tc.pause, tc.pause
-			got := ComputeStatus(s, tc.obs, &tc.prev, genOfJob, now)
+			got := computeStatus(s, tc.obs, &tc.prev, genOfJob, now)
 			if got.Phase != tc.wantPhase {
 				t.Errorf("phase = %q, want %q", got.Phase, tc.wantPhase)
 			}
@@ -131,7 +131,7 @@ func TestRunModeStatus(t *testing.T) {
 func TestCompletedConditions(t *testing.T) {
 	s := testSpec()
 	o := observe().master(finishedJob(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")).obj()
-	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got := computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	for _, c := range got.Conditions {
 		if c.Type == troupev1.ConditionCompleted && c.Message != "the master failed: Job was active longer than specified deadline" {
 			t.Errorf("Completed message = %q, want the failure's", c.Message)
@@ -139,8 +139,8 @@ func TestCompletedConditions(t *testing.T) {
 	}
 
 	o = observe().master(finishedJob(batchv1.JobComplete, "", "")).obj()
-	first := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, t1)
-	second := ComputeStatus(s, o, &first, 1, now)
+	first := computeStatus(s, o, &troupev1.JobStatus{}, 1, t1)
+	second := computeStatus(s, o, &first, 1, now)
 	for _, c := range second.Conditions {
 		if c.Type == troupev1.ConditionComplete && !c.LastTransitionTime.Equal(&t1) {
 			t.Errorf("Complete moved to %v, want it kept at %v", c.LastTransitionTime, t1)
@@ -169,7 +169,7 @@ func TestTasksAndAggregate(t *testing.T) {
 	s.RunMode.MasterType = troupev1.ReplicaLauncher
 	o := observe().master(nil).workers("cpu", 1).workers("gpu", 0).obj()
 	o.setPods(pods)
-	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got := computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 
 	ref := func(name string, phase corev1.PodPhase) troupev1.PodReference {
 		return troupev1.PodReference{Name: name, UID: types.UID("uid-" + name), Phase: phase}
@@ -194,12 +194,12 @@ func TestTasksAndAggregate(t *testing.T) {
 
 	// Paused: nothing is wanted, so nothing is being created.
 	s.RunMode.Pause, s.Plan.Pause = true, true
-	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got = computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if got.Aggregate.Creating != 0 {
 		t.Errorf("paused job: creating = %d, want 0", got.Aggregate.Creating)
 	}
 	// A fresh job: the master and every worker are being created.
-	got = ComputeStatus(testSpec(), observe().obj(), &troupev1.JobStatus{}, 1, now)
+	got = computeStatus(testSpec(), observe().obj(), &troupev1.JobStatus{}, 1, now)
 	if diff := cmp.Diff(&troupev1.Aggregate{Creating: 4}, got.Aggregate); diff != "" {
 		t.Errorf("fresh job aggregate (-want +got):\n%s", diff)
 	}

@@ -127,7 +127,7 @@ func TestComputeStatus(t *testing.T) {
 		"nothing created yet": {
 			obs: func() *Observed {
 				o := observe().obj()
-				o.Missing = []ChildRef{{"Service", "train"}, {"Job", "train-master"}}
+				o.Missing = []childRef{{"Service", "train"}, {"Job", "train-master"}}
 				return o
 			}(),
 			wantPhase: troupev1.JobPending,
@@ -304,7 +304,7 @@ func TestComputeStatus(t *testing.T) {
 		"a child's name is taken": {
 			obs: func() *Observed {
 				o := observe().workers("cpu", 0).workers("gpu", 0).obj()
-				o.Conflicts = []ChildRef{{"Job", "train-master"}}
+				o.Conflicts = []childRef{{"Job", "train-master"}}
 				return o
 			}(),
 			wantPhase: troupev1.JobPending,
@@ -369,7 +369,7 @@ func TestComputeStatus(t *testing.T) {
 			if tc.spec != nil {
 				tc.spec(s)
 			}
-			got := ComputeStatus(s, tc.obs, &tc.prev, genOfJob, now)
+			got := computeStatus(s, tc.obs, &tc.prev, genOfJob, now)
 			if got.Phase != tc.wantPhase {
 				t.Errorf("phase = %q, want %q", got.Phase, tc.wantPhase)
 			}
@@ -405,7 +405,7 @@ func TestComputeStatusMessages(t *testing.T) {
 	o.setPods([]corev1.Pod{
 		namedPod("train-workerset-cpu-0", true), namedPod("train-workerset-cpu-1", false), namedPod("train-workerset-gpu-0", true),
 	})
-	got := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got := computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "WorkersReady"); c == nil ||
 		c.Message != "waiting for workers: cpu: 1/2 ready; hosts not ready: train-workerset-cpu-1.train.ml.svc" {
 		t.Errorf("WorkersReady = %+v, want the set still missing a worker and its host name", c)
@@ -417,22 +417,22 @@ func TestComputeStatusMessages(t *testing.T) {
 	launcher.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "troupe-wait", State: corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Message: "hosts still unreachable after 5m0s: a.train.ml.svc\n"}}}}
 	o.setPods([]corev1.Pod{launcher})
-	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got = computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil || c.Reason != "PodFailurePolicy" ||
 		!strings.HasSuffix(c.Message, "; init container troupe-wait: hosts still unreachable after 5m0s: a.train.ml.svc") {
 		t.Errorf("Failed = %+v, want the wait's message naming the missing host", c)
 	}
 
 	o = observe().master(finishedJob(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")).obj()
-	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	got = computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	if c := meta.FindStatusCondition(got.Conditions, "Failed"); c == nil ||
 		c.Message != "the master failed: Job was active longer than specified deadline" {
 		t.Errorf("Failed = %+v, want the master Job's message", c)
 	}
 
 	o = observe().obj()
-	o.Conflicts = []ChildRef{{"Service", "train"}, {"ConfigMap", "train-mpi"}}
-	got = ComputeStatus(s, o, &troupev1.JobStatus{}, 1, now)
+	o.Conflicts = []childRef{{"Service", "train"}, {"ConfigMap", "train-mpi"}}
+	got = computeStatus(s, o, &troupev1.JobStatus{}, 1, now)
 	want := "objects with the names of this job's children exist and are not owned by it; delete or rename them: Service train, ConfigMap train-mpi"
 	if c := meta.FindStatusCondition(got.Conditions, "Initialized"); c == nil || c.Message != want {
 		t.Errorf("Initialized = %+v, want message %q", c, want)
@@ -444,8 +444,8 @@ func TestComputeStatusMessages(t *testing.T) {
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	s := testSpec()
 	o := observe().master(nil).workers("cpu", 2).workers("gpu", 1).obj()
-	first := ComputeStatus(s, o, &troupev1.JobStatus{}, 1, t1)
-	second := ComputeStatus(s, o, &first, 1, now)
+	first := computeStatus(s, o, &troupev1.JobStatus{}, 1, t1)
+	second := computeStatus(s, o, &first, 1, now)
 	if diff := cmp.Diff(first, second, cmpopts.EquateApproxTime(0)); diff != "" {
 		t.Errorf("recomputing an unchanged job changed its status (-first +second):\n%s", diff)
 	}

@@ -99,9 +99,9 @@ func managedClaimLabels(s *Spec) map[string]string {
 	return l
 }
 
-// BuildClaims returns the claims the engine makes itself: the job's shared claims and one per
+// buildClaims returns the claims the engine makes itself: the job's shared claims and one per
 // pod of each worker set whose pods run to completion, owned by the job unless retained.
-func BuildClaims(s *Spec) []*corev1.PersistentVolumeClaim {
+func buildClaims(s *Spec) []*corev1.PersistentVolumeClaim {
 	st := s.RunPolicy.Storage
 	if st == nil {
 		return nil
@@ -136,17 +136,17 @@ func BuildClaims(s *Spec) []*corev1.PersistentVolumeClaim {
 	return out
 }
 
-// ensureClaims creates the claims the engine makes (BuildClaims) that do not exist yet. An
+// ensureClaims creates the claims the engine makes (buildClaims) that do not exist yet. An
 // existing claim of that name is used only if it is this job's (labelled with its UID), or, for
 // retained claims, one an earlier job of this kind and name left (labelled so, and controlled
 // by nobody); any other is a conflict: claim names repeat across jobs (<job>-<name>,
 // <template>-<job>-worker-<i>), and a claim another job or a tenant made first could hand this
 // job's pods data (a checkpoint to load) that is not theirs. No claim is ever changed or deleted
 // here. It returns the conflicting claims; the pass then creates nothing.
-func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) ([]ChildRef, error) {
-	var conflicts []ChildRef
-	for _, want := range BuildClaims(s) {
-		ref := ChildRef{Kind: "PersistentVolumeClaim", Name: want.Name}
+func (r *Reconciler) ensureClaims(ctx context.Context, s *Spec) ([]childRef, error) {
+	var conflicts []childRef
+	for _, want := range buildClaims(s) {
+		ref := childRef{Kind: "PersistentVolumeClaim", Name: want.Name}
 		cur := &corev1.PersistentVolumeClaim{}
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(want), cur)
 		if apierrors.IsNotFound(err) {

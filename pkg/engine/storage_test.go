@@ -77,7 +77,7 @@ func TestStorageClaims(t *testing.T) {
 			t.Errorf("%s: master volume data is claim %q", retention, got)
 		}
 		var names []string
-		for _, c := range BuildClaims(s) {
+		for _, c := range buildClaims(s) {
 			names = append(names, c.Name)
 			if owned := len(c.OwnerReferences) == 1; owned != (retention == troupev1.ClaimRetentionDelete) {
 				t.Errorf("%s: claim %s has owners %v", retention, c.Name, c.OwnerReferences)
@@ -95,7 +95,7 @@ func TestStorageClaims(t *testing.T) {
 // A job without storage has no claim and its children are as before.
 func TestNoStorageNoClaims(t *testing.T) {
 	s := testSpec()
-	if c := BuildClaims(s); c != nil {
+	if c := buildClaims(s); c != nil {
 		t.Errorf("claims %v", c)
 	}
 	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)

@@ -92,7 +92,7 @@ func TestWorkerJobOfAnEarlierReleaseIsComparedWhole(t *testing.T) {
 	old := BuildWorkerJobs(s, ws, false)[0]
 	delete(old.Annotations, troupev1.AnnotationIndexedTemplateHash)
 	current := BuildWorkerJobs(s, ws, false)[1]
-	obs := &Observed{current: map[ChildRef]client.Object{keyOf(old): old, keyOf(current): current}}
+	obs := &Observed{current: map[childRef]client.Object{keyOf(old): old, keyOf(current): current}}
 	if !obs.wholeWorkerJobNeeded(old.Name) || obs.wholeWorkerJobNeeded(current.Name) || !obs.wholeWorkerJobNeeded("train-workerset-cpu-7") {
 		t.Errorf("built whole: the earlier release's %t, the current %t, a missing one %t",
 			obs.wholeWorkerJobNeeded(old.Name), obs.wholeWorkerJobNeeded(current.Name), obs.wholeWorkerJobNeeded("train-workerset-cpu-7"))
