@@ -55,7 +55,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "filerefs:", err)
 			os.Exit(1)
 		}
-		order = tableOrder(string(doc))
+		if order = tableOrder(string(doc)); len(order) == 0 {
+			fmt.Fprintf(os.Stderr, "filerefs: %s lists no Go file in a table row\n", *orderDoc)
+			os.Exit(1)
+		}
 	}
 	if err := run(flag.Arg(0), *verbose, *check, order, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "filerefs:", err)
