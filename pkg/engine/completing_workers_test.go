@@ -167,8 +167,15 @@ func TestWorkerSetThatRunsToCompletion(t *testing.T) {
 		t.Errorf("running: phase %s, workers %s; want Running, 2/2", st.Phase, st.Workers)
 	}
 	h.setPodPhase("train-workerset-ws-0-x7k2p", corev1.PodSucceeded)
-	if st := h.reconcile(); st.Phase != troupev1.JobRunning {
-		t.Errorf("a worker that succeeded: phase %s, want Running", st.Phase)
+	done := h.workerJob(0)
+	finishedJob(batchv1.JobComplete, "CompletionsReached", "")(done)
+	done.Status.Active, done.Status.Ready, done.Status.Succeeded = 0, ptr.To[int32](0), 1 // as the Job controller counts it
+	if err := h.c.Status().Update(h.ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	// A worker whose Job completed counts in the WORKERS column as the running one does.
+	if st := h.reconcile(); st.Phase != troupev1.JobRunning || st.Workers != "2/2" {
+		t.Errorf("a worker that succeeded: phase %s, workers %s; want Running, 2/2", st.Phase, st.Workers)
 	}
 
 	h.setPodPhase("train-workerset-ws-1-x7k2p", corev1.PodFailed)

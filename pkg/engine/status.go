@@ -361,9 +361,11 @@ func workerScale(s *Spec, obs *Observed, released bool) (int32, string) {
 	return n, sel.String()
 }
 
-// workersColumn is "ready/desired" over every worker set, desired being what the spec asks.
+// workersColumn is "ready/desired" over every worker set, desired being what the spec asks;
+// a worker of a set that runs to completion counts once its Job completed in the current
+// attempt (Plan.CompletedWorkers): a PyTorchJob whose workers all finished shows 2/2, not 0/2.
 func workersColumn(s *Spec, rs []troupev1.ReplicaStatus) string {
-	var ready int32
+	ready := s.Plan.CompletedWorkers
 	for _, r := range rs[s.MasterPods():] { // the master's comes first
 		ready += r.Ready
 	}
