@@ -133,8 +133,12 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
 	failurePolicy := s.Master.PodFailurePolicy.DeepCopy()
-	// A pod failure policy needs a pod that is not restarted in place.
-	if rules := s.masterExitCodeRules(); len(rules) > 0 && tmpl.Spec.RestartPolicy == corev1.RestartPolicyNever {
+	if rules := s.masterExitCodeRules(); len(rules) > 0 {
+		// A pod failure policy needs a pod that is not restarted in place: a master of
+		// restartPolicy OnFailure (kubeflow's default for a launcher) is run with Never, each
+		// retry a new pod, so that a rule on its exit code acts on the first exit
+		// (MasterRestartPolicyOverridden says so at admission; docs/failure-handling.md).
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 		if failurePolicy == nil {
 			failurePolicy = &batchv1.PodFailurePolicy{}
 		}

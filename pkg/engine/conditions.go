@@ -75,6 +75,10 @@ func workersReadyCondition(s *Spec, obs *Observed, rs []troupev1.ReplicaStatus, 
 			waiting = append(waiting, fmt.Sprintf("%s: %d/%d ready", ws.Name, r.Ready, ws.Replicas))
 		}
 	}
+	if len(s.AwaitingAdmission) > 0 && !finished {
+		return newCondition(t, false, troupev1.ReasonAwaitingAdmission, "Kueue admitted fewer workers than the job asks ("+
+			strings.Join(s.AwaitingAdmission, ", ")+"): no pod beyond the admission is created; the job is queued again at its new size")
+	}
 	if len(waiting) > 0 && finished {
 		// Its worker pods are kept (runPolicy.cleanPodPolicy, or a clean-up not due for this
 		// outcome), some ended: none is waited for any more.

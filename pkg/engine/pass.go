@@ -53,6 +53,7 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
+	withinAdmission(described, job)
 	// No pod may mount another job's claim (mounted_claims.go).
 	var refusedClaim *SpecError
 	switch err := r.checkMountedClaims(ctx, described); {

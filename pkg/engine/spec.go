@@ -8,6 +8,8 @@ package engine
 import (
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,6 +70,34 @@ func Describe(a Adapter, gvk schema.GroupVersionKind, job Object) (*Spec, error)
 		return nil, err // the webhook's rule, for a job admitted without it
 	}
 	return s, nil
+}
+
+// withinAdmission holds a running job that Kueue admitted to the pod counts of its admission
+// (troupev1.AnnotationAdmittedPodSets): a worker set that asks more (kubectl scale, an edit)
+// runs its admitted count until the job's Workload, made again at the new size, is admitted;
+// the Kueue integration suspends the job for that meanwhile. Without it, the pods beyond the
+// admission would start, on quota that belongs to others, in the seconds before the suspend.
+// The engine's pass applies it after Describe; the Kueue integration's Describe does not, as it
+// compares the job's asked size with its Workload's.
+func withinAdmission(s *Spec, job Object) {
+	value, ok := job.GetAnnotations()[troupev1.AnnotationAdmittedPodSets]
+	if !ok || s.Suspended() {
+		return
+	}
+	admitted := map[string]int32{}
+	for _, kv := range strings.Split(value, ",") {
+		name, count, _ := strings.Cut(kv, "=")
+		if n, err := strconv.ParseInt(count, 10, 32); err == nil && n >= 0 {
+			admitted[name] = int32(n)
+		}
+	}
+	for i := range s.WorkerSets {
+		ws := &s.WorkerSets[i]
+		if n, ok := admitted[ws.Name]; ok && ws.Replicas > n {
+			s.AwaitingAdmission = append(s.AwaitingAdmission, fmt.Sprintf("%s: %d asked, %d admitted", ws.Name, ws.Replicas, n))
+			ws.Replicas = n
+		}
+	}
 }
 
 // SpecError is an Adapter.Describe error with a reason of its own for the job's Initialized
@@ -208,6 +238,11 @@ type Spec struct {
 	// key); while one is missing or lacks a key the job reports it and creates no missing
 	// child.
 	RequiredSecrets []SecretRequirement
+
+	// AwaitingAdmission says, per worker set ("worker: 4 asked, 2 admitted"), where the job
+	// asks more pods than Kueue admitted (withinAdmission): the set's Replicas are then the
+	// admitted count.
+	AwaitingAdmission []string
 
 	// Plan is what the pass decided beyond the spec (Reconcile): the adapter leaves it empty.
 	Plan Plan

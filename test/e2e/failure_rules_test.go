@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,6 +57,73 @@ func TestLauncherExitCodeRuleFailsAtOnce(t *testing.T) {
 	launchers, err := podsOf(ctx, ns, troupev1.RoleMaster)
 	if err != nil || len(launchers) != 1 {
 		t.Errorf("%d launcher pods (%v), want 1: the exit fails the launcher Job without a retry", len(launchers), err)
+	}
+}
+
+// The same rule in the forms users bring from kubeflow, whose launcher or master restarts
+// OnFailure unless told otherwise (mpi-operator's MPIJob launcher by default, training-operator's
+// PyTorchJob master as its manifests write it): the master Job runs it with restartPolicy Never,
+// so its pod failure policy fails the job on the first exit 42: reason FailJobRule, one master
+// pod, no restart.
+func TestMasterExitCodeRuleFailsAtOnceInKubeflowForms(t *testing.T) {
+	rule := &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{{
+		Name: "bug", Action: troupev1.FailJobAction, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{42}},
+	}}}
+	failing := func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
+		tmpl.Annotations = map[string]string{simDurationAnnot: "2s", simExitCodeAnnot: "42"}
+	}
+	forms := map[string]func(t *testing.T, ns string) client.Object{
+		"kubeflow MPIJob (pi.yaml)": func(t *testing.T, ns string) client.Object {
+			job := kubeflowManifest(t, filepath.Join("..", "manifests", "kubeflow", "pi.yaml"), ns)
+			r := rule.DeepCopy()
+			r.Rules[0].OnReplicas = []string{string(troupev1.ReplicaLauncher)} // as the user wrote it
+			job.Spec.RunPolicy.FailurePolicy = r
+			failing(&job.Spec.MPIReplicaSpecs.Launcher.Template)
+			return job
+		},
+		"training-operator PyTorchJob (simple.yaml)": func(t *testing.T, ns string) client.Object {
+			job := trainingOperatorManifest(t, filepath.Join("..", "manifests", "training-operator", "simple.yaml"), ns)
+			job.Spec.RunPolicy.FailurePolicy = rule.DeepCopy()
+			failing(&job.Spec.PyTorchReplicaSpecs.Master.Template)
+			return job
+		},
+	}
+	for name, build := range forms {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ns := newNamespace(t)
+			job := build(t, ns)
+			created := time.Now()
+			if err := k8s.Create(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			var st troupev1.JobStatus
+			eventually(t, name+" Failed", func(ctx context.Context) (bool, error) {
+				got := job.DeepCopyObject().(client.Object)
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got)
+				if err == nil {
+					st = *got.(interface{ JobStatus() *troupev1.JobStatus }).JobStatus()
+				}
+				return err == nil && st.Phase == troupev1.JobFailed, err
+			})
+			t.Logf("Failed %.1f s after its create (the master exits 2 s after it starts)", time.Since(created).Seconds())
+			c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
+			if c == nil || c.Reason != troupev1.ReasonFailJobRule || !strings.Contains(c.Message, "exited 42") {
+				t.Errorf("Failed condition %+v, want reason %s naming the exit 42", c, troupev1.ReasonFailJobRule)
+			}
+			if st.Restarts != 0 {
+				t.Errorf("status.restarts = %d, want 0", st.Restarts)
+			}
+			masters, err := podsOf(ctx, ns, troupev1.RoleMaster)
+			if err != nil || len(masters) != 1 {
+				t.Fatalf("%d master pods (%v), want 1: the first exit fails the master Job", len(masters), err)
+			}
+			if p := masters[0].Spec.RestartPolicy; p != corev1.RestartPolicyNever {
+				t.Errorf("the master pod restarts %s, want Never", p)
+			}
+		})
 	}
 }
 

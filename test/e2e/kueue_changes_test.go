@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,4 +144,86 @@ func expectEvent(t *testing.T, ns, name, reason, want string) {
 
 func workerReplicas(job *troupev1.ChainerJob) int32 {
 	return ptr.Deref(job.Spec.WorkerSets["ws0"].Replicas, 1)
+}
+
+// An admitted job scaled past its admission never runs more than Kueue admitted (issue 49): an
+// MPIJob of 2 workers x 3 CPUs under the queue's 8 CPUs, `kubectl scale --replicas=4`: sampled
+// every second, its Running pods never ask more than 8 CPUs; the job is stopped and waits in the
+// queue at its new size (12 CPUs, never admitted); scaled back to 2, it is admitted and runs.
+func TestScaledJobNeverRunsPastItsAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	job := loadMPIJob(t, ns)
+	job.Spec.Worker.Replicas = ptr.To[int32](2)
+	requestCPU(&job.Spec.Worker.Template, "3")
+	job.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "30s"}
+	job.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	createJob(t, job)
+	waitPhase(t, job, troupev1.JobRunning)
+	expectWorkloadPodSets(t, kc, job, "launcher=1,worker=2")
+
+	ctx, stop := context.WithCancel(context.Background())
+	samples := make(chan int64, 1)
+	go func() { samples <- peakRunningMilliCPU(ctx, ns) }()
+	if out, err := kubectl("scale", "mpijob", job.Name, "-n", ns, "--replicas=4"); err != nil {
+		stop()
+		t.Fatalf("kubectl scale mpijob: %v\n%s", err, out)
+	}
+	expectEvent(t, ns, job.Name, "Stopped", "worker: 2 -> 4")
+	eventually(t, job.Name+" queued again at worker=4, not admitted (12 of 8 CPUs)", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, job)
+		if err != nil || wl == nil || len(wl.Spec.PodSets) != 2 {
+			return false, err
+		}
+		got := &troupev1.MPIJob{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+			return false, err
+		}
+		return wl.Spec.PodSets[1].Count == 4 && !meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadAdmitted) &&
+			meta.IsStatusConditionFalse(got.Status.Conditions, troupev1.ConditionAdmitted), nil
+	})
+	waitPhase(t, job, troupev1.JobSuspended)
+	stop()
+	if peak := <-samples; peak > 8000 {
+		t.Errorf("the job's Running pods asked %dm CPU at their peak, more than the queue's 8 CPUs admitted", peak)
+	} else {
+		t.Logf("peak CPU asked by the job's Running pods, sampled every second: %dm of 8000m", peak)
+	}
+
+	if out, err := kubectl("scale", "mpijob", job.Name, "-n", ns, "--replicas=2"); err != nil {
+		t.Fatalf("kubectl scale mpijob back: %v\n%s", err, out)
+	}
+	waitPhase(t, job, troupev1.JobSucceeded)
+}
+
+// peakRunningMilliCPU samples, every second until ctx ends, the CPU the Running pods of ns ask
+// (their containers' requests), and returns the highest sample.
+func peakRunningMilliCPU(ctx context.Context, ns string) int64 {
+	var peak int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+			var sum int64
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodRunning {
+					continue
+				}
+				for _, c := range p.Spec.Containers {
+					sum += c.Resources.Requests.Cpu().MilliValue()
+				}
+			}
+			peak = max(peak, sum)
+		}
+		select {
+		case <-ctx.Done():
+			return peak
+		case <-tick.C:
+		}
+	}
 }

@@ -12,6 +12,13 @@ const (
 	LabelWorkloadPriorityClass = "kueue.x-k8s.io/priority-class"
 )
 
+// AnnotationAdmittedPodSets records, on a queued job Kueue admitted, the pod counts of its
+// admission ("<pod set>=<count>,...", by pod set name): written by the operator in the write
+// that resumes the job, removed in the one that suspends it. While it is there, the operator
+// creates no pod of a worker set beyond its admitted count: a job scaled past its admission
+// waits, its Workload made again at the new size, for Kueue to admit it (docs/kueue.md).
+const AnnotationAdmittedPodSets = "troupe.dev/admitted-pod-sets"
+
 // ManagedByTroupeOperator is the runPolicy.managedBy value that means troupe, like unset.
 const ManagedByTroupeOperator = "troupe.dev/troupe-operator"
 
@@ -27,6 +34,9 @@ const ManagedByKubeflowTrainingOperator = "kubeflow.org/training-operator"
 const (
 	ReasonQueued   = "Pending"
 	ReasonAdmitted = "Admitted"
+	// ReasonAwaitingAdmission (WorkersReady): a worker set asks more pods than Kueue admitted;
+	// the pods beyond the admission are not created.
+	ReasonAwaitingAdmission = "AwaitingAdmission"
 	// ReasonKueueNotInstalled: the job names a LocalQueue but the cluster serves no Kueue
 	// Workload API; it is held suspended until Kueue is installed.
 	ReasonKueueNotInstalled = "KueueNotInstalled"

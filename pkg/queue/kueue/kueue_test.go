@@ -288,3 +288,17 @@ func TestPodsReadyCondition(t *testing.T) {
 		t.Error("not PodsReady with the master succeeded and every worker ready")
 	}
 }
+
+// The admission's counts are recorded by pod set name, in the admission's order; a pod set
+// without a count is left out.
+func TestAdmittedPodSets(t *testing.T) {
+	a := &kueuev1.Admission{PodSetAssignments: []kueuev1.PodSetAssignment{
+		{Name: "launcher", Count: ptr.To[int32](1)}, {Name: "worker", Count: ptr.To[int32](2)}, {Name: "extra"},
+	}}
+	if got := AdmittedPodSets(a); got != "launcher=1,worker=2" {
+		t.Errorf("AdmittedPodSets = %q, want launcher=1,worker=2", got)
+	}
+	if got := AdmittedPodSets(nil); got != "" {
+		t.Errorf("AdmittedPodSets(nil) = %q, want none", got)
+	}
+}

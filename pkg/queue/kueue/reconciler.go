@@ -165,9 +165,12 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		if Admitted(wl) {
 			return r.start(ctx, job, qj, wl, queue)
 		}
-		// Placed by an earlier admission: back to the templates as written.
+		// Placed by an earlier admission: back to the templates as written, and no admitted
+		// counts (suspended by someone else than the integration).
 		before := job.DeepCopyObject().(engine.Object)
-		if RestorePlacements(qj, wl) {
+		restored := RestorePlacements(qj, wl)
+		if _, ok := job.GetAnnotations()[troupev1.AnnotationAdmittedPodSets]; ok || restored {
+			setAnnotation(job, troupev1.AnnotationAdmittedPodSets, "")
 			return r.update(ctx, job, before)
 		}
 		if string(wl.Spec.QueueName) != queue {
@@ -342,6 +345,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 		return err
 	}
 	ApplyPlacements(qj, placements)
+	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, AdmittedPodSets(wl.Status.Admission))
 	qj.JobRunPolicy().Suspend = ptr.To(false)
 	if err := r.update(ctx, job, before); err != nil {
 		return err
@@ -356,6 +360,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 func (r *Reconciler) suspend(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, why string) error {
 	before := job.DeepCopyObject().(engine.Object)
 	qj.JobRunPolicy().Suspend = ptr.To(true)
+	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, "")
 	if err := r.update(ctx, job, before); err != nil {
 		return err
 	}
@@ -480,4 +485,21 @@ func (r *Reconciler) setCondition(ctx context.Context, job engine.Object, c meta
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
+}
+
+// setAnnotation sets the job's annotation key to value, or removes it when value is "".
+func setAnnotation(job engine.Object, key, value string) {
+	ann := job.GetAnnotations()
+	if value == "" {
+		if _, ok := ann[key]; ok {
+			delete(ann, key)
+			job.SetAnnotations(ann)
+		}
+		return
+	}
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[key] = value
+	job.SetAnnotations(ann)
 }

@@ -133,3 +133,19 @@ func PodSetCountsChange(have, want []kueuev1.PodSet) string {
 	}
 	return strings.Join(changes, ", ")
 }
+
+// AdmittedPodSets is the value of troupev1.AnnotationAdmittedPodSets for an admission: each
+// pod set's admitted count, in the admission's order ("launcher=1,worker=2"). A pod set the
+// admission gives no count for is left out (it runs as the job asks).
+func AdmittedPodSets(a *kueuev1.Admission) string {
+	if a == nil {
+		return ""
+	}
+	var counts []string
+	for _, ps := range a.PodSetAssignments {
+		if ps.Count != nil {
+			counts = append(counts, fmt.Sprintf("%s=%d", ps.Name, *ps.Count))
+		}
+	}
+	return strings.Join(counts, ",")
+}
