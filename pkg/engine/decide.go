@@ -53,7 +53,7 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	s := described.withPlan(Plan{Pause: pause.pause, WasPaused: wasPaused(prev)})
 	d := decision{plan: s.Plan, obs: obs, deleteMasterJob: pause.deleteMaster, deleteMasterWhy: "pausing"}
 	if pause.pause {
-		d.obs = obs.withoutMaster() // a paused job has no master Job: it is deleted, or going
+		d.obs = obs.withoutMaster(s.Master.JobName) // a paused job has no master Job: it is deleted, or going
 	}
 	restart := planRestart(s, d.obs, prev)
 	d.suspendLauncher, d.deletePods = restart.launcherToStop, restart.staleMasterPods
@@ -65,7 +65,7 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 		d.deleteMasterJob, d.deleteMasterWhy = j, fmt.Sprintf("restart: the master Job of attempt %d", attemptOf(j.Spec.Template.Labels))
 	}
 	if restart.forgetsMaster() && d.obs.MasterJob != nil {
-		d.obs = d.obs.withoutMaster()
+		d.obs = d.obs.withoutMaster(s.Master.JobName)
 	}
 	pods := planMasterPods(s, d.obs)
 	d.deletePods = withNew(d.deletePods, pods.delete) // a paused job's master pods

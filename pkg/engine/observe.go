@@ -488,15 +488,15 @@ func currentAttempt(s *Spec, st *troupev1.JobStatus) int32 {
 	return st.Restarts
 }
 
-// withoutMaster is a copy of the observation without the master Job (and so without its
-// verdict, a master's or the workers'), for a pass that sets the master Job aside (a restart,
-// restart.go; a pause, runmode.go).
-func (obs *Observed) withoutMaster() *Observed {
+// withoutMaster is a copy of the observation without the master Job named name (and so without
+// its verdict, a master's or the workers'), for a pass that sets the master Job aside (a
+// restart, restart.go; a pause, runmode.go): it is neither found nor missing.
+func (obs *Observed) withoutMaster(name string) *Observed {
 	c := *obs
-	if obs.MasterJob != nil {
-		c.current = maps.Clone(obs.current)
-		delete(c.current, keyOf(obs.MasterJob))
-	}
+	key := childRef{Kind: "Job", Name: name}
+	c.current = maps.Clone(obs.current)
+	delete(c.current, key)
+	c.Missing = slices.DeleteFunc(slices.Clone(obs.Missing), func(m childRef) bool { return m == key })
 	c.MasterJob, c.Verdict = nil, ""
 	return &c
 }

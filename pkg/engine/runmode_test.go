@@ -6,6 +6,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 func runModeSpec() *Spec {
@@ -138,5 +143,30 @@ func TestRunModeCommandWithoutMainContainer(t *testing.T) {
 	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
 	if got := sts.Spec.Template.Spec.Containers[0].Command; got != nil {
 		t.Errorf("worker without the main container runs %v, want its own command", got)
+	}
+}
+
+// pausingAdapter describes the restart harness's job with pause asked.
+type pausingAdapter struct{ workersAdapter }
+
+func (a pausingAdapter) Describe(job Object, s *Spec) error {
+	err := a.workersAdapter.Describe(job, s)
+	s.RunMode.Pause = true
+	return err
+}
+
+// A job created paused (the T9k example of block 8.1) gets its children but the master Job,
+// and says its children are created: the master Job, looked up and missing, is not one the
+// job waits for.
+func TestJobCreatedPausedHasItsChildren(t *testing.T) {
+	h := newRestartHarness(t, nil)
+	h.r.adapter = pausingAdapter{}
+	st := h.reconcile()
+	c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionInitialized)
+	if st.Phase != troupev1.JobPaused || c == nil || c.Reason != troupev1.ReasonChildrenCreated {
+		t.Errorf("phase %s, Initialized %+v; want Paused with its children created", st.Phase, c)
+	}
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: "ml", Name: "train-master"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a paused job's master Job: %v, want none", err)
 	}
 }
