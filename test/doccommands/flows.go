@@ -69,11 +69,11 @@ func at(step Step, forms ...Form) []Flow {
 var rules = []rule{
 	// TestInstall: the checkout's installs.
 	{exact("kubectl apply --server-side -k config/"), append(at(Install, Kustomize), at(Upgrade, Kustomize)...)},
-	{exact("kubectl delete -k config/"), at(Uninstall, Kustomize)},
+	{exact("kubectl delete --ignore-not-found -k config/"), at(Uninstall, Kustomize)},
 	{exact("kubectl create -f deploy/"), at(Install, Deploy)},
 	// TestInstall, and TestUpgradeUnderRunningJobs's kubectl case.
 	{exact("kubectl apply --server-side -f deploy/"), append(at(Install, Deploy), at(Upgrade, Deploy)...)},
-	{exact("kubectl delete -f deploy/"), at(Uninstall, Deploy)},
+	{exact("kubectl delete --ignore-not-found -f deploy/"), at(Uninstall, Deploy)},
 	{exact("kubectl create namespace troupe-system"), at(PrepareNamespace, Helm, ReleaseHelm)},
 	{exact("kubectl label namespace troupe-system pod-security.kubernetes.io/enforce=restricted"), at(PrepareNamespace, Helm, ReleaseHelm)},
 	{exact("helm install troupe charts/troupe -n troupe-system"), at(Install, Helm)},
@@ -98,7 +98,7 @@ var rules = []rule{
 	// TestInstallFromRelease: a release's installs, from its files alone.
 	{exact("kubectl apply --server-side --force-conflicts -f troupe-crds.yaml"), at(UpgradeCRDs, Release, ReleaseHelm)},
 	{exact("kubectl apply --server-side -f troupe.yaml"), append(at(Install, Release), at(Upgrade, Release)...)},
-	{exact("kubectl delete -f troupe.yaml"), at(Uninstall, Release)},
+	{exact("kubectl delete --ignore-not-found -f troupe.yaml"), at(Uninstall, Release)},
 	{exact("kubectl apply --server-side -f troupe-crds.yaml"), at(Install, ReleaseNamespaced)},
 	{exact("kubectl apply --server-side -f troupe-namespaced.yaml"), at(Install, ReleaseNamespaced)},
 	{exact("kubectl delete -f troupe-namespaced.yaml"), at(Uninstall, ReleaseNamespaced)},
