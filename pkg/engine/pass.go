@@ -84,7 +84,7 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	var refused *createRefused
 	switch {
 	case errors.As(err, &refused):
-		// Reported on the job below; the error then retries the pass with backoff.
+		// Reported on the job below, and looked at again after refusedRecheck.
 	case err != nil:
 		return ctrl.Result{}, err
 	case acted.Expired:
@@ -99,7 +99,7 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	after.Refused = refused
 	res, rerr := r.report(ctx, job, spec, after, prev)
 	if refused != nil {
-		return ctrl.Result{}, errors.Join(err, rerr)
+		return ctrl.Result{RequeueAfter: refusedRecheck}, rerr
 	}
 	return res, rerr
 }

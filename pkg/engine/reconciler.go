@@ -63,6 +63,12 @@ type Reconciler struct {
 // when they go away (or appear).
 const conflictRecheck = 10 * time.Second
 
+// refusedRecheck is how often a job whose child the API server refused to create (a quota, a
+// namespace not opted in, a policy) tries again. What lifts the refusal (a quota raised, a
+// label set) wakes no pass of the job: a steady recheck, where an error's backoff would grow to
+// about 16 minutes.
+const refusedRecheck = 30 * time.Second
+
 // managedElsewhere reports whether the job's runPolicy.managedBy gives it to another controller
 // (a MultiKueue dispatcher, say): the engine then neither creates its children nor writes its
 // status, as the Job controller does for a batch Job with spec.managedBy.
