@@ -87,7 +87,8 @@ func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
 			errs = append(errs, field.Forbidden(spec.Child("mainContainer"), "belongs to kubeflow's form (spec.mpiReplicaSpecs); in the other forms the main container is the worker template's first (spec.workerTemplate) or the one named "+troupev1.MPIWorkerContainer))
 		}
 	}
-	return errs
+	// In every form: kubeflow's spelling of the scheduling policy must not say otherwise.
+	return append(errs, validateSchedulingPolicyClash(field.NewPath("spec"), job.Spec.RunPolicy.SchedulingPolicy, &job.Spec.SchedulingPolicy)...)
 }
 
 const twoFormsMessage = "spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
@@ -129,8 +130,7 @@ const kubeflowFormsMessage = "spec.mpiReplicaSpecs (kubeflow's form) and spec.wo
 
 // validateKubeflowForm checks what only kubeflow's form can get wrong: fields of the other
 // forms, the launcher's count, a worker restartPolicy a StatefulSet cannot keep, a transport
-// other than kubeflow's SSH or KubeExec, and the clash of its scheduling policy with
-// spec.schedulingPolicy.
+// other than kubeflow's SSH or KubeExec.
 func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 	spec := field.NewPath("spec")
 	specs := spec.Child("mpiReplicaSpecs")
@@ -166,7 +166,7 @@ func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("cleanPodPolicy"), *s.CleanPodPolicy,
 			fmt.Sprintf("contradicts spec.runPolicy.cleanPodPolicy (%s); give it once", *s.RunPolicy.CleanPodPolicy)))
 	}
-	return append(errs, validateSchedulingPolicyClash(spec, s.RunPolicy.SchedulingPolicy, &s.SchedulingPolicy)...)
+	return errs
 }
 
 // validateSchedulingPolicyClash refuses a runPolicy.schedulingPolicy that says otherwise than
