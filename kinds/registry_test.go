@@ -67,7 +67,8 @@ func TestRegistryIsSortedAndUnique(t *testing.T) {
 }
 
 // Kueue manages troupe's jobs through its external frameworks: the local cluster's Kueue
-// configuration (and so docs/kueue.md's example) names every registered kind, and only those.
+// configuration (and so docs/kueue.md's example) names every registered kind, and only those
+// (make manifests writes the list: hack/kueueframeworks).
 func TestKueueConfigNamesEveryKind(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "hack", "controlplane", "kueue-config.yaml"))
 	if err != nil {
@@ -87,6 +88,6 @@ func TestKueueConfigNamesEveryKind(t *testing.T) {
 	}
 	got := slices.Sorted(slices.Values(cfg.Integrations.ExternalFrameworks))
 	if !slices.Equal(got, want) {
-		t.Errorf("kueue-config.yaml externalFrameworks %v, want %v", got, want)
+		t.Errorf("kueue-config.yaml externalFrameworks %v, want %v: run make manifests", got, want)
 	}
 }
