@@ -63,7 +63,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 # (config/rbac/jobs), and what the operator needs for itself (config/rbac/operator: its
 # namespace and its webhook configurations, by name).
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilder markers, the local Kueue's external frameworks from the kinds registry; render deploy/ (one file per CRD, one for the rest) and the chart's generated parts.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilder markers, the local Kueue's external frameworks and the users' roles from the kinds; render deploy/ (one file per CRD, one for the rest) and the chart's generated parts.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=config/crds
 	go run ./hack/crdtrim config/crds/*.yaml
 	hack/kustomize-crds.sh
@@ -72,6 +72,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilde
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:dir=config/webhook
 	# Kueue's external frameworks on the local cluster: every kind of the registry.
 	go run ./hack/kueueframeworks hack/controlplane/kueue-config.yaml
+	# The users' view, edit and admin roles: every kind's resources, from its CRD.
+	go run ./hack/userroles config/crds config/rbac/users/roles.yaml
 	# Every webhook calls the operator's Service (controller-gen writes a placeholder): so for
 	# any number of kinds, with no per-webhook patch.
 	sed -i -e 's/^\( *name: \)webhook-service$$/\1troupe-webhook-service/' \
@@ -148,7 +150,7 @@ test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo tes
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./hack/kueueframeworks/... ./test/chaos/... ./test/doccommands/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./hack/kueueframeworks/... ./hack/userroles/... ./test/chaos/... ./test/doccommands/...
 
 .PHONY: test-integration
 # Run verbose into a log: shown are each package's result and how many
