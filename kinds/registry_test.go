@@ -35,6 +35,8 @@ func TestEveryKindIsEverywhere(t *testing.T) {
 	frameworks := kueueFrameworks(t)
 	examples := exampleKinds(t)
 	kindsDoc := readFile(t, filepath.Join("..", "docs", "kinds.md"))
+	// Helm leaves the CRDs; docs/operations.md says how to delete them without a checkout.
+	crdUninstall := regexp.MustCompile(`kubectl delete crd( [a-z]+\.troupe\.dev)+`).FindString(readFile(t, filepath.Join("..", "docs", "operations.md")))
 	adapterOptions := controllers.Options{AgentImage: "agent:1"}
 	for _, k := range kinds.All() {
 		t.Run(k.Name, func(t *testing.T) {
@@ -64,6 +66,9 @@ func TestEveryKindIsEverywhere(t *testing.T) {
 			}
 			if !regexp.MustCompile(`(?m)^## ` + k.Name + `\b`).MatchString(kindsDoc) {
 				t.Errorf("docs/kinds.md has no section ## %s", k.Name)
+			}
+			if !slices.Contains(strings.Fields(crdUninstall), plural+"."+troupev1.GroupVersion.Group) {
+				t.Errorf("docs/operations.md's %q does not delete its CRD", crdUninstall)
 			}
 			// The engine's cache keeps the label that maps a pod to its job.
 			adapter := k.Adapter(adapterOptions)
