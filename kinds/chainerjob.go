@@ -24,7 +24,7 @@ var chainerJob = newKind(webhooks.ChainerJob{},
 			WorkerSets: map[string]troupev1.ChainerWorkerSet{}, RunPolicy: s.RunPolicy, SchedulingPolicy: s.SchedulingPolicy,
 		}}
 		for i, n := range s.WorkerSets {
-			j.Spec.WorkerSets[SampleWorkerSetName(i)] = troupev1.ChainerWorkerSet{Replicas: ptr.To(n), Template: s.workerWith(troupev1.ChainerMainContainer)}
+			j.Spec.WorkerSets[sampleWorkerSetName(i)] = troupev1.ChainerWorkerSet{Replicas: ptr.To(n), Template: s.workerWith(troupev1.ChainerMainContainer)}
 		}
 		return j
 	})

@@ -46,5 +46,6 @@ func (s Sample) mpiProgram(container string) troupev1.MPIProgramSpec {
 	}
 }
 
-// SampleWorkerSetName is the name of a sample's i-th worker set, in a kind whose sets are named.
-func SampleWorkerSetName(i int) string { return fmt.Sprintf("ws%d", i) }
+// sampleWorkerSetName is the name of a sample's i-th worker set, in a kind whose sets are named
+// (ws0, ws1, ...).
+func sampleWorkerSetName(i int) string { return fmt.Sprintf("ws%d", i) }

@@ -23,10 +23,12 @@ type chainerJobRules struct{}
 
 var chainerBackends = []troupev1.ChainerBackend{troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone}
 
+// Validate is ValidateChainerJob, which the adapter runs too.
 func (chainerJobRules) Validate(job *troupev1.ChainerJob) field.ErrorList {
 	return ValidateChainerJob(job)
 }
 
+// Warnings tell what troupe changes or ignores of what the user wrote.
 func (chainerJobRules) Warnings(job *troupev1.ChainerJob) admission.Warnings {
 	return gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
 }

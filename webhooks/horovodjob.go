@@ -19,10 +19,12 @@ type HorovodJob = Webhook[*troupev1.HorovodJob, horovodJobRules]
 // horovodJobRules are HorovodJob's own admission rules.
 type horovodJobRules struct{}
 
+// Validate is ValidateHorovodJob, which the adapter runs too.
 func (horovodJobRules) Validate(job *troupev1.HorovodJob) field.ErrorList {
 	return ValidateHorovodJob(job)
 }
 
+// Warnings tell what troupe changes or ignores of what the user wrote.
 func (horovodJobRules) Warnings(job *troupev1.HorovodJob) admission.Warnings {
 	return append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 }

@@ -25,8 +25,10 @@ type MPIJob = Webhook[*troupev1.MPIJob, mpiJobRules]
 // mpiJobRules are MPIJob's own admission rules.
 type mpiJobRules struct{}
 
+// Validate is ValidateMPIJob, which the adapter runs too.
 func (mpiJobRules) Validate(job *troupev1.MPIJob) field.ErrorList { return ValidateMPIJob(job) }
 
+// Warnings tell what troupe changes or ignores of what the user wrote.
 func (mpiJobRules) Warnings(job *troupev1.MPIJob) admission.Warnings {
 	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
 	return append(warnings, kubeflowWarnings(&job.Spec)...)

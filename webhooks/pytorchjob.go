@@ -21,10 +21,12 @@ type PyTorchJob = Webhook[*troupev1.PyTorchJob, pyTorchJobRules]
 // pyTorchJobRules are PyTorchJob's own admission rules.
 type pyTorchJobRules struct{}
 
+// Validate is ValidatePyTorchJob, which the adapter runs too.
 func (pyTorchJobRules) Validate(job *troupev1.PyTorchJob) field.ErrorList {
 	return ValidatePyTorchJob(job)
 }
 
+// Warnings tell what troupe changes or ignores of what the user wrote.
 func (pyTorchJobRules) Warnings(job *troupev1.PyTorchJob) admission.Warnings {
 	return pytorchWarnings(&job.Spec)
 }
