@@ -63,13 +63,17 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 # (config/rbac/jobs), and what the operator needs for itself (config/rbac/operator: its
 # namespace and its webhook configurations, by name).
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilder markers; render deploy/ (one file per CRD, one for the rest) and the chart's generated parts.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhooks from kubebuilder markers, the local Kueue's external frameworks and the users' roles from the kinds; render deploy/ (one file per CRD, one for the rest) and the chart's generated parts.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:dir=config/crds
 	go run ./hack/crdtrim config/crds/*.yaml
 	hack/kustomize-crds.sh
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator paths=./pkg/... paths=./controllers/... paths=./kinds/... output:rbac:dir=config/rbac/jobs
 	$(CONTROLLER_GEN) rbac:roleName=troupe-operator-system paths=./cmd/... output:rbac:dir=config/rbac/operator
 	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:dir=config/webhook
+	# Kueue's external frameworks on the local cluster: every kind of the registry.
+	go run ./hack/kueueframeworks hack/controlplane/kueue-config.yaml
+	# The users' view, edit and admin roles: every kind's resources, from its CRD.
+	go run ./hack/userroles config/crds config/rbac/users/roles.yaml
 	# Every webhook calls the operator's Service (controller-gen writes a placeholder): so for
 	# any number of kinds, with no per-webhook patch.
 	sed -i -e 's/^\( *name: \)webhook-service$$/\1troupe-webhook-service/' \
@@ -127,7 +131,7 @@ vuln: $(GOVULNCHECK) $(VULNDB) ## govulncheck over every package: fail on a vuln
 .PHONY: verify
 verify: generate manifests ## Fail when a generated file is stale, a build output or a file over 1 MiB is tracked, a doc cites a missing target, path, test or flag, code is unformatted, config/'s RBAC is too wide, lint or govulncheck finds anything.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- apis config deploy charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@git diff --exit-code -- apis config deploy charts hack/controlplane/kueue-config.yaml || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- apis config deploy charts); \
 	  test -z "$$untracked" || { echo "generated files not committed: $$untracked"; exit 1; }
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
@@ -147,7 +151,7 @@ test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo tes
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./test/chaos/... ./test/doccommands/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./hack/kueueframeworks/... ./hack/userroles/... ./test/chaos/... ./test/doccommands/...
 
 .PHONY: test-integration
 # Run verbose into a log: shown are each package's result and how many

@@ -8,6 +8,7 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/webhooks"
 )
 
 // ChainerJobNameLabel names the ChainerJob on every child and pod.
@@ -29,23 +30,14 @@ func (ChainerJob) NameLabel() string { return ChainerJobNameLabel }
 
 // Describe turns a ChainerJob into the engine's Spec.
 func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
-	stored, ok := obj.(*troupev1.ChainerJob)
-	if !ok {
-		return fmt.Errorf("expected a ChainerJob, got %T", obj)
-	}
-	job := defaulted(stored, a.Options)
-	spec := &job.Spec
-	if err := requireMainContainer("spec.master.template", &spec.Master.Template, troupev1.ChainerMainContainer); err != nil {
-		return err
-	}
-	g, err := gangFor(spec.SchedulingPolicy, a.Options)
+	job, err := admitted(obj, a.Options, webhooks.ValidateChainerJob)
 	if err != nil {
 		return err
 	}
-	s.Gang = g
-	s.MainContainer = troupev1.ChainerMainContainer
-	s.RunPolicy = spec.RunPolicy
-	s.SchedulingPolicy = spec.SchedulingPolicy
+	spec := &job.Spec
+	if err := describePolicies(s, spec.RunPolicy, spec.SchedulingPolicy, troupev1.ChainerMainContainer, a.Options); err != nil {
+		return err
+	}
 	s.Master = masterOf(troupev1.ChainerMasterJob.For(job.Name), spec.Master.Template, spec.Master.BackoffLimit, spec.Master.ActiveDeadlineSeconds)
 	s.Master.TemplateField = "spec.master.template"
 	// Defaulting gives the master of backend none no slots (it has no hostfile); the engine
@@ -54,11 +46,7 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	s.Master.IsHost = true
 	s.RunMode = runModeOf(spec.RunMode, troupev1.ReplicaMaster, spec.Transport)
 
-	if spec.Backend == troupev1.ChainerBackendNone {
-		if len(spec.WorkerSets) > 0 {
-			return fmt.Errorf("spec.workerSets: backend %q runs the master alone; remove the worker sets or use backend %q",
-				troupev1.ChainerBackendNone, troupev1.ChainerBackendMPI)
-		}
+	if spec.Backend == troupev1.ChainerBackendNone { // and so no worker sets (validated)
 		describeUserInputs(s, spec.AppCodesToSync, a.Options, chainerScaleHint(job.Name))
 		return nil
 	}
@@ -73,14 +61,10 @@ func (a ChainerJob) Describe(obj engine.Object, s *engine.Spec) error {
 	}
 	for _, name := range spec.WorkerSetNames() {
 		ws := spec.WorkerSets[name]
-		templateField := fmt.Sprintf("spec.workerSets[%s].template", name)
-		if err := requireMainContainer(templateField, &ws.Template, troupev1.ChainerMainContainer); err != nil {
-			return err
-		}
 		s.WorkerSets = append(s.WorkerSets, engine.WorkerSet{
 			Name:          name,
 			ChildName:     troupev1.ChainerWorkerSetStatefulSetName(job.Name, name),
-			TemplateField: templateField,
+			TemplateField: fmt.Sprintf("spec.workerSets[%s].template", name),
 			Replicas:      *ws.Replicas,
 			Slots:         *ws.MPIConfig.Slots,
 			Template:      ws.Template,

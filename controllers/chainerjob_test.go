@@ -100,17 +100,17 @@ func TestChainerJobDescribe(t *testing.T) {
 		},
 		"an unknown transport is refused": {
 			mutate:  func(j *troupev1.ChainerJob) { j.Spec.Transport = "Telnet" },
-			wantErr: `spec.transport: unsupported value "Telnet"`,
+			wantErr: `spec.transport: Unsupported value: "Telnet"`,
 		},
 		"backend none with workers is refused, not silently dropped": {
 			mutate:  func(j *troupev1.ChainerJob) { j.Spec.Backend = troupev1.ChainerBackendNone },
-			wantErr: `spec.workerSets: backend "none" runs the master alone`,
+			wantErr: `spec.workerSets: Forbidden: backend "none" runs the master alone`,
 		},
 		"a worker set without the chainer container": {
 			mutate: func(j *troupev1.ChainerJob) {
 				j.Spec.WorkerSets["gpu"].Template.Spec.Containers[0].Name = "main"
 			},
-			wantErr: `spec.workerSets[gpu].template.spec.containers: must contain a container named "chainer"`,
+			wantErr: `spec.workerSets[gpu].template.spec.containers: Required value: must contain a container named "chainer"`,
 		},
 	}
 	for name, tc := range tests {

@@ -37,23 +37,6 @@ type Options struct {
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.
 func (o Options) ownedTypes() []client.Object { return GangTypes(o.AvailableGangs) }
 
-// defaultable is a job kind with its SetDefaults (apis/troupe/v1alpha1).
-type defaultable[T any] interface {
-	*T
-	DeepCopy() *T
-	SetDefaults(troupev1.OperatorDefaults)
-}
-
-// defaulted is a copy of a stored job with every default filled, by the same SetDefaults the
-// defaulting webhook calls: a job stored without its defaults (written while the webhook was
-// down) is built exactly as the defaulted job is. Adapters read only the copy and hold no
-// default of their own, so theirs cannot drift from the webhook's.
-func defaulted[T any, P defaultable[T]](job P, o Options) P {
-	out := P(job.DeepCopy())
-	out.SetDefaults(troupev1.OperatorDefaults{Gang: o.DefaultGang})
-	return out
-}
-
 // gangFor is the gang provider of a defaulted job's scheduling policy ("" or None: no gang).
 func gangFor(sp troupev1.SchedulingPolicy, o Options) (engine.Gang, error) {
 	provider := ptr.Deref(sp.Gang, "")
@@ -106,26 +89,4 @@ func mpiBackend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, error) {
 		return b, fmt.Errorf("spec.transport: unsupported value %q: use %q or %q", transport, troupev1.MPITransportSSH, troupev1.MPITransportKubeExec)
 	}
 	return b, nil
-}
-
-// requireMainContainer checks that a template has the kind's main container. The CRD refuses
-// such specs already; this guards objects stored before the rule existed.
-func requireMainContainer(path string, tmpl *corev1.PodTemplateSpec, name string) error {
-	for _, c := range tmpl.Spec.Containers {
-		if c.Name == name {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s.spec.containers: must contain a container named %q", path, name)
-}
-
-// schedulingClash refuses a kubeflow-style runPolicy.schedulingPolicy that says otherwise than
-// spec.schedulingPolicy (the webhook refuses it; a job stored without the webhook must not run
-// as one of the two says while the other says otherwise), naming the first field.
-func schedulingClash(k *troupev1.KubeflowSchedulingPolicy, sp *troupev1.SchedulingPolicy) error {
-	if cs := k.Contradictions(sp); len(cs) > 0 {
-		return fmt.Errorf("spec.runPolicy.schedulingPolicy.%s: %v contradicts spec.schedulingPolicy.%s (%v); give it once",
-			cs[0].Field, cs[0].Given, cs[0].SpecField, cs[0].Spec)
-	}
-	return nil
 }

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +8,7 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/webhooks"
 )
 
 // HorovodJobNameLabel names the HorovodJob on every child and pod.
@@ -43,15 +43,11 @@ func (HorovodJob) NameLabel() string { return HorovodJobNameLabel }
 
 // Describe turns a HorovodJob into the engine's Spec.
 func (a HorovodJob) Describe(obj engine.Object, s *engine.Spec) error {
-	stored, ok := obj.(*troupev1.HorovodJob)
-	if !ok {
-		return fmt.Errorf("expected a HorovodJob, got %T", obj)
+	job, err := admitted(obj, a.Options, webhooks.ValidateHorovodJob)
+	if err != nil {
+		return err
 	}
-	job := defaulted(stored, a.Options)
 	p, elastic := &job.Spec.MPIProgramSpec, job.Spec.Elastic
-	if elastic != nil && p.Transport == troupev1.MPITransportKubeExec {
-		return fmt.Errorf("spec.elastic: elastic Horovod starts its workers with ssh itself; use transport %q", troupev1.MPITransportSSH)
-	}
 	launch := func(d mpi.Dialect, b mpi.Backend, ws *engine.WorkerSet) []string {
 		if elastic != nil {
 			return horovodrunElastic(p, elastic, b, ws)

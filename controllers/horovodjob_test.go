@@ -97,7 +97,7 @@ func TestHorovodElastic(t *testing.T) {
 	}
 
 	job.Spec.Transport = troupev1.MPITransportKubeExec
-	if _, err := describeHorovod(t, job); err == nil || !strings.Contains(err.Error(), "spec.elastic") {
-		t.Errorf("elastic over KubeExec: error %v, want one naming spec.elastic", err)
+	if _, err := describeHorovod(t, job); err == nil || !strings.Contains(err.Error(), "spec.transport: Forbidden: elastic Horovod") {
+		t.Errorf("elastic over KubeExec: error %v, want one naming spec.transport", err)
 	}
 }

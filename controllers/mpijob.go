@@ -1,11 +1,10 @@
 package controllers
 
 import (
-	"fmt"
-
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/webhooks"
 )
 
 // MPIJobNameLabel names the MPIJob on every child and pod.
@@ -29,12 +28,8 @@ func (MPIJob) NameLabel() string { return MPIJobNameLabel }
 
 // Describe turns an MPIJob into the engine's Spec.
 func (a MPIJob) Describe(obj engine.Object, s *engine.Spec) error {
-	stored, ok := obj.(*troupev1.MPIJob)
-	if !ok {
-		return fmt.Errorf("expected an MPIJob, got %T", obj)
-	}
-	job := defaulted(stored, a.Options)
-	if err := schedulingClash(job.Spec.RunPolicy.SchedulingPolicy, &job.Spec.SchedulingPolicy); err != nil {
+	job, err := admitted(obj, a.Options, webhooks.ValidateMPIJob)
+	if err != nil {
 		return err
 	}
 	p, mainContainer := job.Spec.ProgramWithDefaults()

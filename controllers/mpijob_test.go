@@ -118,15 +118,15 @@ func TestMPIJobDescribe(t *testing.T) {
 		},
 		"MCA parameters with MPICH are refused": {
 			mutate:  func(j *troupev1.MPIJob) { j.Spec.MPIImplementation = "MPICH" },
-			wantErr: "spec.mca: MCA parameters are Open MPI's",
+			wantErr: "spec.mca: Forbidden: MCA parameters are Open MPI's",
 		},
 		"an unknown implementation is refused": {
 			mutate:  func(j *troupev1.MPIJob) { j.Spec.MPIImplementation = "LAM" },
-			wantErr: `spec.mpiImplementation: unknown MPI implementation "LAM"`,
+			wantErr: `spec.mpiImplementation: Unsupported value: "LAM"`,
 		},
 		"a worker without mpi-worker is refused": {
 			mutate:  func(j *troupev1.MPIJob) { j.Spec.Worker.Template.Spec.Containers[0].Name = "main" },
-			wantErr: `spec.worker.template.spec.containers: must contain a container named "mpi-worker"`,
+			wantErr: `spec.worker.template.spec.containers: Required value: must contain a container named "mpi-worker"`,
 		},
 	}
 	for name, tc := range tests {
@@ -175,7 +175,7 @@ func TestKubeflowSchedulingClashIsRefused(t *testing.T) {
 		},
 	}}
 	err := (MPIJob{}).Describe(job, &engine.Spec{})
-	if err == nil || !strings.Contains(err.Error(), "spec.runPolicy.schedulingPolicy.queue: a contradicts spec.schedulingPolicy.queue (b)") {
+	if err == nil || !strings.Contains(err.Error(), `spec.runPolicy.schedulingPolicy.queue: Invalid value: "a": contradicts spec.schedulingPolicy.queue (b)`) {
 		t.Errorf("Describe = %v, want the contradiction named", err)
 	}
 	job.Spec.SchedulingPolicy.Queue = ""

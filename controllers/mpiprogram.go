@@ -21,23 +21,13 @@ import (
 func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer string, form mpiForm, o Options, s *engine.Spec,
 	launch func(mpi.Dialect, mpi.Backend, *engine.WorkerSet) []string) error {
 	workers := *p.Worker.Replicas
-	if workers > 0 || form.kubeflow == nil {
-		if err := requireMainContainer(form.workerTemplatePath(), &p.Worker.Template, mainContainer); err != nil {
-			return err
-		}
-	}
 	dialect, err := mpi.DialectFor(mpi.Implementation(p.MPIImplementation))
 	if err != nil {
 		return fmt.Errorf("spec.mpiImplementation: %w", err)
 	}
-	if len(p.MCA) > 0 && !dialect.Implementation.IsOpenMPI() {
-		return fmt.Errorf("spec.mca: MCA parameters are Open MPI's; %s does not read them", dialect.Implementation)
-	}
-	g, err := gangFor(p.SchedulingPolicy, o)
-	if err != nil {
+	if err := describePolicies(s, p.RunPolicy, p.SchedulingPolicy, mainContainer, o); err != nil {
 		return err
 	}
-	s.Gang = g
 	backend, err := form.backend(p.MPILaunch, o.AgentImage)
 	if err != nil {
 		return err
@@ -77,9 +67,6 @@ func mpiProgram(job engine.Object, p *troupev1.MPIProgramSpec, mainContainer str
 		tmpl = generatedLauncher(&p.Worker.Template, mainContainer, launch(dialect, backend, &s.WorkerSets[0]))
 		launcherField = form.workerTemplatePath() // its volumes are the worker's
 	}
-	s.MainContainer = mainContainer
-	s.RunPolicy = p.RunPolicy
-	s.SchedulingPolicy = p.SchedulingPolicy
 	s.Master = masterOf(troupev1.MPILauncherJob.For(job.GetName()), tmpl, launcher.BackoffLimit, launcher.ActiveDeadlineSeconds)
 	s.Master.TemplateField = launcherField
 	s.Master.IsHost = form.launcherIsHost

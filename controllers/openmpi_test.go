@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,7 +18,7 @@ func TestUserInputsReachTheEngine(t *testing.T) {
 		{Name: "public", GitRepo: "https://git.example.com/a.git", MountPath: "/a"},
 		{Name: "private", GitRepo: "git@git.example.com:org/b.git", MountPath: "/b", GitSecretName: "deploy-key"},
 	}
-	job.Spec.SSH.SecretName = "my-ssh"
+	job.Spec.SSH.SecretName = "my-keys"
 	s, err := describeMPIJob(t, job)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +28,7 @@ func TestUserInputsReachTheEngine(t *testing.T) {
 	}
 	want := []engine.SecretRequirement{
 		{Field: "spec.appCodesToSync[1].gitSecretName", Name: "deploy-key", Keys: []string{"ssh"}},
-		{Field: "spec.ssh.secretName", Name: "my-ssh", Keys: []string{"ssh-privatekey", "authorized_keys"}},
+		{Field: "spec.ssh.secretName", Name: "my-keys", Keys: []string{"ssh-privatekey", "authorized_keys"}},
 	}
 	if diff := cmp.Diff(want, s.RequiredSecrets); diff != "" {
 		t.Errorf("required Secrets (-want +got):\n%s", diff)
@@ -52,11 +53,12 @@ func TestUserInputsReachTheEngine(t *testing.T) {
 	if err := (ChainerJob{Options{AgentImage: "agent:1"}}).Describe(alone, as); err != nil || len(as.CodeSync.Repos) != 1 {
 		t.Errorf("backend none: code sync %+v (err %v), want the repository", as.CodeSync, err)
 	}
-	// A ChainerJob's ssh.secretName counts only with the SSH transport (KubeExec by default).
-	chainer.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-ssh"}
+	// A ChainerJob's ssh.secretName counts only with the SSH transport (KubeExec by default):
+	// with KubeExec it is refused, as the webhook refuses it, and no Secret is waited for.
+	chainer.Spec.SSH = &troupev1.SSHConfig{SecretName: "my-keys"}
 	cs = &engine.Spec{Name: "mn", Namespace: "ml"}
-	if err := (ChainerJob{Options{}}).Describe(chainer, cs); err != nil || len(cs.RequiredSecrets) != 0 {
-		t.Errorf("KubeExec job requires %v (err %v), want no Secret", cs.RequiredSecrets, err)
+	if err := (ChainerJob{Options{}}).Describe(chainer, cs); err == nil || !strings.Contains(err.Error(), "spec.ssh.secretName: Forbidden") || len(cs.RequiredSecrets) != 0 {
+		t.Errorf("KubeExec job requires %v (err %v), want spec.ssh.secretName refused and no Secret", cs.RequiredSecrets, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/torch"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/webhooks"
 )
 
 // PyTorchJobNameLabel names the PyTorchJob on every child and pod.
@@ -32,36 +33,21 @@ func (PyTorchJob) NameLabel() string { return PyTorchJobNameLabel }
 
 // Describe turns a PyTorchJob into the engine's Spec.
 func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
-	stored, ok := obj.(*troupev1.PyTorchJob)
-	if !ok {
-		return fmt.Errorf("expected a PyTorchJob, got %T", obj)
-	}
-	job := defaulted(stored, a.Options)
-	spec := &job.Spec
-	if err := schedulingClash(spec.RunPolicy.SchedulingPolicy, &spec.SchedulingPolicy); err != nil {
-		return err
-	}
-	r := spec.PyTorchReplicaSpecs
-	if r.Master == nil && r.Worker == nil {
-		return fmt.Errorf("spec.pytorchReplicaSpecs: give the Master, the Worker or both")
-	}
-	sp := spec.RunPolicy.SchedulingPolicy.FoldInto(spec.SchedulingPolicy)
-	g, err := gangFor(sp, a.Options)
+	job, err := admitted(obj, a.Options, webhooks.ValidatePyTorchJob)
 	if err != nil {
 		return err
 	}
-	s.Gang = g
-	s.MainContainer = troupev1.PyTorchMainContainer
-	s.RunPolicy = spec.RunPolicy
-	s.SchedulingPolicy = sp
+	spec := &job.Spec
+	r := spec.PyTorchReplicaSpecs
+	sp := spec.RunPolicy.SchedulingPolicy.FoldInto(spec.SchedulingPolicy)
+	if err := describePolicies(s, spec.RunPolicy, sp, troupev1.PyTorchMainContainer, a.Options); err != nil {
+		return err
+	}
 	s.ElasticWorkers = spec.ElasticPolicy != nil
 
 	var rankZero *corev1.PodTemplateSpec
 	if m := r.Master; m != nil {
-		tmpl, err := pytorchTemplate("Master", m)
-		if err != nil {
-			return err
-		}
+		tmpl := pytorchTemplate(m)
 		s.Master = masterOf(troupev1.PyTorchMasterJob.For(job.Name), tmpl, spec.RunPolicy.BackoffLimit, spec.RunPolicy.ActiveDeadlineSeconds)
 		s.Master.TemplateField = "spec.pytorchReplicaSpecs.Master.template"
 		if m.RestartPolicy == troupev1.ReplicaRestartExitCode {
@@ -70,10 +56,7 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 		rankZero = &s.Master.Template
 	}
 	if w := r.Worker; w != nil {
-		tmpl, err := pytorchTemplate("Worker", w)
-		if err != nil {
-			return err
-		}
+		tmpl := pytorchTemplate(w)
 		ws := engine.WorkerSet{
 			Name:             troupev1.PyTorchWorkerSetName,
 			ChildName:        job.Name + "-" + troupev1.PyTorchWorkerSetName, // its Jobs: <ChildName>-<i>
@@ -101,18 +84,11 @@ func (a PyTorchJob) Describe(obj engine.Object, s *engine.Spec) error {
 }
 
 // pytorchTemplate is a replica's pod template with its restartPolicy (ExitCode runs as Never,
-// its pod failure policy deciding), once it is known to have the pytorch container.
-func pytorchTemplate(replica string, rs *troupev1.ReplicaSpec) (corev1.PodTemplateSpec, error) {
-	path := "spec.pytorchReplicaSpecs." + replica + ".template"
-	if err := requireMainContainer(path, &rs.Template, troupev1.PyTorchMainContainer); err != nil {
-		return corev1.PodTemplateSpec{}, err
-	}
-	if rs.RestartPolicy == troupev1.ReplicaRestartAlways {
-		return corev1.PodTemplateSpec{}, fmt.Errorf("spec.pytorchReplicaSpecs.%s.restartPolicy: a batch Job's pod cannot restart Always", replica)
-	}
+// its pod failure policy deciding).
+func pytorchTemplate(rs *troupev1.ReplicaSpec) corev1.PodTemplateSpec {
 	tmpl := *rs.Template.DeepCopy()
 	tmpl.Spec.RestartPolicy = rs.RestartPolicy.PodRestartPolicy(corev1.RestartPolicyOnFailure)
-	return tmpl, nil
+	return tmpl
 }
 
 // torchBackend is the torch backend of a defaulted PyTorchJob whose rank 0 listens on port.

@@ -1,7 +1,8 @@
 package kinds
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -14,12 +15,16 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=chainerjobs/finalizers,verbs=update
 
 // chainerJob is the ChainerJob kind (registry lists it).
-var chainerJob = newKind(Kind{
-	Name:    "ChainerJob",
-	Adapter: func(o controllers.Options) engine.Adapter { return controllers.ChainerJob{Options: o} },
-	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-		return setupWebhook(mgr, &troupev1.ChainerJob{}, webhooks.ChainerJob{Options: o})
-	},
-	Admit:          admit(webhooks.DefaultChainerJob, webhooks.ValidateChainerJob),
-	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.ChainerJob { return webhooks.ChainerJob{Options: o} }),
-}, func() *troupev1.ChainerJob { return &troupev1.ChainerJob{} })
+var chainerJob = newKind(webhooks.ChainerJob{},
+	func(o controllers.Options) engine.Adapter { return controllers.ChainerJob{Options: o} },
+	func(s Sample) *troupev1.ChainerJob {
+		j := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}, Spec: troupev1.ChainerJobSpec{
+			Backend:    troupev1.ChainerBackendMPI,
+			Master:     troupev1.ChainerMaster{Template: s.masterWith(troupev1.ChainerMainContainer)},
+			WorkerSets: map[string]troupev1.ChainerWorkerSet{}, RunPolicy: s.RunPolicy, SchedulingPolicy: s.SchedulingPolicy,
+		}}
+		for i, n := range s.WorkerSets {
+			j.Spec.WorkerSets[sampleWorkerSetName(i)] = troupev1.ChainerWorkerSet{Replicas: ptr.To(n), Template: s.workerWith(troupev1.ChainerMainContainer)}
+		}
+		return j
+	})

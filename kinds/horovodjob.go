@@ -1,7 +1,7 @@
 package kinds
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -14,12 +14,9 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=horovodjobs/finalizers,verbs=update
 
 // horovodJob is the HorovodJob kind (registry lists it).
-var horovodJob = newKind(Kind{
-	Name:    "HorovodJob",
-	Adapter: func(o controllers.Options) engine.Adapter { return controllers.HorovodJob{Options: o} },
-	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-		return setupWebhook(mgr, &troupev1.HorovodJob{}, webhooks.HorovodJob{Options: o})
-	},
-	Admit:          admit(webhooks.DefaultHorovodJob, webhooks.ValidateHorovodJob),
-	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.HorovodJob { return webhooks.HorovodJob{Options: o} }),
-}, func() *troupev1.HorovodJob { return &troupev1.HorovodJob{} })
+var horovodJob = newKind(webhooks.HorovodJob{},
+	func(o controllers.Options) engine.Adapter { return controllers.HorovodJob{Options: o} },
+	func(s Sample) *troupev1.HorovodJob {
+		return &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+			Spec: troupev1.HorovodJobSpec{MPIProgramSpec: s.mpiProgram(troupev1.HorovodMainContainer)}}
+	})

@@ -1,7 +1,7 @@
 package kinds
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -14,12 +14,9 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=mpijobs/finalizers,verbs=update
 
 // mpiJob is the MPIJob kind (registry lists it).
-var mpiJob = newKind(Kind{
-	Name:    "MPIJob",
-	Adapter: func(o controllers.Options) engine.Adapter { return controllers.MPIJob{Options: o} },
-	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-		return setupWebhook(mgr, &troupev1.MPIJob{}, webhooks.MPIJob{Options: o})
-	},
-	Admit:          admit(webhooks.DefaultMPIJob, webhooks.ValidateMPIJob),
-	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.MPIJob { return webhooks.MPIJob{Options: o} }),
-}, func() *troupev1.MPIJob { return &troupev1.MPIJob{} })
+var mpiJob = newKind(webhooks.MPIJob{},
+	func(o controllers.Options) engine.Adapter { return controllers.MPIJob{Options: o} },
+	func(s Sample) *troupev1.MPIJob {
+		return &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+			Spec: troupev1.MPIJobSpec{MPIProgramSpec: s.mpiProgram(troupev1.MPIWorkerContainer)}}
+	})

@@ -1,7 +1,8 @@
 package kinds
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
@@ -14,12 +15,14 @@ import (
 // +kubebuilder:rbac:groups=troupe.dev,resources=pytorchjobs/finalizers,verbs=update
 
 // pyTorchJob is the PyTorchJob kind (registry lists it).
-var pyTorchJob = newKind(Kind{
-	Name:    "PyTorchJob",
-	Adapter: func(o controllers.Options) engine.Adapter { return controllers.PyTorchJob{Options: o} },
-	SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
-		return setupWebhook(mgr, &troupev1.PyTorchJob{}, webhooks.PyTorchJob{Options: o})
-	},
-	Admit:          admit(webhooks.DefaultPyTorchJob, webhooks.ValidatePyTorchJob),
-	ValidateUpdate: validateUpdate(func(o webhooks.Options) webhooks.PyTorchJob { return webhooks.PyTorchJob{Options: o} }),
-}, func() *troupev1.PyTorchJob { return &troupev1.PyTorchJob{} })
+var pyTorchJob = newKind(webhooks.PyTorchJob{},
+	func(o controllers.Options) engine.Adapter { return controllers.PyTorchJob{Options: o} },
+	func(s Sample) *troupev1.PyTorchJob {
+		return &troupev1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}, Spec: troupev1.PyTorchJobSpec{
+			PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{
+				Master: &troupev1.ReplicaSpec{Template: s.masterWith(troupev1.PyTorchMainContainer), RestartPolicy: troupev1.ReplicaRestartNever},
+				Worker: &troupev1.ReplicaSpec{Replicas: ptr.To(s.WorkerSets[0]), Template: s.workerWith(troupev1.PyTorchMainContainer)},
+			},
+			RunPolicy: s.RunPolicy, SchedulingPolicy: s.SchedulingPolicy,
+		}}
+	})

@@ -12,6 +12,7 @@ package kinds
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -22,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/webhooks"
@@ -45,27 +45,40 @@ type Kind struct {
 	// ValidateUpdate does what the validating webhook does to an update of a job of the kind
 	// (both defaulted): it returns the refusal, or nil.
 	ValidateUpdate func(old, updated engine.Object, o webhooks.Options) error
+	// Sample is a small job of the kind, as Sample describes it: test harnesses (the chaos
+	// run, the tamperings) make jobs of every registered kind with it.
+	Sample func(Sample) engine.Object
 }
 
 // registry is every kind, sorted by name: the operator sets the kinds up, and the tests run
 // them, in this order.
 var registry = []Kind{chainerJob, horovodJob, mpiJob, pyTorchJob}
 
-// Job is what every kind's API object is: a job the engine runs and one Kueue can queue (its
-// pod sets, its suspend and managedBy fields). newKind requires it of a kind's object when the
-// package is compiled, so no kind can lose Kueue or managedBy at run time.
+// Job is what every kind's API object is: a job the engine runs and one its webhook admits
+// (Kueue's pod sets, its suspend and managedBy fields, its defaults). newKind requires it of a
+// kind's object when the package is compiled, so no kind can lose Kueue or managedBy at run
+// time.
 type Job interface {
 	engine.Object
-	troupev1.QueuedJob
+	webhooks.Job
 }
 
-// newKind completes k with its object's constructor; k must have every other part.
-func newKind[T Job](k Kind, newObject func() T) Kind {
-	if k.Name == "" || k.Adapter == nil || k.SetupWebhook == nil || k.Admit == nil || k.ValidateUpdate == nil {
-		panic(fmt.Sprintf("kinds: kind %q lacks a part", k.Name))
+// newKind is the kind whose object is T, admitted by its webhook type in package webhooks (an
+// alias of webhooks.Webhook over the kind's rules, R, which stays unexported there) and run by
+// adapter. Everything else a Kind holds is derived from those.
+func newKind[T Job, R webhooks.Rules[T]](_ webhooks.Webhook[T, R], adapter func(controllers.Options) engine.Adapter, sample func(Sample) T) Kind {
+	newObject := func() T { return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T) }
+	return Kind{
+		Name:      reflect.TypeFor[T]().Elem().Name(),
+		NewObject: func() engine.Object { return newObject() },
+		Adapter:   adapter,
+		SetupWebhook: func(mgr ctrl.Manager, o webhooks.Options) error {
+			return setupWebhook(mgr, newObject(), webhooks.Webhook[T, R]{Options: o})
+		},
+		Admit:          admit[T, R],
+		ValidateUpdate: validateUpdate[T, R],
+		Sample:         func(s Sample) engine.Object { return sample(s) },
 	}
-	k.NewObject = func() engine.Object { return newObject() }
-	return k
 }
 
 // All returns every registered kind, sorted by name.
@@ -125,33 +138,27 @@ func mutatePath(gvk schema.GroupVersionKind) string {
 	return "/mutate-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 }
 
-// admit turns a kind's defaulting and validation functions into a Kind's Admit.
-func admit[T engine.Object](def func(T, webhooks.Options), validate func(T) field.ErrorList) func(engine.Object, webhooks.Options) field.ErrorList {
-	return func(obj engine.Object, o webhooks.Options) field.ErrorList {
-		job, ok := obj.(T)
-		if !ok {
-			return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected %T, got %T", *new(T), obj))}
-		}
-		def(job, o)
-		errs := validate(job)
-		// What the validating webhook checks of a created job beyond its spec alone: the
-		// operator's settings.
-		if q, ok := any(job).(troupev1.QueuedJob); ok {
-			errs = append(errs, o.ValidateClaimVolumeSources(q.JobRunPolicy())...)
-		}
-		return errs
+// admit is a Kind's Admit: what the webhooks do to a new job of type T, whose rules are R.
+func admit[T Job, R webhooks.Rules[T]](obj engine.Object, o webhooks.Options) field.ErrorList {
+	job, ok := obj.(T)
+	if !ok {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("expected %T, got %T", *new(T), obj))}
 	}
+	job.SetDefaults(o.Defaults())
+	var rules R
+	// What the validating webhook checks of a created job beyond its spec alone: the
+	// operator's settings.
+	return append(rules.Validate(job), o.ValidateClaimVolumeSources(job.JobRunPolicy())...)
 }
 
-// validateUpdate turns a kind's webhook into a Kind's ValidateUpdate.
-func validateUpdate[T engine.Object, W admission.Validator[T]](newWebhook func(webhooks.Options) W) func(old, updated engine.Object, o webhooks.Options) error {
-	return func(old, updated engine.Object, o webhooks.Options) error {
-		oldJob, okOld := old.(T)
-		job, ok := updated.(T)
-		if !okOld || !ok {
-			return fmt.Errorf("expected two %T, got %T and %T", *new(T), old, updated)
-		}
-		_, err := newWebhook(o).ValidateUpdate(context.Background(), oldJob, job)
-		return err
+// validateUpdate is a Kind's ValidateUpdate: the validating webhook's answer to an update of a
+// job of type T, whose rules are R.
+func validateUpdate[T Job, R webhooks.Rules[T]](old, updated engine.Object, o webhooks.Options) error {
+	oldJob, okOld := old.(T)
+	job, ok := updated.(T)
+	if !okOld || !ok {
+		return fmt.Errorf("expected two %T, got %T and %T", *new(T), old, updated)
 	}
+	_, err := webhooks.Webhook[T, R]{Options: o}.ValidateUpdate(context.Background(), oldJob, job)
+	return err
 }

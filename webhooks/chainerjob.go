@@ -1,12 +1,10 @@
 package webhooks
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,52 +16,21 @@ import (
 // +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-chainerjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=chainerjobs,verbs=create;update,versions=v1alpha1,name=vchainerjob.troupe.dev,admissionReviewVersions=v1
 
 // ChainerJob defaults and validates ChainerJobs.
-type ChainerJob struct{ Options }
+type ChainerJob = Webhook[*troupev1.ChainerJob, chainerJobRules]
 
-var (
-	_ admission.Defaulter[*troupev1.ChainerJob] = ChainerJob{}
-	_ admission.Validator[*troupev1.ChainerJob] = ChainerJob{}
-)
+// chainerJobRules are ChainerJob's own admission rules.
+type chainerJobRules struct{}
 
 var chainerBackends = []troupev1.ChainerBackend{troupev1.ChainerBackendMPI, troupev1.ChainerBackendNone}
 
-// Default fills what the user left out with what the operator would assume.
-func (w ChainerJob) Default(ctx context.Context, job *troupev1.ChainerJob) error {
-	DefaultChainerJob(job, w.Options)
-	suspendIfQueued(ctx, job)
-	return nil
+// Validate is ValidateChainerJob, which the adapter runs too.
+func (chainerJobRules) Validate(job *troupev1.ChainerJob) field.ErrorList {
+	return ValidateChainerJob(job)
 }
 
-// DefaultChainerJob fills a ChainerJob's defaults: troupev1's SetDefaults, which the adapter
-// applies too; it is idempotent.
-func DefaultChainerJob(job *troupev1.ChainerJob, o Options) {
-	job.SetDefaults(o.Defaults())
-}
-
-// ValidateCreate refuses a ChainerJob that could not run as written.
-func (w ChainerJob) ValidateCreate(ctx context.Context, job *troupev1.ChainerJob) (admission.Warnings, error) {
-	warnings := gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
-	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("ChainerJob", job.Name, append(append(validateSize(ctx), ValidateChainerJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
-}
-
-// ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w ChainerJob) ValidateUpdate(ctx context.Context, old, job *troupev1.ChainerJob) (admission.Warnings, error) {
-	// A job stored while the webhook was down lacks its defaults, which this update was given.
-	old = old.DeepCopy()
-	DefaultChainerJob(old, w.Options)
-	errs := validateSize(ctx)
-	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = append(errs, ValidateChainerJob(job)...)
-	}
-	errs = append(errs, validateChainerJobUpdate(old, job)...)
-	errs = append(errs, validateQueueUpdate(old, job)...)
-	return nil, invalid("ChainerJob", job.Name, errs)
-}
-
-// ValidateDelete allows every deletion.
-func (ChainerJob) ValidateDelete(context.Context, *troupev1.ChainerJob) (admission.Warnings, error) {
-	return nil, nil
+// Warnings tell what troupe changes or ignores of what the user wrote.
+func (chainerJobRules) Warnings(job *troupev1.ChainerJob) admission.Warnings {
+	return gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)
 }
 
 // ValidateChainerJob returns every problem of a ChainerJob's spec.
@@ -110,10 +77,10 @@ func ValidateChainerJob(job *troupev1.ChainerJob) field.ErrorList {
 	return append(errs, validateQueued(job)...)
 }
 
-// validateChainerJobUpdate refuses changes to what is fixed once a ChainerJob exists: the
+// ValidateUpdate refuses changes to what is fixed once a ChainerJob exists: the
 // templates (but see validateTemplateUpdate), the worker sets' names and number, the backend,
 // the transport and the gang provider. Replicas, suspend and the TTL may change.
-func validateChainerJobUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
+func (chainerJobRules) ValidateUpdate(old, job *troupev1.ChainerJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	o, n := &old.Spec, &job.Spec
 	suspended := wasSuspended(o.RunPolicy)

@@ -43,7 +43,7 @@ func storageMPIJob(st *troupev1.Storage) *troupev1.MPIJob {
 			Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}},
 		RunPolicy: troupev1.RunPolicy{Storage: st},
 	}}}
-	DefaultMPIJob(j, Options{})
+	j.SetDefaults(Options{}.Defaults())
 	return j
 }
 
@@ -94,12 +94,12 @@ func TestClaimVolumeSourcesRefusedForEveryKind(t *testing.T) {
 	torch.Spec.RunPolicy.Storage = st
 	horovod := &troupev1.HorovodJob{ObjectMeta: metav1.ObjectMeta{Name: "h", Namespace: "ns"}, Spec: troupev1.HorovodJobSpec{MPIProgramSpec: storageMPIJob(st).Spec.MPIProgramSpec}}
 	horovod.Spec.Worker.Template.Spec.Containers[0].Name = troupev1.HorovodMainContainer
-	DefaultHorovodJob(horovod, Options{})
+	horovod.SetDefaults(Options{}.Defaults())
 	chainer := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Spec: troupev1.ChainerJobSpec{
 		Master:    troupev1.ChainerMaster{Template: chainerTemplate(0)},
 		RunPolicy: troupev1.RunPolicy{Storage: st},
 	}}
-	DefaultChainerJob(chainer, Options{})
+	chainer.SetDefaults(Options{}.Defaults())
 	for kind, create := range map[string]func(Options) error{
 		"PyTorchJob": func(o Options) error {
 			_, err := (PyTorchJob{o}).ValidateCreate(context.Background(), torch)

@@ -1,6 +1,8 @@
-// Package webhooks holds troupe's admission webhooks: one file per kind with its defaulter and
-// validator, and the rules the kinds share. Validators return every problem at once, each with
-// its field path, as a field.ErrorList turned into an Invalid status.
+// Package webhooks holds troupe's admission webhooks: one generic webhook (webhook.go) that
+// defaults and validates the jobs of every kind, one file per kind with its own rules (its
+// validation function, which the kind's adapter runs too, its update rules and warnings), and
+// the rules the kinds share. Validators return every problem at once, each with its field
+// path, as a field.ErrorList turned into an Invalid status.
 package webhooks
 
 import (

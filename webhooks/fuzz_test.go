@@ -40,7 +40,7 @@ func FuzzChainerJobAdmission(f *testing.F) {
 		job := &troupev1.ChainerJob{}
 		filler(data).Fill(job)
 		checkDefaulting(t, job, (*troupev1.ChainerJob).DeepCopy,
-			func(j *troupev1.ChainerJob) { DefaultChainerJob(j, fuzzOptions) },
+			func(j *troupev1.ChainerJob) { j.SetDefaults(fuzzOptions.Defaults()) },
 			func(j *troupev1.ChainerJob) int { return len(ValidateChainerJob(j)) })
 	})
 }
@@ -51,7 +51,7 @@ func FuzzMPIJobAdmission(f *testing.F) {
 		job := &troupev1.MPIJob{}
 		filler(data).Fill(job)
 		checkDefaulting(t, job, (*troupev1.MPIJob).DeepCopy,
-			func(j *troupev1.MPIJob) { DefaultMPIJob(j, fuzzOptions) },
+			func(j *troupev1.MPIJob) { j.SetDefaults(fuzzOptions.Defaults()) },
 			func(j *troupev1.MPIJob) int { return len(ValidateMPIJob(j)) })
 	})
 }
@@ -62,7 +62,7 @@ func FuzzHorovodJobAdmission(f *testing.F) {
 		job := &troupev1.HorovodJob{}
 		filler(data).Fill(job)
 		checkDefaulting(t, job, (*troupev1.HorovodJob).DeepCopy,
-			func(j *troupev1.HorovodJob) { DefaultHorovodJob(j, fuzzOptions) },
+			func(j *troupev1.HorovodJob) { j.SetDefaults(fuzzOptions.Defaults()) },
 			func(j *troupev1.HorovodJob) int { return len(ValidateHorovodJob(j)) })
 	})
 }
@@ -89,7 +89,7 @@ func FuzzChainerJobKnobs(f *testing.F) {
 			job.Spec.SchedulingPolicy.MinAvailable = &minAvailable
 		}
 		checkDefaulting(t, job, (*troupev1.ChainerJob).DeepCopy,
-			func(j *troupev1.ChainerJob) { DefaultChainerJob(j, fuzzOptions) },
+			func(j *troupev1.ChainerJob) { j.SetDefaults(fuzzOptions.Defaults()) },
 			func(j *troupev1.ChainerJob) int { return len(ValidateChainerJob(j)) })
 	})
 }

@@ -1,10 +1,8 @@
 package webhooks
 
 import (
-	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -16,24 +14,26 @@ import (
 // +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-horovodjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=horovodjobs,verbs=create;update,versions=v1alpha1,name=vhorovodjob.troupe.dev,admissionReviewVersions=v1
 
 // HorovodJob defaults and validates HorovodJobs.
-type HorovodJob struct{ Options }
+type HorovodJob = Webhook[*troupev1.HorovodJob, horovodJobRules]
 
-var (
-	_ admission.Defaulter[*troupev1.HorovodJob] = HorovodJob{}
-	_ admission.Validator[*troupev1.HorovodJob] = HorovodJob{}
-)
+// horovodJobRules are HorovodJob's own admission rules.
+type horovodJobRules struct{}
 
-// Default fills what the user left out with what the operator would assume.
-func (w HorovodJob) Default(ctx context.Context, job *troupev1.HorovodJob) error {
-	DefaultHorovodJob(job, w.Options)
-	suspendIfQueued(ctx, job)
-	return nil
+// Validate is ValidateHorovodJob, which the adapter runs too.
+func (horovodJobRules) Validate(job *troupev1.HorovodJob) field.ErrorList {
+	return ValidateHorovodJob(job)
 }
 
-// DefaultHorovodJob fills a HorovodJob's defaults: troupev1's SetDefaults, which the adapter
-// applies too; it is idempotent.
-func DefaultHorovodJob(job *troupev1.HorovodJob, o Options) {
-	job.SetDefaults(o.Defaults())
+// Warnings tell what troupe changes or ignores of what the user wrote.
+func (horovodJobRules) Warnings(job *troupev1.HorovodJob) admission.Warnings {
+	return append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
+}
+
+// ValidateUpdate refuses changes to what is fixed once the job exists: the MPI program's
+// (validateMPIProgramUpdate) and the elastic bounds.
+func (horovodJobRules) ValidateUpdate(old, job *troupev1.HorovodJob) field.ErrorList {
+	errs := validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())
+	return append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
 }
 
 // ValidateHorovodJob returns every problem of a HorovodJob's spec.
@@ -61,31 +61,4 @@ func ValidateHorovodJob(job *troupev1.HorovodJob) field.ErrorList {
 			"elastic Horovod starts its workers with ssh itself: use transport SSH"))
 	}
 	return append(errs, validateElasticFailurePolicy(field.NewPath("spec", "runPolicy", "failurePolicy"), job.Spec.RunPolicy.FailurePolicy, "elastic Horovod")...)
-}
-
-// ValidateCreate refuses a HorovodJob that could not run as written.
-func (w HorovodJob) ValidateCreate(ctx context.Context, job *troupev1.HorovodJob) (admission.Warnings, error) {
-	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
-	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("HorovodJob", job.Name, append(append(validateSize(ctx), ValidateHorovodJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
-}
-
-// ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w HorovodJob) ValidateUpdate(ctx context.Context, old, job *troupev1.HorovodJob) (admission.Warnings, error) {
-	// A job stored while the webhook was down lacks its defaults, which this update was given.
-	old = old.DeepCopy()
-	DefaultHorovodJob(old, w.Options)
-	errs := validateSize(ctx)
-	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = append(errs, ValidateHorovodJob(job)...)
-	}
-	errs = append(errs, validateMPIProgramUpdate(&old.Spec.MPIProgramSpec, &job.Spec.MPIProgramSpec, workerFormPaths())...)
-	errs = append(errs, unchanged(field.NewPath("spec", "elastic"), old.Spec.Elastic, job.Spec.Elastic)...)
-	errs = append(errs, validateQueueUpdate(old, job)...)
-	return nil, invalid("HorovodJob", job.Name, errs)
-}
-
-// ValidateDelete allows every deletion.
-func (HorovodJob) ValidateDelete(context.Context, *troupev1.HorovodJob) (admission.Warnings, error) {
-	return nil, nil
 }

@@ -97,7 +97,7 @@ func TestKubeflowV1CleanPodPolicy(t *testing.T) {
 func TestKubeflowV1MainContainer(t *testing.T) {
 	job := v1KubeflowJob(troupev1.CleanPodPolicyNone)
 	job.Spec.MainContainer = "mpi"
-	DefaultMPIJob(job, Options{})
+	job.SetDefaults(Options{}.Defaults())
 	if _, main := job.Spec.Program(); main != "mpi" {
 		t.Errorf("main container %q, want mpi (spec.mainContainer)", main)
 	}

@@ -20,19 +20,24 @@ import (
 // +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-mpijob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=mpijobs,verbs=create;update,versions=v1alpha1,name=vmpijob.troupe.dev,admissionReviewVersions=v1
 
 // MPIJob defaults and validates MPIJobs.
-type MPIJob struct{ Options }
+type MPIJob = Webhook[*troupev1.MPIJob, mpiJobRules]
 
-var (
-	_ admission.Defaulter[*troupev1.MPIJob] = MPIJob{}
-	_ admission.Validator[*troupev1.MPIJob] = MPIJob{}
-)
+// mpiJobRules are MPIJob's own admission rules.
+type mpiJobRules struct{}
 
-// Default fills what the user left out with what the operator would assume.
-func (w MPIJob) Default(ctx context.Context, job *troupev1.MPIJob) error {
+// Validate is ValidateMPIJob, which the adapter runs too.
+func (mpiJobRules) Validate(job *troupev1.MPIJob) field.ErrorList { return ValidateMPIJob(job) }
+
+// Warnings tell what troupe changes or ignores of what the user wrote.
+func (mpiJobRules) Warnings(job *troupev1.MPIJob) admission.Warnings {
+	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
+	return append(warnings, kubeflowWarnings(&job.Spec)...)
+}
+
+// BeforeDefaults follows a change of kubeflow.org/v1's spec.cleanPodPolicy
+// (followV1CleanPodPolicy).
+func (mpiJobRules) BeforeDefaults(ctx context.Context, job *troupev1.MPIJob) {
 	followV1CleanPodPolicy(ctx, job)
-	DefaultMPIJob(job, w.Options)
-	suspendIfQueued(ctx, job)
-	return nil
 }
 
 // followV1CleanPodPolicy carries a change of kubeflow.org/v1's spec.cleanPodPolicy to
@@ -54,12 +59,6 @@ func followV1CleanPodPolicy(ctx context.Context, job *troupev1.MPIJob) {
 	if !ptr.Equal(old.Spec.CleanPodPolicy, job.Spec.CleanPodPolicy) && ptr.Equal(old.Spec.RunPolicy.CleanPodPolicy, job.Spec.RunPolicy.CleanPodPolicy) {
 		job.Spec.RunPolicy.CleanPodPolicy = ptr.To(*job.Spec.CleanPodPolicy)
 	}
-}
-
-// DefaultMPIJob fills an MPIJob's defaults: troupev1's SetDefaults, which the adapter applies
-// too; it is idempotent.
-func DefaultMPIJob(job *troupev1.MPIJob, o Options) {
-	job.SetDefaults(o.Defaults())
 }
 
 // ValidateMPIJob returns every problem of an MPIJob's spec, at the paths of the form it is
@@ -90,7 +89,8 @@ func ValidateMPIJob(job *troupev1.MPIJob) field.ErrorList {
 			errs = append(errs, field.Forbidden(spec.Child("mainContainer"), "belongs to kubeflow's form (spec.mpiReplicaSpecs); in the other forms the main container is the worker template's first (spec.workerTemplate) or the one named "+troupev1.MPIWorkerContainer))
 		}
 	}
-	return errs
+	// In every form: kubeflow's spelling of the scheduling policy must not say otherwise.
+	return append(errs, validateSchedulingPolicyClash(field.NewPath("spec"), job.Spec.RunPolicy.SchedulingPolicy, &job.Spec.SchedulingPolicy)...)
 }
 
 const twoFormsMessage = "spec.worker and spec.numWorkers/launcherTemplate/workerTemplate are two forms of the same job: write one of them"
@@ -132,8 +132,7 @@ const kubeflowFormsMessage = "spec.mpiReplicaSpecs (kubeflow's form) and spec.wo
 
 // validateKubeflowForm checks what only kubeflow's form can get wrong: fields of the other
 // forms, the launcher's count, a worker restartPolicy a StatefulSet cannot keep, a transport
-// other than kubeflow's SSH or KubeExec, and the clash of its scheduling policy with
-// spec.schedulingPolicy.
+// other than kubeflow's SSH or KubeExec.
 func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 	spec := field.NewPath("spec")
 	specs := spec.Child("mpiReplicaSpecs")
@@ -169,7 +168,7 @@ func validateKubeflowForm(s *troupev1.MPIJobSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("cleanPodPolicy"), *s.CleanPodPolicy,
 			fmt.Sprintf("contradicts spec.runPolicy.cleanPodPolicy (%s); give it once", *s.RunPolicy.CleanPodPolicy)))
 	}
-	return append(errs, validateSchedulingPolicyClash(spec, s.RunPolicy.SchedulingPolicy, &s.SchedulingPolicy)...)
+	return errs
 }
 
 // validateSchedulingPolicyClash refuses a runPolicy.schedulingPolicy that says otherwise than
@@ -208,40 +207,19 @@ func replicaRestartWarnings(path *field.Path, rs *troupev1.ReplicaSpec, runsAs c
 		path.Child("template", "spec", "restartPolicy"), rs.Template.Spec.RestartPolicy, rs.RestartPolicy, runsAs)}
 }
 
-// ValidateCreate refuses an MPIJob that could not run as written.
-func (w MPIJob) ValidateCreate(ctx context.Context, job *troupev1.MPIJob) (admission.Warnings, error) {
-	warnings := append(t9kSchedulerWarnings(&job.Spec.MPIProgramSpec), gitHostKeyWarnings(field.NewPath("spec", "appCodesToSync"), job.Spec.AppCodesToSync)...)
-	warnings = append(warnings, kubeflowWarnings(&job.Spec)...)
-	warnings = append(warnings, managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("MPIJob", job.Name, append(append(validateSize(ctx), ValidateMPIJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
-}
-
-// ValidateUpdate refuses changes to what is fixed once the job exists, and an invalid spec.
-func (w MPIJob) ValidateUpdate(ctx context.Context, old, job *troupev1.MPIJob) (admission.Warnings, error) {
-	// A job stored while the webhook was down lacks its defaults, which this update was given.
-	old = old.DeepCopy()
-	DefaultMPIJob(old, w.Options)
-	errs := validateSize(ctx)
-	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = append(errs, ValidateMPIJob(job)...)
-	}
+// ValidateUpdate refuses changes to what is fixed once the job exists: the form it is written
+// in, whether the launcher is a worker, and the MPI program's (validateMPIProgramUpdate).
+func (mpiJobRules) ValidateUpdate(old, job *troupev1.MPIJob) field.ErrorList {
 	if old.Spec.IsWorkerTemplateForm() != job.Spec.IsWorkerTemplateForm() {
-		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),
-			"the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists")))
+		return field.ErrorList{field.Forbidden(field.NewPath("spec"),
+			"the job cannot change between the spec.worker form and the spec.workerTemplate form once it exists")}
 	}
 	if old.Spec.IsKubeflowForm() != job.Spec.IsKubeflowForm() {
-		return nil, invalid("MPIJob", job.Name, append(errs, field.Forbidden(field.NewPath("spec"),
-			"the job cannot change to or from kubeflow's form (spec.mpiReplicaSpecs) once it exists")))
+		return field.ErrorList{field.Forbidden(field.NewPath("spec"),
+			"the job cannot change to or from kubeflow's form (spec.mpiReplicaSpecs) once it exists")}
 	}
-	errs = append(errs, immutable(field.NewPath("spec", "runLauncherAsWorker"), old.Spec.LauncherIsWorker(), job.Spec.LauncherIsWorker())...)
+	errs := immutable(field.NewPath("spec", "runLauncherAsWorker"), old.Spec.LauncherIsWorker(), job.Spec.LauncherIsWorker())
 	oldProgram, _ := old.Spec.Program()
 	newProgram, _ := job.Spec.Program()
-	errs = append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)
-	errs = append(errs, validateQueueUpdate(old, job)...)
-	return nil, invalid("MPIJob", job.Name, errs)
-}
-
-// ValidateDelete allows every deletion.
-func (MPIJob) ValidateDelete(context.Context, *troupev1.MPIJob) (admission.Warnings, error) {
-	return nil, nil
+	return append(errs, validateMPIProgramUpdate(&oldProgram, &newProgram, mpiJobPaths(&job.Spec))...)
 }

@@ -1,12 +1,10 @@
 package webhooks
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,24 +16,19 @@ import (
 // +kubebuilder:webhook:path=/validate-troupe-dev-v1alpha1-pytorchjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=troupe.dev,resources=pytorchjobs,verbs=create;update,versions=v1alpha1,name=vpytorchjob.troupe.dev,admissionReviewVersions=v1
 
 // PyTorchJob defaults and validates PyTorchJobs.
-type PyTorchJob struct{ Options }
+type PyTorchJob = Webhook[*troupev1.PyTorchJob, pyTorchJobRules]
 
-var (
-	_ admission.Defaulter[*troupev1.PyTorchJob] = PyTorchJob{}
-	_ admission.Validator[*troupev1.PyTorchJob] = PyTorchJob{}
-)
+// pyTorchJobRules are PyTorchJob's own admission rules.
+type pyTorchJobRules struct{}
 
-// Default fills what the user left out with what the operator would assume.
-func (w PyTorchJob) Default(ctx context.Context, job *troupev1.PyTorchJob) error {
-	DefaultPyTorchJob(job, w.Options)
-	suspendIfQueued(ctx, job)
-	return nil
+// Validate is ValidatePyTorchJob, which the adapter runs too.
+func (pyTorchJobRules) Validate(job *troupev1.PyTorchJob) field.ErrorList {
+	return ValidatePyTorchJob(job)
 }
 
-// DefaultPyTorchJob fills a PyTorchJob's defaults: troupev1's SetDefaults, which the adapter
-// applies too; it is idempotent.
-func DefaultPyTorchJob(job *troupev1.PyTorchJob, o Options) {
-	job.SetDefaults(o.Defaults())
+// Warnings tell what troupe changes or ignores of what the user wrote.
+func (pyTorchJobRules) Warnings(job *troupev1.PyTorchJob) admission.Warnings {
+	return pytorchWarnings(&job.Spec)
 }
 
 // pytorchReplicas are a PyTorchJob's replica types, in the order they are checked, and
@@ -170,26 +163,13 @@ func pytorchWarnings(s *troupev1.PyTorchJobSpec) admission.Warnings {
 	return out
 }
 
-// ValidateCreate refuses a PyTorchJob that could not run as written.
-func (w PyTorchJob) ValidateCreate(ctx context.Context, job *troupev1.PyTorchJob) (admission.Warnings, error) {
-	warnings := append(pytorchWarnings(&job.Spec), managedByWarnings(&job.Spec.RunPolicy)...)
-	return warnings, invalid("PyTorchJob", job.Name, append(append(validateSize(ctx), ValidatePyTorchJob(job)...), w.ValidateClaimVolumeSources(&job.Spec.RunPolicy)...))
-}
-
-// ValidateUpdate refuses changes to what is fixed once the job exists (the templates but while
+// ValidateUpdate refuses changes to what is fixed once the job exists: the templates but while
 // suspended, the replica types and their restart policies, elasticPolicy, nprocPerNode, the
-// gang provider, the failure policy), and an invalid spec. The workers' count may change
-// (kubectl scale).
-func (w PyTorchJob) ValidateUpdate(ctx context.Context, old, job *troupev1.PyTorchJob) (admission.Warnings, error) {
-	// A job stored while the webhook was down lacks its defaults, which this update was given.
-	old = old.DeepCopy()
-	DefaultPyTorchJob(old, w.Options)
-	errs := validateSize(ctx)
-	if !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
-		errs = append(errs, ValidatePyTorchJob(job)...)
-	}
+// gang provider, the failure policy. The workers' count may change (kubectl scale).
+func (pyTorchJobRules) ValidateUpdate(old, job *troupev1.PyTorchJob) field.ErrorList {
 	spec := field.NewPath("spec")
 	suspended := wasSuspended(old.Spec.RunPolicy)
+	var errs field.ErrorList
 	for _, name := range pytorchReplicas {
 		o, n := pytorchReplica(&old.Spec.PyTorchReplicaSpecs, name), pytorchReplica(&job.Spec.PyTorchReplicaSpecs, name)
 		p := spec.Child("pytorchReplicaSpecs", name)
@@ -205,12 +185,5 @@ func (w PyTorchJob) ValidateUpdate(ctx context.Context, old, job *troupev1.PyTor
 	errs = append(errs, unchanged(spec.Child("elasticPolicy"), old.Spec.ElasticPolicy, job.Spec.ElasticPolicy)...)
 	errs = append(errs, unchanged(spec.Child("nprocPerNode"), old.Spec.NprocPerNode, job.Spec.NprocPerNode)...)
 	errs = append(errs, immutable(spec.Child("schedulingPolicy", "gang"), ptr.Deref(old.Spec.SchedulingPolicy.Gang, ""), ptr.Deref(job.Spec.SchedulingPolicy.Gang, ""))...)
-	errs = append(errs, fixedRunPolicyUpdate(spec, &old.Spec.RunPolicy, &job.Spec.RunPolicy)...)
-	errs = append(errs, validateQueueUpdate(old, job)...)
-	return nil, invalid("PyTorchJob", job.Name, errs)
-}
-
-// ValidateDelete allows every deletion.
-func (PyTorchJob) ValidateDelete(context.Context, *troupev1.PyTorchJob) (admission.Warnings, error) {
-	return nil, nil
+	return append(errs, fixedRunPolicyUpdate(spec, &old.Spec.RunPolicy, &job.Spec.RunPolicy)...)
 }

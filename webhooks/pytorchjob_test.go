@@ -21,7 +21,7 @@ func pytorchJob() *troupev1.PyTorchJob {
 		ElasticPolicy:       &troupev1.PyTorchElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](4)},
 		PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{Master: replica(1), Worker: replica(2)},
 	}}
-	DefaultPyTorchJob(j, Options{})
+	j.SetDefaults(Options{}.Defaults())
 	return j
 }
 
@@ -51,7 +51,7 @@ func TestPyTorchJobUpdates(t *testing.T) {
 	} {
 		updated := old.DeepCopy()
 		tc.edit(updated)
-		DefaultPyTorchJob(updated, Options{})
+		updated.SetDefaults(Options{}.Defaults())
 		_, err := w.ValidateUpdate(context.Background(), old, updated)
 		switch {
 		case tc.want == "" && err != nil:
@@ -108,7 +108,7 @@ func TestPyTorchJobWorkerCopiesBounded(t *testing.T) {
 		"4,095 workers of a small template":  {job(troupev1.MaxWorkerReplicas, 100), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			DefaultPyTorchJob(tc.job, Options{})
+			tc.job.SetDefaults(Options{}.Defaults())
 			var found bool
 			for _, e := range ValidatePyTorchJob(tc.job) {
 				if e.Field == path && strings.Contains(e.Detail, "one batch Job each") {

@@ -108,7 +108,7 @@ func TestQueuedChainerJobPodSets(t *testing.T) {
 func TestQueueCannotChangeWhileRunning(t *testing.T) {
 	o := Options{}
 	stored := queuedChainerJob("ws0")
-	DefaultChainerJob(stored, o)
+	stored.SetDefaults(o.Defaults())
 	for _, queue := range []string{"", "other"} {
 		updated := stored.DeepCopy()
 		updated.Labels = map[string]string{troupev1.LabelQueueName: queue}
@@ -128,7 +128,7 @@ func TestQueueCannotChangeWhileRunning(t *testing.T) {
 func TestManagedByCannotChange(t *testing.T) {
 	o := Options{}
 	stored := queuedChainerJob("ws0")
-	DefaultChainerJob(stored, o)
+	stored.SetDefaults(o.Defaults())
 	updated := stored.DeepCopy()
 	updated.Spec.RunPolicy.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
 	_, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated)

@@ -83,7 +83,7 @@ func TestDefaultT9kSchedulerAndRunMode(t *testing.T) {
 	job := runModeMPIJob()
 	job.Spec.Scheduler = &troupev1.SchedulerSpec{T9kScheduler: &troupev1.T9kScheduler{Queue: "default", Priority: ptr.To[int32](50)}}
 	job.Spec.RunMode = &troupev1.RunMode{Debug: &troupev1.DebugMode{Enabled: true}}
-	DefaultMPIJob(job, Options{})
+	job.SetDefaults(Options{}.Defaults())
 	if sp := job.Spec.SchedulingPolicy; sp.Queue != "default" || sp.PriorityClassName != "t9k-priority-50" {
 		t.Errorf("schedulingPolicy = %+v, want queue default and priorityClassName t9k-priority-50", sp)
 	}
@@ -91,7 +91,7 @@ func TestDefaultT9kSchedulerAndRunMode(t *testing.T) {
 		t.Errorf("debug replicaSpecs = %+v, want them left out", job.Spec.RunMode.Debug.ReplicaSpecs)
 	}
 	again := job.DeepCopy()
-	DefaultMPIJob(again, Options{})
+	again.SetDefaults(Options{}.Defaults())
 	if diff := cmp.Diff(job, again); diff != "" {
 		t.Errorf("defaulting twice changed the job (-once +twice):\n%s", diff)
 	}

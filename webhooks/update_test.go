@@ -34,7 +34,7 @@ func TestUpdateOfAJobStoredWithoutDefaults(t *testing.T) {
 		ws := updated.Spec.WorkerSets["ws0"]
 		ws.Replicas = ptr.To[int32](3)
 		updated.Spec.WorkerSets["ws0"] = ws
-		DefaultChainerJob(updated, o)
+		updated.SetDefaults(o.Defaults())
 		if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
 			t.Error(err)
 		}
@@ -43,7 +43,7 @@ func TestUpdateOfAJobStoredWithoutDefaults(t *testing.T) {
 		stored := &troupev1.MPIJob{ObjectMeta: meta, Spec: troupev1.MPIJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{Worker: *worker.DeepCopy()}}}
 		updated := stored.DeepCopy()
 		updated.Spec.Worker.Replicas = ptr.To[int32](4)
-		DefaultMPIJob(updated, o)
+		updated.SetDefaults(o.Defaults())
 		if _, err := (MPIJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
 			t.Error(err)
 		}
@@ -52,7 +52,7 @@ func TestUpdateOfAJobStoredWithoutDefaults(t *testing.T) {
 		stored := &troupev1.HorovodJob{ObjectMeta: meta, Spec: troupev1.HorovodJobSpec{MPIProgramSpec: troupev1.MPIProgramSpec{Worker: hvd}}}
 		updated := stored.DeepCopy()
 		updated.Labels = map[string]string{"team": "a"}
-		DefaultHorovodJob(updated, o)
+		updated.SetDefaults(o.Defaults())
 		if _, err := (HorovodJob{o}).ValidateUpdate(context.Background(), stored, updated); err != nil {
 			t.Error(err)
 		}
@@ -74,7 +74,7 @@ func TestPlaceAndUnsuspendInOneUpdate(t *testing.T) {
 			Master:     troupev1.ChainerMaster{Template: chainerTemplate(0)},
 			WorkerSets: map[string]troupev1.ChainerWorkerSet{"ws0": {Replicas: ptr.To[int32](1), Template: chainerTemplate(0)}}}}
 		j.Spec.RunPolicy.Suspend = ptr.To(suspend)
-		DefaultChainerJob(j, o)
+		j.SetDefaults(o.Defaults())
 		return j
 	}
 	admit := func(stored *troupev1.ChainerJob, edit func(*troupev1.ChainerJob)) error {
@@ -104,7 +104,7 @@ func TestPlaceAndUnsuspendInOneUpdate(t *testing.T) {
 		Worker: troupev1.MPIWorker{Replicas: ptr.To[int32](2), Cmd: []string{"./app"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}}}}}
 	mpiJob.Spec.RunPolicy.Suspend = ptr.To(true)
-	DefaultMPIJob(mpiJob, o)
+	mpiJob.SetDefaults(o.Defaults())
 	updated := mpiJob.DeepCopy()
 	place(&updated.Spec.Worker.Template)
 	updated.Spec.RunPolicy.Suspend = ptr.To(false)
@@ -121,7 +121,7 @@ func TestFailurePolicyCannotChange(t *testing.T) {
 			Containers: []corev1.Container{{Name: troupev1.MPIWorkerContainer, Image: "mpi:1"}}}}},
 		RunPolicy: troupev1.RunPolicy{FailurePolicy: &troupev1.FailurePolicy{MaxRestarts: 1}},
 	}}}
-	DefaultMPIJob(stored, o)
+	stored.SetDefaults(o.Defaults())
 	for name, edit := range map[string]func(*troupev1.RunPolicy){
 		"maxRestarts changed": func(rp *troupev1.RunPolicy) { rp.FailurePolicy.MaxRestarts = 3 },
 		"removed":             func(rp *troupev1.RunPolicy) { rp.FailurePolicy = nil },

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/version"
 )
 
@@ -21,7 +23,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{streams: streams, flags: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-troupe",
-		Short: "Inspect and steer troupe training jobs (ChainerJob, HorovodJob, MPIJob, PyTorchJob)",
+		Short: "Inspect and steer troupe training jobs (" + strings.Join(registeredKindNames(), ", ") + ")",
 		Long: "kubectl troupe shows every troupe job kind at once: their state, children, events and logs,\n" +
 			"the MPI hostfile the operator generated, and suspends or resumes a job.",
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl troupe"},
@@ -35,6 +37,15 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.AddCommand(newGetCommand(o), newDescribeCommand(o), newLogsCommand(o), newHostfileCommand(o),
 		newSuspendCommand(o, true), newSuspendCommand(o, false), newVersionCommand(o))
 	return root
+}
+
+// registeredKindNames are the registered kinds' names, in the registry's order.
+func registeredKindNames() []string {
+	var names []string
+	for _, k := range kinds.All() {
+		names = append(names, k.Name)
+	}
+	return names
 }
 
 // options are what every subcommand shares: the output streams and kubectl's flags.

@@ -21,11 +21,11 @@ type UserManifest struct {
 }
 
 // UserManifests finds, by glob under the repository root, every job manifest of a kind served
-// says troupe serves: each document of examples/*.yaml, and kubeflow's published MPIJobs
-// (test/manifests/kubeflow), training-operator's PyTorchJobs (test/manifests/training-operator)
-// and the seed documents' jobs (test/manifests/seeds), those with only their apiVersion
-// changed, as a user moving to troupe would. It fails when a folder holds none, so a moved
-// folder cannot pass by finding nothing.
+// says troupe serves: each document of examples/*.yaml, and the published manifests of each
+// folder of test/manifests (kubeflow's MPIJobs, training-operator's PyTorchJobs, the seed
+// documents' jobs in a folder per document; a new source is a new folder), those with only
+// their apiVersion changed, as a user moving to troupe would. It fails when a folder holds
+// none, so an emptied folder cannot pass by finding nothing.
 func UserManifests(root string, served func(kind string) bool) ([]UserManifest, error) {
 	var out []UserManifest
 	examples, _ := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
@@ -45,10 +45,22 @@ func UserManifests(root string, served func(kind string) bool) ([]UserManifest, 
 		}
 	}
 	manifests := filepath.Join(root, "test", "manifests")
-	kubeflow, _ := filepath.Glob(filepath.Join(manifests, "kubeflow", "*.yaml"))
-	trainingOperator, _ := filepath.Glob(filepath.Join(manifests, "training-operator", "*.yaml"))
-	seeds, _ := filepath.Glob(filepath.Join(manifests, "seeds", "*", "*.yaml"))
-	for _, f := range slices.Concat(kubeflow, trainingOperator, seeds) {
+	// Each folder of test/manifests is one source: its files, or those of its folders (the
+	// seed documents').
+	sources, _ := filepath.Glob(filepath.Join(manifests, "*"))
+	var files []string
+	for _, dir := range sources {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		flat, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		nested, _ := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
+		if len(flat)+len(nested) == 0 {
+			return nil, fmt.Errorf("%s holds no manifest", dir)
+		}
+		files = append(files, slices.Concat(flat, nested)...)
+	}
+	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
@@ -64,9 +76,8 @@ func UserManifests(root string, served func(kind string) bool) ([]UserManifest, 
 		name, _ := filepath.Rel(manifests, f)
 		out = append(out, UserManifest{Name: name, Object: obj})
 	}
-	if len(examples) == 0 || len(kubeflow) == 0 || len(trainingOperator) == 0 || len(seeds) == 0 {
-		return nil, fmt.Errorf("found %d example files, %d kubeflow MPIJobs, %d training-operator manifests and %d seed manifests under %s",
-			len(examples), len(kubeflow), len(trainingOperator), len(seeds), root)
+	if len(examples) == 0 || len(sources) == 0 {
+		return nil, fmt.Errorf("found %d example files and %d manifest folders under %s", len(examples), len(sources), root)
 	}
 	return out, nil
 }

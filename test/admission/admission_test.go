@@ -104,7 +104,7 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 			switch {
 			case strings.Contains(string(data), "kind: ChainerJob"):
 				job := createDefaulted(t, testutil.Load[*troupev1.ChainerJob](t, f, ns),
-					func(j *troupev1.ChainerJob) any { return j.Spec }, func(j *troupev1.ChainerJob) { webhooks.DefaultChainerJob(j, opts) })
+					func(j *troupev1.ChainerJob) any { return j.Spec }, func(j *troupev1.ChainerJob) { j.SetDefaults(opts.Defaults()) })
 				if job.Spec.Transport != troupev1.MPITransportKubeExec || job.Spec.Master.MPIConfig.Slots == nil {
 					t.Errorf("stored spec lacks its defaults: %+v", job.Spec)
 				}
@@ -116,7 +116,7 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 				stored = job
 			case strings.Contains(string(data), "kind: MPIJob"):
 				job := createDefaulted(t, testutil.Load[*troupev1.MPIJob](t, f, ns),
-					func(j *troupev1.MPIJob) any { return j.Spec }, func(j *troupev1.MPIJob) { webhooks.DefaultMPIJob(j, opts) })
+					func(j *troupev1.MPIJob) any { return j.Spec }, func(j *troupev1.MPIJob) { j.SetDefaults(opts.Defaults()) })
 				switch {
 				case job.Spec.IsWorkerTemplateForm():
 					// The FFFFFaraway form keeps its form and reaches its workers by exec.
@@ -130,7 +130,7 @@ func TestExamplesAreAdmittedAndDefaulted(t *testing.T) {
 				stored = job
 			case strings.Contains(string(data), "kind: HorovodJob"):
 				stored = createDefaulted(t, testutil.Load[*troupev1.HorovodJob](t, f, ns),
-					func(j *troupev1.HorovodJob) any { return j.Spec }, func(j *troupev1.HorovodJob) { webhooks.DefaultHorovodJob(j, opts) })
+					func(j *troupev1.HorovodJob) any { return j.Spec }, func(j *troupev1.HorovodJob) { j.SetDefaults(opts.Defaults()) })
 			default:
 				// A kind with no checks of its own here: admitted, and defaulted idempotently.
 				stored = createRegistered(t, f, ns, opts)

@@ -179,10 +179,11 @@ func mutableChanges(user kubectlUser, job *unstructured.Unstructured) []mutableC
 		changes = append(changes, mutableChange{"runMode pause", []string{"spec", "runMode", "pause", "enabled"}, true})
 	}
 	lowest, highest := int64(1), int64(troupev1.MaxWorkerReplicas)
-	for _, elastic := range []string{"elastic", "elasticPolicy"} { // HorovodJob's, PyTorchJob's
-		if minR, found, _ := unstructured.NestedInt64(job.Object, "spec", elastic, "minReplicas"); found {
-			highest, _, _ = unstructured.NestedInt64(job.Object, "spec", elastic, "maxReplicas")
-			lowest = minR
+	spec, _ := job.Object["spec"].(map[string]any)
+	for _, k := range sortedKeys(spec) { // elastic bounds (HorovodJob's elastic, PyTorchJob's elasticPolicy)
+		if isElasticBounds(spec[k]) {
+			lowest, _, _ = unstructured.NestedInt64(spec, k, "minReplicas")
+			highest, _, _ = unstructured.NestedInt64(spec, k, "maxReplicas")
 		}
 	}
 	for _, p := range workerCounts(job.Object["spec"], []string{"spec"}) {
@@ -199,6 +200,14 @@ func mutableChanges(user kubectlUser, job *unstructured.Unstructured) []mutableC
 	return changes
 }
 
+// isElasticBounds says whether v is the elastic bounds of a kind's workers, whatever the kind
+// calls them: an object with minReplicas (and maxReplicas).
+func isElasticBounds(v any) bool {
+	m, ok := v.(map[string]any)
+	_, hasMin := m["minReplicas"]
+	return ok && hasMin
+}
+
 // workerCounts finds the worker counts of a spec: every replicas or numWorkers field outside
 // pod templates.
 func workerCounts(v any, at []string) [][]string {
@@ -210,7 +219,7 @@ func workerCounts(v any, at []string) [][]string {
 	for _, k := range sortedKeys(m) {
 		p := append(slices.Clone(at), k)
 		switch {
-		case k == "template" || strings.HasSuffix(k, "Template") || k == "elastic" || k == "elasticPolicy":
+		case k == "template" || strings.HasSuffix(k, "Template") || isElasticBounds(m[k]):
 		case k == "Launcher" || k == "Master": // kubeflow's forms: one pod, not a worker count
 		case k == "replicas" || k == "numWorkers":
 			if _, isNumber := m[k].(int64); isNumber {

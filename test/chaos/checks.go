@@ -41,7 +41,7 @@ var childTypes = []schema.GroupVersionKind{
 // caller polls until the count settles.
 func orphans(ctx context.Context, c client.Client, ns string) ([]string, error) {
 	jobs := sets.New[types.UID]()
-	for _, k := range kindNames {
+	for _, k := range kindNames() {
 		list, err := listJobs(ctx, c, k, ns)
 		if err != nil {
 			return nil, err

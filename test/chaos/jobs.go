@@ -1,16 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
+	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
 // How a simulated master behaves (hack/controlplane/pod-stages.yaml): it runs for the
@@ -28,8 +32,8 @@ const (
 type shape struct {
 	Kind string
 	Name string
-	// Sets are the replicas of each worker set (MPIJob and HorovodJob have one set; a
-	// ChainerJob one to three).
+	// Sets are the replicas of each worker set: one to three for a kind whose sets are named
+	// (ChainerJob), one for the others.
 	Sets []int32
 	Gang troupev1.GangProvider
 	// Fail: the master exits 1 (twice: backoffLimit 1), and the job ends Failed.
@@ -55,17 +59,18 @@ func (s shape) want() troupev1.JobPhase {
 	return troupev1.JobSucceeded
 }
 
-// shapes draws n jobs from seed: kinds in turn, the rest at random. Jobs are created over
-// window; masters run between minRun and maxRun.
+// shapes draws n jobs from seed: the registered kinds in turn, the rest at random. Jobs are
+// created over window; masters run between minRun and maxRun.
 func shapes(seed uint64, n int, window, minRun, maxRun time.Duration) []shape {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	prefix := map[string]string{"MPIJob": "mpi", "HorovodJob": "hvd", "ChainerJob": "cj", "PyTorchJob": "ptj"}
+	all := kinds.All()
 	var out []shape
 	for i := range n {
-		s := shape{Kind: kindNames[i%len(kindNames)]}
-		s.Name = fmt.Sprintf("%s-%03d", prefix[s.Kind], i)
+		k := all[i%len(all)]
+		s := shape{Kind: k.Name}
+		s.Name = fmt.Sprintf("%s-%03d", strings.ToLower(strings.TrimSuffix(k.Name, "Job")), i)
 		sets := 1
-		if s.Kind == "ChainerJob" {
+		if workerSetsOf(k) > 1 {
 			sets = 1 + rng.IntN(3)
 		}
 		for range sets {
@@ -108,8 +113,12 @@ func shapes(seed uint64, n int, window, minRun, maxRun time.Duration) []shape {
 	return out
 }
 
-// object is the job of shape s in namespace ns.
-func (s shape) object(ns string) client.Object {
+// object is the job of shape s in namespace ns: its kind's Sample.
+func (s shape) object(ns string) engine.Object {
+	return s.objectWith(ns, s.Sets)
+}
+
+func (s shape) objectWith(ns string, sets []int32) engine.Object {
 	master := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{simDurationAnnot: s.Duration.String()}},
 		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever},
@@ -131,59 +140,43 @@ func (s shape) object(ns string) client.Object {
 	if s.Gang != "" {
 		sched.Gang = ptr.To(s.Gang)
 	}
-	meta := metav1.ObjectMeta{Name: s.Name, Namespace: ns}
-	worker := func(container string) corev1.PodTemplateSpec {
-		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: image}}}}
-	}
-	switch s.Kind {
-	case "ChainerJob":
-		master.Spec.Containers = []corev1.Container{{Name: troupev1.ChainerMainContainer, Image: image}}
-		j := &troupev1.ChainerJob{ObjectMeta: meta, Spec: troupev1.ChainerJobSpec{
-			Backend: troupev1.ChainerBackendMPI, Master: troupev1.ChainerMaster{Template: master},
-			WorkerSets: map[string]troupev1.ChainerWorkerSet{}, RunPolicy: run, SchedulingPolicy: sched,
-		}}
-		for i, n := range s.Sets {
-			j.Spec.WorkerSets[setName(i)] = troupev1.ChainerWorkerSet{Replicas: ptr.To(n), Template: worker(troupev1.ChainerMainContainer)}
-		}
-		return j
-	case "PyTorchJob":
-		master.Spec.Containers = []corev1.Container{{Name: troupev1.PyTorchMainContainer, Image: image}}
-		never := troupev1.ReplicaRestartNever
-		return &troupev1.PyTorchJob{ObjectMeta: meta, Spec: troupev1.PyTorchJobSpec{
-			PyTorchReplicaSpecs: troupev1.PyTorchReplicaSpecs{
-				Master: &troupev1.ReplicaSpec{Template: master, RestartPolicy: never},
-				Worker: &troupev1.ReplicaSpec{Replicas: ptr.To(s.Sets[0]), Template: worker(troupev1.PyTorchMainContainer)},
-			},
-			RunPolicy: run, SchedulingPolicy: sched,
-		}}
-	default:
-		master.Spec.Containers = []corev1.Container{{Name: "launcher", Image: image}}
-		container := troupev1.MPIWorkerContainer
-		if s.Kind == "HorovodJob" {
-			container = troupev1.HorovodMainContainer
-		}
-		p := troupev1.MPIProgramSpec{
-			Worker:   troupev1.MPIWorker{Replicas: ptr.To(s.Sets[0]), Template: worker(container)},
-			Launcher: &troupev1.MPILauncher{Template: &master}, RunPolicy: run, SchedulingPolicy: sched,
-		}
-		if s.Kind == "HorovodJob" {
-			return &troupev1.HorovodJob{ObjectMeta: meta, Spec: troupev1.HorovodJobSpec{MPIProgramSpec: p}}
-		}
-		return &troupev1.MPIJob{ObjectMeta: meta, Spec: troupev1.MPIJobSpec{MPIProgramSpec: p}}
-	}
+	return kindNamed(s.Kind).Sample(kinds.Sample{Name: s.Name, Namespace: ns, Master: master, Image: image,
+		WorkerSets: sets, RunPolicy: run, SchedulingPolicy: sched})
 }
 
-// scalePatch is the merge patch that scales the first worker set to n.
-func (s shape) scalePatch(n int32) string {
-	switch s.Kind {
-	case "ChainerJob":
-		return fmt.Sprintf(`{"spec":{"workerSets":{%q:{"replicas":%d}}}}`, setName(0), n)
-	case "PyTorchJob":
-		return fmt.Sprintf(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"replicas":%d}}}}`, n)
+// scalePatch is the merge patch that scales the first worker set to n: the difference between
+// the job's Sample and the Sample with that set's replicas n, so it is written in the kind's
+// own spec.
+func (s shape) scalePatch(n int32) (string, error) {
+	scaled := append([]int32{n}, s.Sets[1:]...)
+	before, err := json.Marshal(s.object(""))
+	if err != nil {
+		return "", err
 	}
-	return fmt.Sprintf(`{"spec":{"worker":{"replicas":%d}}}`, n)
+	after, err := json.Marshal(s.objectWith("", scaled))
+	if err != nil {
+		return "", err
+	}
+	patch, err := jsonpatch.CreateMergePatch(before, after)
+	return string(patch), err
 }
 
 const resumePatch = `{"spec":{"runPolicy":{"suspend":false}}}`
 
-func setName(i int) string { return fmt.Sprintf("ws%d", i) }
+// kindNamed is the registered kind named name.
+func kindNamed(name string) kinds.Kind {
+	for _, k := range kinds.All() {
+		if k.Name == name {
+			return k
+		}
+	}
+	panic(fmt.Sprintf("no registered kind %q", name))
+}
+
+// workerSetsOf is how many worker sets a job of kind k can have, up to three: those of its
+// Sample given three (a kind of one set makes one), counted as Kueue's pod sets without the
+// master's.
+func workerSetsOf(k kinds.Kind) int {
+	job := k.Sample(kinds.Sample{Name: "count", Image: image, WorkerSets: []int32{1, 1, 1}})
+	return len(job.(troupev1.QueuedJob).PodSets()) - 1
+}

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
-	"github.com/troupe-dev/troupe/kinds"
+	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/webhooks"
 )
@@ -24,7 +26,8 @@ func TestShapesAreTheSeedsAlone(t *testing.T) {
 	}
 }
 
-// The plan covers what the issue asks for, and every job it makes is one the webhooks admit.
+// The plan covers what the issue asks for, every registered kind included, and every job it
+// makes is one the webhooks admit.
 func TestShapesCoverTheMixAndAreAdmitted(t *testing.T) {
 	plan := shapes(1, 100, time.Minute, 5*time.Second, 20*time.Second)
 	seen := map[string]int{}
@@ -44,50 +47,48 @@ func TestShapesCoverTheMixAndAreAdmitted(t *testing.T) {
 				seen[what]++
 			}
 		}
-		obj := s.object("ns").(engine.Object)
-		k := kindOf(t, s.Kind)
-		if errs := k.Admit(obj, webhooks.Options{DefaultGang: troupev1.GangNone}); len(errs) > 0 {
+		if errs := kindNamed(s.Kind).Admit(s.object("ns"), webhooks.Options{DefaultGang: troupev1.GangNone}); len(errs) > 0 {
 			t.Errorf("%s refused: %v", s.Name, errs.ToAggregate())
 		}
 	}
-	for _, want := range []string{"MPIJob", "HorovodJob", "ChainerJob", "sets1", "sets2", "sets3", "gang", "fail", "suspend", "scale", "ttl"} {
+	for _, want := range append(kindNames(), "sets1", "sets2", "sets3", "gang", "fail", "suspend", "scale", "ttl") {
 		if seen[want] == 0 {
 			t.Errorf("no job with %s in 100: %v", want, seen)
 		}
 	}
 }
 
-func kindOf(t *testing.T, name string) kinds.Kind {
-	t.Helper()
-	for _, k := range kinds.All() {
-		if k.Name == name {
-			return k
+// A scale patch, written from the kind's Sample, changes the replicas of the job's first worker
+// set and nothing else, for every registered kind.
+func TestScalePatchScalesTheFirstSet(t *testing.T) {
+	for _, name := range kindNames() {
+		s := shape{Kind: name, Name: "scaled", Sets: []int32{2}, Duration: time.Minute}
+		if workerSetsOf(kindNamed(name)) > 1 {
+			s.Sets = []int32{2, 3}
 		}
-	}
-	t.Fatalf("no kind %s", name)
-	return kinds.Kind{}
-}
-
-// The chaos run creates jobs of every registered kind: a kind added to the registry without
-// its shape here would go untested under faults.
-func TestChaosRunsEveryKind(t *testing.T) {
-	seen := map[string]bool{}
-	for _, s := range shapes(1, 30, time.Minute, 5*time.Second, 20*time.Second) {
-		seen[s.Kind] = true
-	}
-	for _, k := range kinds.All() {
-		if !seen[k.Name] {
-			t.Errorf("no chaos job of kind %s", k.Name)
+		patch, err := s.scalePatch(5)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-// Every registered kind has tamperings (tamper.Actions): a kind added to the registry and not
-// to the tamper switch would be left out of the chaos run's tampering unnoticed.
-func TestEveryKindIsTampered(t *testing.T) {
-	for _, k := range kinds.All() {
-		if len(tamperPackage{}.Actions(k.Name)) == 0 {
-			t.Errorf("no tampering of kind %s (test/chaos/tamper: Actions)", k.Name)
+		before, err := json.Marshal(s.object("ns"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := jsonpatch.MergePatch(before, []byte(patch))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", name, patch, err)
+		}
+		got := kindNamed(name).NewObject()
+		if err := json.Unmarshal(after, got); err != nil {
+			t.Fatal(err)
+		}
+		want := s.objectWith("ns", append([]int32{5}, s.Sets[1:]...))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: patch %s (-want +got):\n%s", name, patch, diff)
+		}
+		spec := &engine.Spec{Name: "scaled", Namespace: "ns"}
+		if err := kindNamed(name).Adapter(controllers.Options{}).Describe(got, spec); err != nil || spec.WorkerSets[0].Replicas != 5 {
+			t.Errorf("%s: patch %s: first worker set %+v (err %v), want 5 replicas", name, patch, spec.WorkerSets, err)
 		}
 	}
 }

@@ -359,14 +359,14 @@ func reconciling(path string) bool {
 		if !strings.Contains(l, `"msg":"Starting workers"`) {
 			return false
 		}
-		for _, k := range kindNames {
+		for _, k := range kindNames() {
 			if strings.Contains(l, `"controller":"`+k+`"`) {
 				started[k] = true
 			}
 		}
 		return true
 	})
-	return len(started) == len(kindNames)
+	return len(started) == len(kindNames())
 }
 
 // reconciling is reconciling(r.log), read from r's log until it is true (it stays true), as
@@ -404,7 +404,7 @@ func caughtUp(ctx context.Context, addr string) bool {
 		if !ok || (metric != "workqueue_depth" && metric != "controller_runtime_active_workers") {
 			continue
 		}
-		for _, k := range kindNames {
+		for _, k := range kindNames() {
 			if !strings.Contains(line, `controller="`+k+`"`) {
 				continue
 			}
@@ -414,7 +414,7 @@ func caughtUp(ctx context.Context, addr string) bool {
 			}
 		}
 	}
-	return sc.Err() == nil && len(seen) == 2*len(kindNames)
+	return sc.Err() == nil && len(seen) == 2*len(kindNames())
 }
 
 func logHas(path, s string) bool {

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
@@ -118,15 +120,23 @@ func (p *pass) drive(ctx context.Context, js *jobState, beforeCreate func(ctx co
 			patch("resume", resumePatch)
 		}
 	case s.ScaleTo > 0:
-		if sleepCtx(ctx, s.ScaleAfter) {
-			patch("scale", s.scalePatch(s.ScaleTo))
+		if !sleepCtx(ctx, s.ScaleAfter) {
+			return
 		}
+		body, err := s.scalePatch(s.ScaleTo)
+		if err != nil {
+			p.mu.Lock()
+			js.errs = append(js.errs, fmt.Errorf("scale: %w", err))
+			p.mu.Unlock()
+			return
+		}
+		patch("scale", body)
 	}
 }
 
 // poll reads every job of the namespace once and records what it sees.
 func (p *pass) poll(ctx context.Context) {
-	for _, k := range kindNames {
+	for _, k := range kindNames() {
 		list, err := listJobs(ctx, p.c, k, p.ns)
 		if err != nil {
 			continue // the API server may be restarting
@@ -176,47 +186,40 @@ func (p *pass) running() []shape {
 	return out
 }
 
-// kindNames are the kinds the chaos run creates, in turn.
-var kindNames = []string{"MPIJob", "HorovodJob", "ChainerJob", "PyTorchJob"}
+// kindNames are the kinds the chaos run creates, in turn: every registered kind.
+func kindNames() []string {
+	var names []string
+	for _, k := range kinds.All() {
+		names = append(names, k.Name)
+	}
+	return names
+}
 
-// listJobs lists the jobs of one kind in ns.
+// listJobs lists the jobs of one kind in ns, through the list type the client's scheme
+// registers for it (<Kind>List).
 func listJobs(ctx context.Context, c client.Client, kind, ns string) ([]engine.Object, error) {
-	var out []engine.Object
-	switch kind {
-	case "MPIJob":
-		var l troupev1.MPIJobList
-		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
-			return nil, err
+	obj, err := c.Scheme().New(troupev1.GroupVersion.WithKind(kind + "List"))
+	if err != nil {
+		return nil, err
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a list", obj)
+	}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Object, 0, len(items))
+	for _, item := range items {
+		job, ok := item.(engine.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a job", item)
 		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case "HorovodJob":
-		var l troupev1.HorovodJobList
-		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case "ChainerJob":
-		var l troupev1.ChainerJobList
-		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case "PyTorchJob":
-		var l troupev1.PyTorchJobList
-		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unknown kind %q", kind)
+		out = append(out, job)
 	}
 	return out, nil
 }

@@ -109,7 +109,9 @@ var rules = []rule{
 	{exact("kubectl delete namespace troupe-jobs"), at(Uninstall, Namespaced, ReleaseNamespaced)},
 	{regexp.MustCompile(`^helm install troupe troupe-X\.Y\.Z\.tgz -n troupe-system( --set image\.repository=REGISTRY/troupe-operator --set agentImage=REGISTRY/troupe-agent:vX\.Y\.Z)?$`), at(Install, ReleaseHelm)},
 	{regexp.MustCompile(`^helm upgrade troupe troupe-(X\.Y\.Z|\d+\.\d+\.\d+)\.tgz -n troupe-system$`), at(Upgrade, ReleaseHelm)},
-	{exact("kubectl delete crd chainerjobs.troupe.dev horovodjobs.troupe.dev mpijobs.troupe.dev pytorchjobs.troupe.dev"), at(Uninstall, ReleaseHelm)},
+	// Every kind's CRD, as the docs name them (TestEveryKindIsEverywhere holds the list to the
+	// registry).
+	{regexp.MustCompile(`^kubectl delete crd( [a-z]+\.troupe\.dev)+$`), at(Uninstall, ReleaseHelm)},
 }
 
 // OptInCommand labels every namespace that holds a troupe job (of any kind: the category

@@ -44,8 +44,8 @@ const (
 	// earlier attempts before it creates the next attempt's.
 	LabelRestartAttempt = "troupe.dev/restart-attempt"
 
-	// The kinds' name labels: each names its job on every child and pod (the operator's pod
-	// watch maps a pod to its job by it).
+	// The kinds' name labels (NameLabel of each kind): each names its job on every child and
+	// pod (the operator's pod watch maps a pod to its job by it).
 	MPIJobNameLabel     = "mpijob.troupe.dev/name"
 	PyTorchJobNameLabel = "pytorchjob.troupe.dev/name"
 	HorovodJobNameLabel = "horovodjob.troupe.dev/name"
@@ -69,11 +69,9 @@ const (
 )
 
 // LabelsRead are all the labels the operator reads of a pod or of an object no troupe job
-// controls: its cache keeps these and drops the rest (a tenant's labels cannot grow it).
-var LabelsRead = []string{
-	LabelJobUID, LabelRole, LabelWorkerSet, LabelRestartAttempt, LabelManagedBy,
-	MPIJobNameLabel, PyTorchJobNameLabel, HorovodJobNameLabel, ChainerJobNameLabel,
-}
+// controls: its cache keeps these and drops the rest (a tenant's labels cannot grow it). Each
+// kind's name label (NameLabel) is added by its types file (registerKind).
+var LabelsRead = []string{LabelJobUID, LabelRole, LabelWorkerSet, LabelRestartAttempt, LabelManagedBy}
 
 // Condition reasons.
 const (

@@ -19,9 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/kinds"
 )
 
-// Target is one job: Kind is "MPIJob", "HorovodJob" or "ChainerJob".
+// Target is one job: Kind is a registered kind's name ("MPIJob").
 type Target struct{ Kind, Namespace, Name string }
 
 func (t Target) String() string { return t.Kind + " " + t.Namespace + "/" + t.Name }
@@ -75,34 +76,46 @@ const (
 	ActionDeleteSSHSecret = "delete-ssh-secret"
 )
 
-// Actions are the tamperings the operator restores for a job of kind with its default
-// transport (ChainerJob: KubeExec, with an exec Role; MPIJob and HorovodJob: SSH, whose Secret
-// is not restorable, see ActionDeleteSSHSecret). A PyTorchJob has no StatefulSet (its Workers
-// are batch Jobs run to completion) and no hostfile: its master Job and its Service.
-// ActionsFor gives those of one job as it is.
+// Actions are the tamperings the operator restores for a job of kind with its defaults (its
+// default transport: ChainerJob's KubeExec has an exec Role, MPIJob's and HorovodJob's SSH a
+// Secret, which is not restorable, see ActionDeleteSSHSecret; a PyTorchJob has neither, nor a
+// StatefulSet or a hostfile): those whose child the kind's Sample job has, so every
+// registered kind has its own without a list here. ActionsFor gives those of one job as it is.
 func Actions(kind string) []string {
-	common := []string{ActionDeleteMaster, ActionDeleteWorkers, ActionDeleteService, ActionDeleteHostfile,
-		ActionEditHostfile, ActionScaleWorkers, ActionRemoveOwnerRef}
-	switch kind {
-	case "ChainerJob":
-		return append(common, ActionDeleteExecRole)
-	case "MPIJob", "HorovodJob":
-		return common
-	case "PyTorchJob":
-		return []string{ActionDeleteMaster, ActionDeleteService}
+	kids, t := sampleChildren(kind)
+	var out []string
+	for _, a := range allActions {
+		if a != ActionDeleteSSHSecret && pickChild(kids, a, t) != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// JobFailingActions are the tamperings after which a running job of kind fails, as
+// documented, rather than being restored: the SSH Secret, for the kinds whose Sample job (the
+// default transport) has one.
+func JobFailingActions(kind string) []string {
+	if kids, t := sampleChildren(kind); pickChild(kids, ActionDeleteSSHSecret, t) != nil {
+		return []string{ActionDeleteSSHSecret}
 	}
 	return nil
 }
 
-// JobFailingActions are the tamperings after which a running job of kind fails, as
-// documented, rather than being restored: the SSH Secret for the kinds whose default transport
-// is SSH.
-func JobFailingActions(kind string) []string {
-	switch kind {
-	case "MPIJob", "HorovodJob":
-		return []string{ActionDeleteSSHSecret}
+// sampleChildren are the children of the kind's Sample job with one worker, and its target;
+// none for a kind not registered.
+func sampleChildren(kind string) ([]client.Object, Target) {
+	t := Target{Kind: kind, Namespace: "sample", Name: "sample"}
+	k, err := kindOf(kind)
+	if err != nil {
+		return nil, t
 	}
-	return nil
+	job := k.Sample(kinds.Sample{Name: t.Name, Namespace: t.Namespace, Image: "sample", WorkerSets: []int32{1}})
+	kids, err := desiredChildren(job, t)
+	if err != nil {
+		return nil, t
+	}
+	return kids, t
 }
 
 // ActionsFor returns the actions of Actions and JobFailingActions that apply to the job as it
