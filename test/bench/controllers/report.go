@@ -149,7 +149,8 @@ func summarize(rep *reporter, o *options, results []*result) {
 		}
 		a, b := bySide(runs, "troupe-a"), bySide(runs, "troupe-b")
 		if len(a) > 0 && len(b) > 0 {
-			rep.printf("  A/B (A %s; B %s), A and B trading places every round:", o.troupeRefs["troupe-a"], o.troupeRefs["troupe-b"])
+			rep.printf("  A/B (A %s; B %s), A and B trading places every round; identical binaries' ranges would be apart by chance %.0f%% of the time for each figure, so judge the figure the change is meant to move:",
+				o.troupeRefs["troupe-a"], o.troupeRefs["troupe-b"], 100*chance(len(a), len(b)))
 			for _, name := range abFigures {
 				if v, ok := compare(figureNamed(name), a, b); ok {
 					rep.printf("    %s", v)

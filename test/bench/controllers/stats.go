@@ -128,14 +128,18 @@ func ratios(f figure, a, b []*result) []float64 {
 
 // verdict compares a figure of two sides over repeated runs: the effect exceeds the spread when
 // the two sides' ranges (min-max) do not overlap, every run of one beyond every run of the
-// other. Two identical binaries, 3 runs each in random order, do that by chance 1 time in 10
-// (2 of the 20 ways to split 6 runs in 3 and 3).
+// other. For two identical binaries with n runs each in random order that happens by chance
+// with probability 2/C(2n, n) (chance): 1 in 10 at 3 runs each, 1 in 35 at 4; below 3 runs
+// (1 in 3) the bench gives no verdict.
 type verdict struct {
 	figure   figure
 	a, b     spread
 	exceeds  bool
 	relative float64 // b's median over a's
 }
+
+// minVerdictRuns is the fewest runs of each side a verdict needs.
+const minVerdictRuns = 3
 
 func compare(f figure, a, b []*result) (verdict, bool) {
 	va, vb := f.values(a), f.values(b)
@@ -152,10 +156,23 @@ func compare(f figure, a, b []*result) (verdict, bool) {
 
 func (v verdict) String() string {
 	word := "within the spread"
-	if v.exceeds {
+	switch {
+	case min(v.a.n, v.b.n) < minVerdictRuns:
+		word = fmt.Sprintf("no verdict (fewer than %d runs each)", minVerdictRuns)
+	case v.exceeds:
 		word = "effect exceeds spread"
 	}
 	return fmt.Sprintf("%s: A %s, B %s, B/A %.2f: %s", v.figure.name, v.figure.show(v.a), v.figure.show(v.b), v.relative, word)
+}
+
+// chance is the probability that the ranges of n and m runs of two identical sides, in random
+// order, do not overlap: 2 of the C(n+m, n) ways to split the n+m runs.
+func chance(n, m int) float64 {
+	c := 1.0 // C(n+m, n)
+	for i := 1; i <= n; i++ {
+		c = c * float64(m+i) / float64(i)
+	}
+	return 2 / c
 }
 
 // abFigures are the figures an A/B run gives a verdict on.

@@ -92,6 +92,10 @@ func TestCompare(t *testing.T) {
 			}
 		})
 	}
+	few, _ := compare(f, mk("troupe-a", 0.40, 0.41), mk("troupe-b", 0.30, 0.31))
+	if !strings.HasSuffix(few.String(), "no verdict (fewer than 3 runs each)") {
+		t.Errorf("verdict on 2 runs each = %q, want no verdict", few)
+	}
 	if _, ok := compare(figureNamed("CPU/job"), mk("troupe-a", 1), []*result{runOf("limit", 1, time.Second, -1)}); ok {
 		t.Error("compare gave a verdict on a side that has no such figure")
 	}
@@ -133,6 +137,18 @@ func TestSideSettings(t *testing.T) {
 			if !strings.Contains(got, w) {
 				t.Errorf("sideSettings(%s) = %q, want it to say %q", side, got, w)
 			}
+		}
+	}
+}
+
+// The chance that identical sides' ranges are apart: 2 of the C(2n, n) splits of their runs.
+func TestChance(t *testing.T) {
+	for _, tc := range []struct {
+		n, m int
+		want float64
+	}{{1, 1, 1}, {2, 2, 2.0 / 6}, {3, 3, 0.1}, {4, 4, 2.0 / 70}, {3, 2, 0.2}} {
+		if got := chance(tc.n, tc.m); got-tc.want > 1e-12 || tc.want-got > 1e-12 {
+			t.Errorf("chance(%d, %d) = %g, want %g", tc.n, tc.m, got, tc.want)
 		}
 	}
 }
