@@ -176,7 +176,9 @@ func run() error {
 		rep.printf("settings %-12s %s", s, o.sideSettings(s))
 	}
 	var results []*result
-	var runErr error
+	// runErr stops the bench; an invalid run (a figure the line marks) fails it at the end, once
+	// the other profiles are measured too.
+	var runErr, invalid error
 	for _, name := range o.profiles {
 		p := clusterProfiles[name]
 		rep.printf("profile %s: %s", p.name, p.settings)
@@ -185,11 +187,10 @@ func run() error {
 			// After every run, so a later failure leaves the earlier runs' files.
 			return writeResults(o.out, results, &o)
 		})
-		if err != nil {
-			runErr = fmt.Errorf("profile %s: %w", name, err)
-			break
+		if err := checkValid(runs, o.timeout); err != nil && invalid == nil {
+			invalid = fmt.Errorf("profile %s: %w", name, err)
 		}
-		if err := checkValid(runs, o.timeout); err != nil {
+		if err != nil {
 			runErr = fmt.Errorf("profile %s: %w", name, err)
 			break
 		}
@@ -200,7 +201,10 @@ func run() error {
 		runErr = err
 	}
 	rep.printf("results: %s", o.out)
-	return runErr
+	if runErr != nil {
+		return runErr
+	}
+	return invalid
 }
 
 // checkValid fails a profile whose runs are not valid figures: a launcher that ended before its
