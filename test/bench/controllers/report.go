@@ -98,20 +98,18 @@ func writeResults(dir string, results []*result, o *options) error {
 
 // byProfile are the runs of one profile, in the order they ran.
 func byProfile(results []*result, profile string) []*result {
-	var out []*result
-	for _, r := range results {
-		if r.profile == profile {
-			out = append(out, r)
-		}
-	}
-	return out
+	return runsWhere(results, func(r *result) bool { return r.profile == profile })
 }
 
 // bySide are the runs of one side among runs.
 func bySide(runs []*result, side string) []*result {
+	return runsWhere(runs, func(r *result) bool { return r.side == side })
+}
+
+func runsWhere(runs []*result, keep func(*result) bool) []*result {
 	var out []*result
 	for _, r := range runs {
-		if r.side == side {
+		if keep(r) {
 			out = append(out, r)
 		}
 	}
