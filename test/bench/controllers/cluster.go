@@ -78,7 +78,7 @@ func build(ctx context.Context, o *options) (*env, error) {
 	return e, nil
 }
 
-// troupeBinary is the troupe-operator of ref: this checkout's ("" ), a binary's path, or a git
+// troupeBinary is the troupe-operator of ref: this checkout's (""), a binary's path, or a git
 // revision's (its tree from `git archive`, built apart). desc says which, for the results.
 func troupeBinary(ctx context.Context, o *options, side, ref string) (bin, desc string, err error) {
 	bin = filepath.Join(o.out, "bin", side)
@@ -86,6 +86,9 @@ func troupeBinary(ctx context.Context, o *options, side, ref string) (bin, desc 
 		desc = "this checkout"
 		if head, err := git(ctx, o.repoRoot, "rev-parse", "--short", "HEAD"); err == nil {
 			desc += " (" + head + ")"
+		}
+		if changed, err := git(ctx, o.repoRoot, "status", "--porcelain", "--untracked-files=no"); err == nil && changed != "" {
+			desc += " with uncommitted changes"
 		}
 		return bin, desc, goBuild(ctx, o.repoRoot, bin, "./cmd/troupe-operator")
 	}
@@ -139,13 +142,13 @@ func (e *env) clusterUp(ctx context.Context, p clusterProfile) (*cluster, error)
 	if e.mpiCRD != "" {
 		crds = append(crds, "-f", e.mpiCRD)
 	}
-	env := []string{"CLUSTER_NAME=" + o.cluster, "NODES=" + filepath.Join(o.repoRoot, "test", "bench", "controllers", "nodes.yaml")}
+	vars := []string{"CLUSTER_NAME=" + o.cluster, "NODES=" + filepath.Join(o.repoRoot, "test", "bench", "controllers", "nodes.yaml")}
 	if p.disableQPSLimits {
-		env = append(env, "DISABLE_QPS_LIMITS=1")
+		vars = append(vars, "DISABLE_QPS_LIMITS=1")
 	}
 	// From here the script may have made the cluster, even if it fails: down() deletes it.
 	c.started = true
-	out, err := c.script(ctx, "hack/controlplane/cluster-up.sh", env...)
+	out, err := c.script(ctx, "hack/controlplane/cluster-up.sh", vars...)
 	if err != nil {
 		return c, fmt.Errorf("cluster-up: %w", err)
 	}
