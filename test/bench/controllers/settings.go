@@ -43,10 +43,11 @@ func (o *options) sideSettings(side string) string {
 	case isTroupe(side):
 		s := client + ", work queue controller-runtime's default (watch events enqueued at once; " +
 			"only retries pass its limiter, 10/s burst 100)"
+		if !strings.Contains(o.troupeArgs, "--max-concurrent-reconciles") {
+			s += ", --max-concurrent-reconciles 8 (default)"
+		}
 		if o.troupeArgs != "" {
 			s += ", flags " + o.troupeArgs
-		} else {
-			s += ", --max-concurrent-reconciles 8 (default)"
 		}
 		if len(o.troupeEnv) > 0 {
 			s += ", env " + strings.Join(o.troupeEnv, " ")
