@@ -197,8 +197,11 @@ fuzz: FUZZ_TIME = 200000x
 fuzz: test-fuzz ## Fuzz defaulting and validation of every kind, 200,000 inputs per target (a few minutes).
 
 # make bench: the three sides of docs/performance.md on the bench's own simulated cluster
-# (BENCH_CLUSTER), which it stops at the end. BENCH_FLAGS go to the harness (-jobs, -workers, -qps,
-# -burst, -sides, -rate, -profile-seconds, -keep, -limit-like, -watch-floor: go run ./test/bench/controllers -h).
+# (BENCH_CLUSTER), interleaved, 3 rounds on each cluster profile (the cluster's controllers
+# unthrottled, then at Kubernetes' defaults; a cluster each, deleted at the end): every figure's
+# median and range, every ratio beside both sides' settings. BENCH_FLAGS go to the harness
+# (-jobs, -workers, -qps, -burst, -mpi-queue-qps, -mpi-queue-burst, -repeats, -profiles, -sides,
+# -rate, -profile-seconds, -keep, -limit-like, -watch-floor: go run ./test/bench/controllers -h).
 BENCH_CLUSTER ?= troupe-bench
 BENCH_FLAGS ?=
 MPI_OPERATOR_DIR := $(TROUPE_CACHE)/mpi-operator-$(MPI_OPERATOR_VERSION)
@@ -208,26 +211,37 @@ BENCH_GO = PATH=$(KUBE_BIN):$$PATH MPI_OPERATOR_BIN=$(MPI_OPERATOR_DIR)/bin/mpi-
 BENCH_RUN = hack/controlplane/build.sh mpi-operator && $(BENCH_GO)
 
 .PHONY: bench
-bench: cluster-assets ## MPI jobs on a simulated cluster: the control-plane limit, troupe and kubeflow mpi-operator (200 x 9 pods; results in bench-results/).
+bench: cluster-assets ## MPI jobs on a simulated cluster: the control-plane limit, troupe and kubeflow mpi-operator, 3 interleaved rounds on two cluster profiles (200 x 9 pods; results in bench-results/).
 	$(BENCH_RUN) -profile-seconds 120 $(BENCH_FLAGS)
 
+# make bench-ab A=<revision or binary> [B=<revision or binary>]: two troupe-operators, A and B
+# (B: this checkout by default), interleaved on the Kubernetes-defaults profile, 3 rounds each,
+# trading places every round; per figure, whether the effect exceeds the spread.
+A ?=
+B ?=
+
+.PHONY: bench-ab
+bench-ab: cluster-assets ## A/B of two troupe-operators (A=rev-or-binary, B= default this checkout): 200 x 9 pods, 3 interleaved rounds each, effect against spread.
+	@[ -n "$(A)" ] || { echo "make bench-ab needs A=<git revision or troupe-operator binary>"; exit 2; }
+	$(BENCH_GO) -troupe-a $(A) $(if $(B),-troupe-b $(B)) -profiles defaults $(BENCH_FLAGS)
+
 # make bench-scale: 1,000 jobs on troupe and mpi-operator, then 3,000 on troupe alone (its cost
-# per job as jobs grow; mpi-operator's status at 3,000 jobs would take hours). BENCH_SCALE_FLAGS
-# go to both runs.
+# per job as jobs grow; mpi-operator's status at 3,000 jobs would take hours), once each on the
+# unthrottled profile. BENCH_SCALE_FLAGS go to both runs.
 BENCH_SCALE_FLAGS ?=
 
 .PHONY: bench-scale
 bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and mpi-operator, then 3,000 on troupe: peak RSS and CPU as jobs grow (1.5 to 2 h).
-	$(BENCH_RUN) -jobs 1000 -rate 5 -sides troupe,mpi-operator -timeout 40m $(BENCH_SCALE_FLAGS)
-	$(BENCH_GO) -jobs 3000 -rate 5 -sides troupe -timeout 60m $(BENCH_SCALE_FLAGS)
+	$(BENCH_RUN) -jobs 1000 -rate 5 -sides troupe,mpi-operator -repeats 1 -profiles unthrottled -timeout 40m $(BENCH_SCALE_FLAGS)
+	$(BENCH_GO) -jobs 3000 -rate 5 -sides troupe -repeats 1 -profiles unthrottled -timeout 60m $(BENCH_SCALE_FLAGS)
 
 .PHONY: bench-smoke
-bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three sides: the harness works end to end.
-	$(BENCH_RUN) -jobs 3 -workers 2 -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d) $(BENCH_FLAGS)
+bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three sides, 2 rounds on both profiles: the harness works end to end.
+	$(BENCH_RUN) -jobs 3 -workers 2 -repeats 2 -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d) $(BENCH_FLAGS)
 
 .PHONY: test-bench-smoke
-test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe with -watch-floor (no mpi-operator build): about a minute.
-	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
+test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe with -watch-floor, 2 rounds on the Kubernetes-defaults profile (no mpi-operator build).
+	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -repeats 2 -profiles defaults -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
 
 # make chaos: troupe jobs of every kind run twice on the harness's own simulated cluster
 # (CHAOS_CLUSTER), undisturbed and then under faults (operator SIGKILLs, kube-apiserver and

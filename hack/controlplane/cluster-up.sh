@@ -4,9 +4,11 @@
 #   CLUSTER_NAME  (default troupe-demo)
 #   NODES         the cluster's Node objects (default hack/controlplane/nodes.yaml; see
 #                 nodes-gang.yaml for a cluster of exactly two 4-CPU nodes)
-#   DISABLE_QPS_LIMITS=1  kube-controller-manager, kube-scheduler and kwok talk to the API server
-#                 unthrottled (kwokctl --disable-qps-limits), so that what a benchmark measures
-#                 is the operator (`make bench`)
+#   DISABLE_QPS_LIMITS=1  kube-controller-manager and kube-scheduler talk to the API server
+#                 unthrottled (QPS 5000, burst 10000) and kube-apiserver runs without flow control
+#                 (kwokctl --disable-qps-limits; kwok itself is never throttled): make bench's
+#                 "unthrottled" profile. Without it the cluster runs at Kubernetes' defaults
+#                 (kube-controller-manager QPS 20 burst 30, kube-scheduler 50 / 100)
 #   CLUSTER_ADDONS  what runs beside the control plane: "gang" (the two gang schedulers) and
 #                 "kueue" (Kueue's manager), space-separated; default "gang kueue", "" for a plain
 #                 cluster (make demo's, for an example that needs neither: three fewer builds)
@@ -70,6 +72,9 @@ APISERVER_BIND_ADDRESS=127.0.0.1
 
 # What the cluster is made from; a cluster made from anything else is recreated.
 fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" | sha256sum | cut -c1-16)-${CLUSTER_ADDONS// /+}-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
+# A cluster started without the client limits (DISABLE_QPS_LIMITS=1, make bench's unthrottled
+# profile) is not the same cluster as one at Kubernetes' defaults: neither is reused for the other.
+[[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || fingerprint+=-unthrottled
 
 # schedulers_ready: the add-ons answer on their ports (written down by the run that made the
 # cluster): both gang schedulers, Volcano's with its caches synced (it serves /healthz before

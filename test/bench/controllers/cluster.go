@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,9 +21,21 @@ import (
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
-// env is the bench's cluster and what runs beside it.
+// env is what the bench builds once for all its clusters.
 type env struct {
-	o          *options
+	o *options
+	// troupeBins are the troupe-operator binaries of the troupe sides.
+	troupeBins map[string]string
+	floor      string // watchfloor binary (-watch-floor)
+	mpiOp      string // mpi-operator binary
+	mpiCRD     string
+}
+
+// cluster is one profile's cluster and what runs beside it.
+type cluster struct {
+	*env
+	profile    clusterProfile
+	started    bool // cluster-up.sh ran: down() runs cluster-down.sh
 	kubeconfig string
 	// admin talks to the API server straight and unthrottled: the bench's own watches, the
 	// jobs a user creates, the launchers' release.
@@ -30,82 +43,153 @@ type env struct {
 	dyn      dynamic.Interface
 	kube     kubernetes.Interface
 	proxy    *countingProxy
-	troupe   string // troupe-operator binary
-	floor    string // watchfloor binary (-watch-floor)
-	mpiOp    string // mpi-operator binary
 	hookPort string
 }
 
-// setUp brings the cluster up, installs both MPIJob CRDs, builds troupe-operator, points the
-// cluster's webhooks at it and starts the counting proxy. The env it returns (even with an
-// error) must be torn down.
-func setUp(ctx context.Context, o *options) (*env, error) {
-	e := &env{o: o}
-	e.mpiOp = envOr("MPI_OPERATOR_BIN", "")
-	crd := envOr("MPI_OPERATOR_CRD", "")
-	crds := []string{"-f", filepath.Join(o.repoRoot, "config", "crds")}
+// build builds troupe-operator for each troupe side (this checkout, or -troupe-a's and
+// -troupe-b's binary or revision) and the watch floor, and finds mpi-operator.
+func build(ctx context.Context, o *options) (*env, error) {
+	e := &env{o: o, troupeBins: map[string]string{}}
 	if slices.Contains(o.sides, "mpi-operator") {
-		if e.mpiOp == "" || crd == "" {
+		e.mpiOp, e.mpiCRD = envOr("MPI_OPERATOR_BIN", ""), envOr("MPI_OPERATOR_CRD", "")
+		if e.mpiOp == "" || e.mpiCRD == "" {
 			return nil, fmt.Errorf("MPI_OPERATOR_BIN and MPI_OPERATOR_CRD are not set: run it with `make bench`")
 		}
-		crds = append(crds, "-f", crd)
 	}
-	out, err := e.script(ctx, "hack/controlplane/cluster-up.sh", "CLUSTER_NAME="+o.cluster, "DISABLE_QPS_LIMITS=1",
-		"NODES="+filepath.Join(o.repoRoot, "test", "bench", "controllers", "nodes.yaml"))
-	if err != nil {
-		return e, fmt.Errorf("cluster-up: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	e.kubeconfig = strings.TrimSpace(lines[len(lines)-1])
-	if e.admin, err = clientcmd.BuildConfigFromFlags("", e.kubeconfig); err != nil {
-		return e, err
-	}
-	e.admin.QPS, e.admin.Burst = -1, 0
-	if e.dyn, err = dynamic.NewForConfig(e.admin); err != nil {
-		return e, err
-	}
-	if e.kube, err = kubernetes.NewForConfig(e.admin); err != nil {
-		return e, err
-	}
-	if out, err := e.kubectl(ctx, append([]string{"apply", "--server-side"}, crds...)...); err != nil {
-		return e, fmt.Errorf("install CRDs: %w\n%s", err, out)
-	}
-	if out, err := e.kubectl(ctx, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
-		return e, fmt.Errorf("CRDs: %w\n%s", err, out)
-	}
-	e.troupe = filepath.Join(o.out, "bin", "troupe-operator")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.troupe, "./cmd/troupe-operator")
-	build.Dir = o.repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return e, fmt.Errorf("build troupe-operator: %w\n%s", err, out)
+	for _, side := range o.sides {
+		if !isTroupe(side) {
+			continue
+		}
+		bin, desc, err := troupeBinary(ctx, o, side, o.troupeRefs[side])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", side, err)
+		}
+		e.troupeBins[side] = bin
+		if desc != "" {
+			o.troupeRefs[side] = desc
+		}
 	}
 	if o.watchFloor {
 		e.floor = filepath.Join(o.out, "bin", "watchfloor")
-		build := exec.CommandContext(ctx, "go", "build", "-o", e.floor, "./test/bench/watchfloor")
-		build.Dir = o.repoRoot
-		if out, err := build.CombinedOutput(); err != nil {
-			return e, fmt.Errorf("build watchfloor: %w\n%s", err, out)
+		if err := goBuild(ctx, o.repoRoot, e.floor, "./test/bench/watchfloor"); err != nil {
+			return nil, err
 		}
-	}
-	hooks, err := testutil.FreePort()
-	if err != nil {
-		return e, err
-	}
-	_, e.hookPort, _ = net.SplitHostPort(hooks)
-	if _, err := e.script(ctx, "hack/webhooks-local.sh "+e.hookPort, "KUBECONFIG="+e.kubeconfig); err != nil {
-		return e, fmt.Errorf("webhook configuration: %w", err)
-	}
-	if e.proxy, err = startProxy(e.admin); err != nil {
-		return e, err
 	}
 	return e, nil
 }
 
-func (e *env) tearDown() {
+// troupeBinary is the troupe-operator of ref: this checkout's (""), a binary's path, or a git
+// revision's (its tree from `git archive`, built apart). desc says which, for the results.
+func troupeBinary(ctx context.Context, o *options, side, ref string) (bin, desc string, err error) {
+	bin = filepath.Join(o.out, "bin", side)
+	if ref == "" {
+		desc = "this checkout"
+		if head, err := git(ctx, o.repoRoot, "rev-parse", "--short", "HEAD"); err == nil {
+			desc += " (" + head + ")"
+		}
+		if changed, err := git(ctx, o.repoRoot, "status", "--porcelain", "--untracked-files=no"); err == nil && changed != "" {
+			desc += " with uncommitted changes"
+		}
+		return bin, desc, goBuild(ctx, o.repoRoot, bin, "./cmd/troupe-operator")
+	}
+	if st, err := os.Stat(ref); err == nil && !st.IsDir() {
+		abs, err := filepath.Abs(ref)
+		return abs, "binary " + abs, err
+	}
+	commit, err := git(ctx, o.repoRoot, "rev-parse", "--short", "--verify", ref+"^{commit}")
+	if err != nil {
+		return "", "", fmt.Errorf("%q is neither a file nor a git revision: %w", ref, err)
+	}
+	src := filepath.Join(o.out, "src-"+side)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", "", err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
+	archive.Dir = o.repoRoot
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("git archive %s: %w\n%s", commit, err, out)
+	}
+	return bin, "revision " + ref + " (" + commit + ")", goBuild(ctx, src, bin, "./cmd/troupe-operator")
+}
+
+func goBuild(ctx context.Context, dir, bin, pkg string) error {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", abs, pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s in %s: %w\n%s", pkg, dir, err, out)
+	}
+	return nil
+}
+
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// clusterUp brings the profile's cluster up, installs both MPIJob CRDs, points the cluster's
+// webhooks at troupe-operator's port and starts the counting proxy. The cluster it returns
+// (even with an error) must be taken down.
+func (e *env) clusterUp(ctx context.Context, p clusterProfile) (*cluster, error) {
+	o := e.o
+	c := &cluster{env: e, profile: p}
+	crds := []string{"-f", filepath.Join(o.repoRoot, "config", "crds")}
+	if e.mpiCRD != "" {
+		crds = append(crds, "-f", e.mpiCRD)
+	}
+	vars := []string{"CLUSTER_NAME=" + o.cluster, "NODES=" + filepath.Join(o.repoRoot, "test", "bench", "controllers", "nodes.yaml")}
+	if p.disableQPSLimits {
+		vars = append(vars, "DISABLE_QPS_LIMITS=1")
+	}
+	// From here the script may have made the cluster, even if it fails: down() deletes it.
+	c.started = true
+	out, err := c.script(ctx, "hack/controlplane/cluster-up.sh", vars...)
+	if err != nil {
+		return c, fmt.Errorf("cluster-up: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.kubeconfig = strings.TrimSpace(lines[len(lines)-1])
+	if c.admin, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {
+		return c, err
+	}
+	c.admin.QPS, c.admin.Burst = -1, 0
+	if c.dyn, err = dynamic.NewForConfig(c.admin); err != nil {
+		return c, err
+	}
+	if c.kube, err = kubernetes.NewForConfig(c.admin); err != nil {
+		return c, err
+	}
+	if out, err := c.kubectl(ctx, append([]string{"apply", "--server-side"}, crds...)...); err != nil {
+		return c, fmt.Errorf("install CRDs: %w\n%s", err, out)
+	}
+	if out, err := c.kubectl(ctx, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
+		return c, fmt.Errorf("CRDs: %w\n%s", err, out)
+	}
+	hooks, err := testutil.FreePort()
+	if err != nil {
+		return c, err
+	}
+	_, c.hookPort, _ = net.SplitHostPort(hooks)
+	if _, err := c.script(ctx, "hack/webhooks-local.sh "+c.hookPort, "KUBECONFIG="+c.kubeconfig); err != nil {
+		return c, fmt.Errorf("webhook configuration: %w", err)
+	}
+	if c.proxy, err = startProxy(c.admin); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// down stops the proxy and deletes the cluster, unless -keep and it is the last profile's.
+func (e *cluster) down() {
 	if e.proxy != nil {
 		e.proxy.close()
 	}
-	if e.o.keep || e.kubeconfig == "" {
+	if !e.started || (e.o.keep && e.profile.name == e.o.profiles[len(e.o.profiles)-1]) {
 		return
 	}
 	if _, err := e.script(context.Background(), "hack/controlplane/cluster-down.sh", "CLUSTER_NAME="+e.o.cluster); err != nil {
@@ -113,9 +197,20 @@ func (e *env) tearDown() {
 	}
 }
 
+// controllerManagerPID is the pid of the cluster's kube-controller-manager (kwokctl's pid file
+// beside the kubeconfig), 0 if it cannot be read.
+func (e *cluster) controllerManagerPID() int {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.kubeconfig), "pids", "kube-controller-manager.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
 // proxyKubeconfig writes a kubeconfig that reaches the API server through the counting proxy,
 // for an operator.
-func (e *env) proxyKubeconfig(name string) (string, error) {
+func (e *cluster) proxyKubeconfig(name string) (string, error) {
 	path := filepath.Join(e.o.out, name+".kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -140,7 +235,7 @@ func (e *env) script(ctx context.Context, cmdline string, extraEnv ...string) (s
 	return stdout.String(), err
 }
 
-func (e *env) kubectl(ctx context.Context, args ...string) (string, error) {
+func (e *cluster) kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -154,7 +249,7 @@ type process struct {
 	done chan struct{}
 }
 
-// start runs bin as the side name's operator, with the bench's environment and extraEnv.
+// start runs bin as name (its log name.log), with the bench's environment and extraEnv.
 func (e *env) start(name string, extraEnv []string, bin string, args ...string) (*process, error) {
 	logFile, err := os.Create(filepath.Join(e.o.out, name+".log"))
 	if err != nil {

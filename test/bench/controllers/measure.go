@@ -36,7 +36,11 @@ type result struct {
 	jcP50, jcP99       time.Duration // per job: launcher pod finished -> its launcher Job Complete (Job controller)
 	jcSeen             int           // launcher Jobs seen Complete or Failed
 	writes             writeCounts
+	profile            string  // the cluster profile it ran on
+	round              int     // from 1
+	settings           string  // the side's client and work-queue settings (sideSettings)
 	cpuSeconds         float64 // operator CPU from first create to every job final; <0 no operator
+	kcmCPUSeconds      float64 // kube-controller-manager's CPU over the same time; <0 unknown
 	peakRSS            int64   // operator VmHWM, bytes
 	floorCPUSeconds    float64 // -watch-floor: the watchfloor process's CPU over the same time; <0 none
 	floorPeakRSS       int64   // -watch-floor: its VmHWM, bytes
@@ -53,11 +57,22 @@ type sample struct {
 
 const pollEvery = 250 * time.Millisecond
 
+// runLabel names one run of a side: its profile and round.
+type runLabel struct {
+	profile string
+	round   int
+}
+
+// file is the name of one of the run's files: profile-rN-side.suffix.
+func (l runLabel) file(side, suffix string) string {
+	return fmt.Sprintf("%s-r%d-%s%s", l.profile, l.round, side, suffix)
+}
+
 // measure runs one side: a fresh namespace, its operator (if any), N jobs, the wait for every
 // pod Running, the launchers' release, the wait for every job final.
 // With cleanUp it then deletes the namespace, operator still running (its finalizers), so the
 // next side starts on an empty cluster.
-func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, error) {
+func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp bool) (*result, error) {
 	o := e.o
 	ns := "bench-" + k.name
 	if err := e.freshNamespace(ctx, ns); err != nil {
@@ -71,7 +86,7 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 	if err != nil {
 		return nil, err
 	}
-	proc, pprofAddr, err := e.startOperator(ctx, k.name)
+	proc, pprofAddr, err := e.startOperator(ctx, k.name, run)
 	if err != nil {
 		return nil, err
 	}
@@ -90,16 +105,21 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 			return nil, err
 		}
 	}
-	floor, err := e.startWatchFloor(ctx, k.name)
+	floor, err := e.startWatchFloor(ctx, k.name, run)
 	if err != nil {
 		return nil, err
 	}
 	if floor != nil {
 		defer floor.stop()
 	}
-	res := &result{side: k.name, jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1}
+	res := &result{side: k.name, profile: run.profile, round: run.round, settings: o.sideSettings(k.name),
+		jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1, kcmCPUSeconds: -1}
 	e.proxy.reset()
-	var cpu0, floorCPU0 float64
+	kcm := e.controllerManagerPID()
+	var cpu0, floorCPU0, kcmCPU0 float64
+	if kcm > 0 {
+		kcmCPU0 = cpuSeconds(kcm)
+	}
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
 	}
@@ -111,7 +131,7 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 	if pprofAddr != "" && o.profileSeconds > 0 {
 		profiles.Go(func() {
 			save(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, o.profileSeconds),
-				filepath.Join(o.out, k.name+"-cpu.pprof"))
+				filepath.Join(o.out, run.file(k.name, "-cpu.pprof")))
 		})
 	}
 	stopSampling := make(chan struct{})
@@ -162,6 +182,9 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 	}
 	ctx = outer
 	res.allFinal = time.Since(start)
+	if kcm > 0 {
+		res.kcmCPUSeconds = cpuSeconds(kcm) - kcmCPU0
+	}
 	if proc != nil {
 		if proc.exited() {
 			return nil, fmt.Errorf("%s exited during the run (log %s)", k.name, proc.log.Name())
@@ -174,7 +197,7 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 		}
 		if pprofAddr != "" && o.profileSeconds > 0 {
 			profiles.Wait()
-			save(ctx, "http://"+pprofAddr+"/debug/pprof/heap", filepath.Join(o.out, k.name+"-heap.pprof"))
+			save(ctx, "http://"+pprofAddr+"/debug/pprof/heap", filepath.Join(o.out, run.file(k.name, "-heap.pprof")))
 		}
 	}
 	close(stopSampling)
@@ -222,11 +245,11 @@ func (e *env) measure(ctx context.Context, k sideKind, cleanUp bool) (*result, e
 
 // startOperator starts the side's operator through the counting proxy and waits until it
 // serves; the limit has none. It returns troupe-operator's pprof address.
-func (e *env) startOperator(ctx context.Context, side string) (*process, string, error) {
+func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) (*process, string, error) {
 	o := e.o
-	qps, burst := strconv.FormatFloat(o.qps, 'g', -1, 64), strconv.Itoa(o.burst)
-	switch side {
-	case "troupe":
+	qps, burst := formatQPS(o.qps), strconv.Itoa(o.burst)
+	switch {
+	case isTroupe(side):
 		kc, err := e.proxyKubeconfig(side)
 		if err != nil {
 			return nil, "", err
@@ -245,7 +268,7 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 			"--webhook-bind-address", "127.0.0.1:" + e.hookPort, "--webhook-dns-name", "localhost",
 			"--webhook-cert-dir", filepath.Join(o.out, "certs"), "--webhook-write-certs"},
 			strings.Fields(o.troupeArgs)...)
-		p, err := e.start(side, o.troupeEnv, e.troupe, args...)
+		p, err := e.start(run.file(side, ""), o.troupeEnv, e.troupeBins[side], args...)
 		if err != nil {
 			return nil, "", err
 		}
@@ -260,7 +283,7 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 			return nil, "", fmt.Errorf("troupe-operator not ready (log %s): %w", p.log.Name(), err)
 		}
 		return p, pprofAddr, nil
-	case "mpi-operator":
+	case side == "mpi-operator":
 		kc, err := e.proxyKubeconfig(side)
 		if err != nil {
 			return nil, "", err
@@ -270,7 +293,8 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 			return nil, "", err
 		}
 		// It serves /healthz on :8080, a port it does not let one choose.
-		p, err := e.start(side, nil, e.mpiOp, "--kubeConfig", kc, "--kube-api-qps", qps, "--kube-api-burst", burst,
+		p, err := e.start(run.file(side, ""), nil, e.mpiOp, "--kubeConfig", kc, "--kube-api-qps", qps, "--kube-api-burst", burst,
+			"--controller-queue-rate-limit", strconv.Itoa(o.mpiQueueQPS), "--controller-queue-burst", strconv.Itoa(o.mpiQueueBurst),
 			"--lock-namespace", lockNS, "--monitoring-port", "0")
 		if err != nil {
 			return nil, "", err
@@ -298,13 +322,13 @@ func (e *env) startOperator(ctx context.Context, side string) (*process, string,
 // startWatchFloor starts test/bench/watchfloor (-watch-floor) for the troupe side, straight to
 // the API server (its lists and watches are not troupe's requests), and waits until its
 // informers have synced; nil for other sides or without the flag.
-func (e *env) startWatchFloor(ctx context.Context, side string) (*process, error) {
-	if e.floor == "" || side != "troupe" {
+func (e *cluster) startWatchFloor(ctx context.Context, side string, run runLabel) (*process, error) {
+	if e.floor == "" || !isTroupe(side) {
 		return nil, nil
 	}
 	ready := filepath.Join(e.o.out, "watchfloor.synced")
 	_ = os.Remove(ready)
-	p, err := e.start("watchfloor", []string{"KUBECONFIG=" + e.kubeconfig}, e.floor, "-ready-file", ready)
+	p, err := e.start(run.file("watchfloor", ""), []string{"KUBECONFIG=" + e.kubeconfig}, e.floor, "-ready-file", ready)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +344,7 @@ func (e *env) startWatchFloor(ctx context.Context, side string) (*process, error
 }
 
 // webhooksServe waits until a dry-run MPIJob create passes troupe's webhooks.
-func (e *env) webhooksServe(ctx context.Context) error {
+func (e *cluster) webhooksServe(ctx context.Context) error {
 	u := troupeObjects("default", "webhook-probe", 1)[0]
 	return waitFor(ctx, func() bool {
 		_, err := e.dyn.Resource(troupeJobs).Namespace("default").Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -330,7 +354,7 @@ func (e *env) webhooksServe(ctx context.Context) error {
 
 // createJobs creates the side's jobs, 32 at a time (or at -rate a second), and returns when
 // each job's create began.
-func (e *env) createJobs(ctx context.Context, c dynamic.Interface, k sideKind, ns string) (map[string]time.Time, error) {
+func (e *cluster) createJobs(ctx context.Context, c dynamic.Interface, k sideKind, ns string) (map[string]time.Time, error) {
 	o := e.o
 	created := make(map[string]time.Time, o.jobs)
 	var mu sync.Mutex
@@ -382,7 +406,7 @@ func (e *env) createJobs(ctx context.Context, c dynamic.Interface, k sideKind, n
 
 // releaseLaunchers sets every held launcher's run time to end one second from now, so all end
 // together: the launchers ran until every pod of the side was Running.
-func (e *env) releaseLaunchers(ctx context.Context, ns string, pods []string) error {
+func (e *cluster) releaseLaunchers(ctx context.Context, ns string, pods []string) error {
 	at := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, simDuration, at))
 	names := make(chan string)
@@ -411,7 +435,7 @@ func (e *env) releaseLaunchers(ctx context.Context, ns string, pods []string) er
 
 // freshNamespace deletes ns if it exists (a previous run's), waits until it is gone, and makes
 // it anew, with its default ServiceAccount (pods are refused before it exists).
-func (e *env) freshNamespace(ctx context.Context, ns string) error {
+func (e *cluster) freshNamespace(ctx context.Context, ns string) error {
 	if err := e.deleteNamespace(ctx, ns); err != nil {
 		return err
 	}
@@ -425,7 +449,7 @@ func (e *env) freshNamespace(ctx context.Context, ns string) error {
 }
 
 // deleteNamespace deletes ns, if it exists, and waits until it is gone.
-func (e *env) deleteNamespace(ctx context.Context, ns string) error {
+func (e *cluster) deleteNamespace(ctx context.Context, ns string) error {
 	nsc := e.kube.CoreV1().Namespaces()
 	if err := nsc.Delete(ctx, ns, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
 		return nil
@@ -442,7 +466,7 @@ func (e *env) deleteNamespace(ctx context.Context, ns string) error {
 	return nil
 }
 
-func (e *env) proxyConfig() (*rest.Config, error) {
+func (e *cluster) proxyConfig() (*rest.Config, error) {
 	kc, err := e.proxyKubeconfig("limit")
 	if err != nil {
 		return nil, err

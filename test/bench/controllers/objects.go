@@ -47,6 +47,8 @@ var (
 var sideKinds = map[string]sideKind{
 	"limit":        {name: "limit", job: batchJobs, final: conditionTrue("Complete", "Failed"), objects: limitObjects, throttled: true},
 	"troupe":       {name: "troupe", job: troupeJobs, final: troupeFinal, objects: troupeObjects},
+	"troupe-a":     {name: "troupe-a", job: troupeJobs, final: troupeFinal, objects: troupeObjects},
+	"troupe-b":     {name: "troupe-b", job: troupeJobs, final: troupeFinal, objects: troupeObjects},
 	"mpi-operator": {name: "mpi-operator", job: kubeflowJobs, final: conditionTrue("Succeeded", "Failed"), objects: kubeflowObjects},
 }
 
