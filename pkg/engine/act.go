@@ -192,6 +192,12 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, d de
 				return acted, err
 			case made:
 				acted.Created = append(acted.Created, want)
+				if s.isMasterJob(want) && s.masterRestartOverridden() {
+					r.recorder.Eventf(job, want, corev1.EventTypeWarning, troupev1.EventRestartPolicyOverridden, "Create",
+						"the master's template says restartPolicy OnFailure; Job %s runs its pods with Never, each retry a new pod, "+
+							"because runPolicy.failurePolicy.rules act on its exit codes (a pod failure policy needs pods not restarted in place)",
+						want.GetName())
+				}
 				continue
 			case conflict:
 				acted.Conflicts = append(acted.Conflicts, keyOf(want))

@@ -137,7 +137,7 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 		// A pod failure policy needs a pod that is not restarted in place: a master of
 		// restartPolicy OnFailure (kubeflow's default for a launcher) is run with Never, each
 		// retry a new pod, so that a rule on its exit code acts on the first exit
-		// (MasterRestartPolicyOverridden says so at admission; docs/failure-handling.md).
+		// (masterRestartOverridden; the Warning event RestartPolicyOverridden says so).
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 		if failurePolicy == nil {
 			failurePolicy = &batchv1.PodFailurePolicy{}

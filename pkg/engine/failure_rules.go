@@ -191,3 +191,10 @@ func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 func (s *Spec) restartsEnabled() bool {
 	return s.RunPolicy.FailurePolicy != nil && s.RunMode.Debug == nil
 }
+
+// masterRestartOverridden says the master Job runs its pods with restartPolicy Never where its
+// template says OnFailure: a rule acts on the master's exit codes (masterExitCodeRules), and a
+// pod failure policy needs pods that are not restarted in place.
+func (s *Spec) masterRestartOverridden() bool {
+	return s.Master.Template.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && len(s.masterExitCodeRules()) > 0
+}

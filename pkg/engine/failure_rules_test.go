@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -130,5 +131,32 @@ func TestIgnoredWorkerJobIsMadeAgain(t *testing.T) {
 	if again := h.workerJob(1); terminalJobCondition(again) != nil || !again.DeletionTimestamp.IsZero() {
 		t.Errorf("worker Job %s after the ignored failure: conditions %+v, deletion %v; want it made again, new", again.Name,
 			again.Status.Conditions, again.DeletionTimestamp)
+	}
+}
+
+// onFailureMasterAdapter describes the restart harness's job with a master that restarts
+// OnFailure (kubeflow's launcher) and a rule on its exit code 42.
+type onFailureMasterAdapter struct{ workersAdapter }
+
+func (a onFailureMasterAdapter) Describe(job Object, s *Spec) error {
+	err := a.workersAdapter.Describe(job, s)
+	s.Master.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{{
+		Name: "bug", Action: troupev1.FailJobAction, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{42}},
+	}}}
+	return err
+}
+
+// A master that restarts OnFailure runs with Never when a rule acts on its exit codes, and the
+// job tells it in a Warning event when its master Job is created.
+func TestMasterRestartPolicyOverriddenIsTold(t *testing.T) {
+	h := newRestartHarness(t, nil)
+	h.r.adapter = onFailureMasterAdapter{}
+	h.reconcile()
+	if got := h.master().Spec.Template.Spec.RestartPolicy; got != corev1.RestartPolicyNever {
+		t.Errorf("the master Job's pods restart %s, want Never", got)
+	}
+	if e := h.event(troupev1.EventRestartPolicyOverridden); !strings.Contains(e, "Warning") || !strings.Contains(e, "train-master") {
+		t.Errorf("event %q, want a Warning RestartPolicyOverridden naming the master Job", e)
 	}
 }

@@ -195,6 +195,10 @@ const (
 	// EventScaledOutsideJob: a worker StatefulSet was scaled directly; the operator put its
 	// replicas back and says how to scale the job instead.
 	EventScaledOutsideJob = "ScaledOutsideJob"
+	// EventRestartPolicyOverridden (Warning): the master's template says restartPolicy
+	// OnFailure, but a failure policy rule acts on its exit codes, which needs pods not
+	// restarted in place: its Job runs them with Never.
+	EventRestartPolicyOverridden = "RestartPolicyOverridden"
 	// EventSecretTampered is the Warning for ReasonGeneratedSecretModified.
 	EventSecretTampered = "SecretTampered"
 	// EventRestarting: the job is restarted as a whole; the message is "attempt n of m:
