@@ -64,7 +64,7 @@ func TestChildWakeups(t *testing.T) {
 			if q.Len() != 0 {
 				t.Fatalf("the child's progress woke its job at once (%d queued)", q.Len())
 			}
-			clock.Step(time.Second)
+			stepUntilQueued(t, clock, q, time.Second)
 			queuedOnce(t, q, pi)
 		})
 	}

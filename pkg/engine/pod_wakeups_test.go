@@ -27,6 +27,22 @@ func newQueue(t *testing.T) (workqueue.TypedRateLimitingInterface[reconcile.Requ
 	return q, clock
 }
 
+// stepUntilQueued moves the clock on by d, and once or twice more while nothing is queued: the
+// delaying queue takes an item added with a delay in a goroutine of its own, on its own time, and
+// a step made before it did would leave the item waiting for a moment the clock has already
+// passed (a loaded machine made TestChildWakeups fail so). Three steps at most, so a delay much
+// longer than d still fails.
+func stepUntilQueued(t *testing.T, clock *clocktesting.FakeClock, q workqueue.TypedRateLimitingInterface[reconcile.Request], d time.Duration) {
+	t.Helper()
+	for range 3 {
+		clock.Step(d)
+		if wait.PollUntilContextTimeout(context.Background(), time.Millisecond, time.Second, true,
+			func(context.Context) (bool, error) { return q.Len() > 0, nil }) == nil {
+			return
+		}
+	}
+}
+
 // queuedOnce waits until the queue holds an entry (the delaying queue moves due items in a
 // goroutine of its own), checks that it holds job alone, and takes it.
 func queuedOnce(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.Request], job reconcile.Request) {
@@ -66,7 +82,7 @@ func TestPodWakeups(t *testing.T) {
 		if q.Len() != 0 {
 			t.Fatalf("a pod's progress woke its job at once (%d queued)", q.Len())
 		}
-		clock.Step(time.Second)
+		stepUntilQueued(t, clock, q, time.Second)
 		queuedOnce(t, q, pi)
 	})
 	for name, newer := range map[string]*corev1.Pod{
@@ -87,7 +103,7 @@ func TestPodWakeups(t *testing.T) {
 		if q.Len() != 0 {
 			t.Fatalf("a pod's create woke its job at once (%d queued)", q.Len())
 		}
-		clock.Step(time.Second)
+		stepUntilQueued(t, clock, q, time.Second)
 		queuedOnce(t, q, pi)
 	})
 	t.Run("a pod first seen ended, or deleted, wakes the job at once", func(t *testing.T) {
