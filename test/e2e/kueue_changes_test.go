@@ -60,11 +60,7 @@ func TestKueueChargesAScaledJobForItsSize(t *testing.T) {
 	}
 
 	// An admitted MPIJob scaled with kubectl scale: stopped, queued again, run with 3 workers.
-	mpiJob := loadMPIJob(t, ns)
-	mpiJob.Spec.Worker.Replicas = ptr.To[int32](2)
-	requestCPU(&mpiJob.Spec.Worker.Template, "1")
-	mpiJob.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "20s"}
-	mpiJob.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	mpiJob := queuedMPIJob(t, ns, low, "1", "20s")
 	createJob(t, mpiJob)
 	waitPhase(t, mpiJob, troupev1.JobRunning)
 	expectWorkloadPodSets(t, kc, mpiJob, "launcher=1,worker=2")
@@ -157,11 +153,7 @@ func TestScaledJobNeverRunsPastItsAdmission(t *testing.T) {
 	kc := kueueClient(t)
 	low, _ := kueueQueue(t, kc, ns, pool)
 
-	job := loadMPIJob(t, ns)
-	job.Spec.Worker.Replicas = ptr.To[int32](2)
-	requestCPU(&job.Spec.Worker.Template, "3")
-	job.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "30s"}
-	job.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	job := queuedMPIJob(t, ns, low, "3", "30s")
 	createJob(t, job)
 	waitPhase(t, job, troupev1.JobRunning)
 	expectWorkloadPodSets(t, kc, job, "launcher=1,worker=2")

@@ -181,6 +181,19 @@ func queuedChainerJob(name, ns, priority, duration string) *troupev1.ChainerJob 
 	return job
 }
 
+// queuedMPIJob is the example MPIJob with 2 workers of cpu CPUs each (its generated launcher
+// copies their metadata, so it runs for duration), queued in LocalQueue lq with a
+// WorkloadPriorityClass.
+func queuedMPIJob(t *testing.T, ns, priority, cpu, duration string) *troupev1.MPIJob {
+	t.Helper()
+	job := loadMPIJob(t, ns)
+	job.Spec.Worker.Replicas = ptr.To[int32](2)
+	requestCPU(&job.Spec.Worker.Template, cpu)
+	job.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: duration}
+	job.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: priority})
+	return job
+}
+
 func requestCPU(tmpl *corev1.PodTemplateSpec, cpu string) {
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
