@@ -32,6 +32,9 @@ type Options struct {
 	// AllowClaimVolumeSources lets claims of runPolicy.storage name the volume they come from
 	// (volumeName, dataSource, dataSourceRef); off, the engine refuses such a job.
 	AllowClaimVolumeSources bool
+	// LostNodes is how pods on nodes that stopped answering are treated (the zero value:
+	// nodes are not read).
+	LostNodes engine.LostNodePolicy
 }
 
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.
@@ -62,6 +65,7 @@ func Setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
 	if err != nil {
 		return err
 	}
+	r.HandleLostNodes(o.LostNodes)
 	return r.SetupWithManager(mgr)
 }
 

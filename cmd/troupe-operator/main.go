@@ -82,6 +82,10 @@ func run() error {
 	flag.BoolVar(&opts.AllowClaimVolumeSources, "allow-claim-volume-sources", false,
 		"Let the claims of runPolicy.storage set spec.volumeName, spec.dataSource and spec.dataSourceRef (bind a named PersistentVolume, "+
 			"fill the claim from a snapshot or another claim). Off: admission and the engine refuse such a job, naming the field.")
+	flag.DurationVar(&opts.LostNodes.Timeout, "lost-node-timeout", 2*time.Minute,
+		"How long a node may be not Ready before the pods of troupe's jobs on it count as lost (NodeLost) and their jobs recover; 0 turns it off.")
+	flag.BoolVar(&opts.LostNodes.ForceDelete, "lost-node-force-delete", false,
+		"Delete the pods of a lost node at once even while the node may still run them (a network partition); off, only those of a node gone or marked out of service (docs/failure-handling.md).")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",

@@ -68,7 +68,7 @@ type secretRecorder func(obs *Observed, prev *troupev1.JobStatus, secret *corev1
 // missing children are created and owned ones put back in shape (syncChildren), and children
 // the spec no longer asks for are deleted. It returns what it did, also when it fails part way.
 func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, prev *troupev1.JobStatus, record secretRecorder) (actResult, error) {
-	if err := r.carryOut(ctx, d); err != nil {
+	if err := r.carryOut(ctx, job, d); err != nil {
 		return actResult{}, err
 	}
 	obs := d.obs
@@ -113,8 +113,9 @@ func (r *Reconciler) act(ctx context.Context, job Object, s *Spec, d decision, p
 // (decide): a failed job's launcher suspended; a failed worker Job a rule ignores and those of
 // indexes scaled away deleted; the master Job of an earlier attempt or of a pausing job, the
 // master pods of earlier attempts, of a paused job and of an ended one whose clean-pod policy is
-// All deleted. Deletes carry the object's UID, so that a namesake created since is not deleted.
-func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
+// All deleted; pods on lost nodes deleted at once, each told in an event. Deletes carry the
+// object's UID, so that a namesake created since is not deleted.
+func (r *Reconciler) carryOut(ctx context.Context, job Object, d decision) error {
 	if j := d.suspendLauncher; j != nil {
 		stopped := j.DeepCopy() // the observation keeps the Job as observed
 		stopped.Spec.Suspend = ptr.To(true)
@@ -134,7 +135,27 @@ func (r *Reconciler) carryOut(ctx context.Context, d decision) error {
 			return fmt.Errorf("delete Job %s (%s): %w", j.Name, d.deleteMasterWhy, err)
 		}
 	}
-	return r.deletePods(ctx, d.deletePods)
+	if err := r.deletePods(ctx, d.deletePods); err != nil {
+		return err
+	}
+	return r.removePods(ctx, job, d.obs, d.removePods)
+}
+
+// removePods deletes pods on lost nodes at once (grace period 0: no kubelet answers), each by
+// its UID, and tells each in a NodeLost event.
+func (r *Reconciler) removePods(ctx context.Context, job Object, obs *Observed, pods []*corev1.Pod) error {
+	for _, p := range pods {
+		err := r.client.Delete(ctx, p, client.GracePeriodSeconds(0), client.Preconditions{UID: &p.UID})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			continue // gone, or another pod of the name
+		}
+		if err != nil {
+			return fmt.Errorf("delete pod %s on a lost node: %w", p.Name, err)
+		}
+		l, _ := obs.onLostNode(p)
+		r.recorder.Eventf(job, p, corev1.EventTypeWarning, troupev1.EventNodeLost, "Delete", "%s", nodeLostNote(p, l))
+	}
+	return nil
 }
 
 // deleteExpired deletes a finished job whose ttlSecondsAfterFinished has passed (Plan.Expired);
@@ -550,4 +571,9 @@ func createdNote(created []childRef) string {
 		note = next
 	}
 	return note
+}
+
+// nodeLostNote is the event note of a pod deleted at once because its node is lost.
+func nodeLostNote(p *corev1.Pod, l lostNode) string {
+	return fmt.Sprintf("deleted pod %s at once (grace period 0): %s", p.Name, l)
 }

@@ -47,6 +47,8 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 		DefaultTransform: stripFieldsNotRead,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: ourPods, Transform: trimPod},
+			// Read only when lost nodes are handled (lost_nodes.go).
+			&corev1.Node{}: {Transform: trimNode},
 		},
 	}
 	// The selector keeps out what is not labelled as troupe's; anyone who may label an object
@@ -93,8 +95,10 @@ func trimPod(obj any) (any, error) {
 			Generation:        pod.Generation,
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
-			Labels:            labelsRead(pod.Labels),
-			OwnerReferences:   controllerOnly(pod.OwnerReferences),
+			// 0 once deleted at once (podsToRemove).
+			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Labels:                     labelsRead(pod.Labels),
+			OwnerReferences:            controllerOnly(pod.OwnerReferences),
 		},
 		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{
@@ -308,6 +312,15 @@ const jobUIDField = "metadata.labels." + troupev1.LabelJobUID
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, jobUIDField, jobUIDOf); err != nil {
 		return fmt.Errorf("index pods by %s: %w", troupev1.LabelJobUID, err)
+	}
+	// The jobs with pods on a node whose health changed are found by it (jobsOnNode).
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, nodeNameField, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index pods by node: %w", err)
 	}
 	// A job's worker Jobs of indexes it no longer asks for are found by it (surplusWorkerJobs).
 	if err := indexer.IndexField(ctx, &batchv1.Job{}, jobUIDField, jobUIDOf); err != nil {

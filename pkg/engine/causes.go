@@ -159,7 +159,9 @@ func workerCauses(s *Spec, obs *Observed) []setCause {
 		ws := &s.WorkerSets[i]
 		pods := slices.Clone(obs.AttemptWorkerPods[ws.Name])
 		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-		if c, ok := causeOfSet(ws.Name, pods); ok {
+		if c, ok := nodeLostCause(ws.Name, pods, obs); ok {
+			out = append(out, c)
+		} else if c, ok := causeOfSet(ws.Name, pods); ok {
 			out = append(out, c)
 		}
 	}
@@ -171,6 +173,9 @@ func masterCause(s *Spec, obs *Observed) (setCause, bool) {
 	p := currentMasterPod(obs.MasterPods)
 	if p == nil {
 		return setCause{}, false
+	}
+	if c, ok := nodeLostCause(string(s.masterType()), []*corev1.Pod{p}, obs); ok {
+		return c, true
 	}
 	return causeOfSet(string(s.masterType()), []*corev1.Pod{p})
 }
@@ -290,4 +295,20 @@ func masterInitFailure(masterPods []*corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// nodeLostCause is the cause of pods (of one set, sorted by name) on lost nodes, ok false when
+// none is on one: it comes before anything a pod says of itself, which a lost node no longer
+// updates.
+func nodeLostCause(set string, pods []*corev1.Pod, obs *Observed) (setCause, bool) {
+	c := setCause{Set: set, Reason: troupev1.ReasonNodeLost}
+	for _, p := range pods {
+		if l, ok := obs.onLostNode(p); ok {
+			if len(c.Pods) == 0 {
+				c.Detail = p.Name + ": " + l.String()
+			}
+			c.Pods = append(c.Pods, p.Name)
+		}
+	}
+	return c, len(c.Pods) > 0
 }

@@ -31,6 +31,10 @@ type decision struct {
 	deleteMasterJob *batchv1.Job
 	deleteMasterWhy string
 	deletePods      []*corev1.Pod
+	// removePods are pods on lost nodes deleted at once (grace period 0): their kubelet will
+	// never confirm a graceful delete (lost_nodes.go). None while a restart records the
+	// failure, so that the failure is counted as NodeLost before its pod goes.
+	removePods []*corev1.Pod
 	// deleteWorkerJobs are worker Jobs to delete: of indexes a scaled-down set no longer asks
 	// for (Observed.SurplusWorkerJobs), a failed one a failure policy rule ignores, and those
 	// whose template changed while no pod of the job lives (holdChild); each is made again as a
@@ -70,6 +74,9 @@ func decide(described *Spec, obs *Observed, prev *troupev1.JobStatus) decision {
 	pods := planMasterPods(s, d.obs)
 	d.deletePods = withNew(d.deletePods, pods.delete) // a paused job's master pods
 	d.plan.Restart, d.plan.RestartSeen = restart.state, restart.seen
+	if !restart.state.Deciding {
+		d.removePods = podsToRemove(obs)
+	}
 	d.plan.HoldMaster = pods.holdMaster
 	d.plan.ReadyWorkers = readyWorkers(s, d.obs)
 	d.plan.Verdict = verdict(prev, d.obs)
@@ -277,4 +284,17 @@ func peersRunOlderTemplate(want *batchv1.Job, obs *Observed) bool {
 		}
 	}
 	return false
+}
+
+// podsToRemove are the job's pods, of any attempt and role, on lost nodes whose pods may be
+// deleted at once, and not already deleted so.
+func podsToRemove(obs *Observed) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if l, ok := obs.onLostNode(p); ok && l.Removable && !(p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -94,6 +94,10 @@ type Observed struct {
 	Now time.Time
 	// GoneWorkers are why worker pods the watch saw deleted were lost, by pod UID (gone_pods.go).
 	GoneWorkers map[types.UID]troupev1.FailureReason
+	// LostNodes are the lost nodes the job's pods are on, by name, and NodeRecheck how long until
+	// the next node of its pods that is not Ready would be lost (lost_nodes.go).
+	LostNodes   map[string]lostNode
+	NodeRecheck time.Duration
 
 	// current holds every owned child found, by kind and name.
 	current map[childRef]client.Object
@@ -160,6 +164,11 @@ func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observe
 	}
 	obs.Attempt = currentAttempt(s, job.JobStatus())
 	obs.setPods(pods.Items)
+	lost, recheck, err := r.observeNodes(ctx, obs.Pods, obs.Now)
+	if err != nil {
+		return nil, err
+	}
+	obs.LostNodes, obs.NodeRecheck = lost, recheck
 	if p := job.JobStatus().Phase; !p.Ended() {
 		problems, err := r.checkSecrets(ctx, s)
 		if err != nil {
@@ -875,4 +884,53 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 		}
 	}
 	return nil
+}
+
+// observeNodes finds the lost nodes among those the job's pods (not yet ended) are on, and how
+// long until the next of the others that are not Ready would be lost (0: none).
+func (r *Reconciler) observeNodes(ctx context.Context, pods []corev1.Pod, now time.Time) (map[string]lostNode, time.Duration, error) {
+	if r.lostNodes.Timeout <= 0 {
+		return nil, 0, nil
+	}
+	var lost map[string]lostNode
+	var recheck time.Duration
+	seen := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || seen[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		var node corev1.Node
+		err := r.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node)
+		var l lostNode
+		isLost, wait := false, time.Duration(0)
+		switch {
+		case apierrors.IsNotFound(err):
+			l, isLost = lostNode{Name: p.Spec.NodeName, Why: "its Node object is gone", Removable: true}, true
+		case err != nil:
+			return nil, 0, fmt.Errorf("get node %s: %w", p.Spec.NodeName, err)
+		default:
+			l, isLost, wait = nodeLoss(&node, r.lostNodes, now)
+		}
+		if isLost {
+			if lost == nil {
+				lost = map[string]lostNode{}
+			}
+			lost[l.Name] = l
+		}
+		if wait > 0 && (recheck == 0 || wait < recheck) {
+			recheck = wait
+		}
+	}
+	return lost, recheck, nil
+}
+
+// onLostNode is the lost node pod p is on, if it is on one and has not ended.
+func (obs *Observed) onLostNode(p *corev1.Pod) (lostNode, bool) {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return lostNode{}, false
+	}
+	l, ok := obs.LostNodes[p.Spec.NodeName]
+	return l, ok
 }

@@ -161,6 +161,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, o := range r.owned {
 		b = b.Owns(o)
 	}
+	if r.lostNodes.Timeout > 0 {
+		b = b.Watches(&corev1.Node{}, r.nodeWatch(), builder.WithPredicates(nodeHealthChanged))
+	}
 	metrics.SetRunningCounter(r.gvk.Kind, r.runningCounter(mgr))
 	return b.Complete(r.instrumented())
 }

@@ -56,7 +56,13 @@ type Reconciler struct {
 	// secretVersions remembers generated Secrets created or verified until the status records
 	// them (secrets.go).
 	secretVersions secretVersions
+	// lostNodes is how pods on nodes that stopped answering are treated (lost_nodes.go).
+	lostNodes LostNodePolicy
 }
+
+// HandleLostNodes sets how the reconciler treats the pods of nodes that stopped answering; it
+// is called before SetupWithManager, which watches nodes only when policy has a timeout.
+func (r *Reconciler) HandleLostNodes(policy LostNodePolicy) { r.lostNodes = policy }
 
 // conflictRecheck is how often a job whose child names are taken, or whose Secrets are
 // missing, looks again. The foreign objects carry none of our labels, so no watch event tells

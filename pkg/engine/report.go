@@ -125,9 +125,15 @@ func (r *Reconciler) reportInvalidSpec(ctx context.Context, job Object, cause er
 	return nil
 }
 
-// requeue asks to be woken for the next time-driven step: a TTL expiry, or a recheck of taken
-// child names or missing Secrets. Everything else is driven by watches.
+// requeue asks to be woken for the next time-driven step: a TTL expiry, a recheck of taken
+// child names or missing Secrets, or a node of the job's pods, not Ready, becoming lost.
+// Everything else is driven by watches.
 func (r *Reconciler) requeue(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
+	return sooner(r.timedStep(s, obs, st), obs.NodeRecheck) // a node of its pods may be lost by then
+}
+
+// timedStep is the next time-driven step's wake-up but for nodes.
+func (r *Reconciler) timedStep(s *Spec, obs *Observed, st *troupev1.JobStatus) ctrl.Result {
 	if len(obs.Conflicts) > 0 || len(obs.SecretProblems) > 0 {
 		return ctrl.Result{RequeueAfter: conflictRecheck}
 	}

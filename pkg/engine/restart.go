@@ -247,6 +247,9 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 			return RestartObservation{}
 		}
 	}
+	if why, f := lostMaster(s, obs); why != "" {
+		return RestartObservation{Cause: why, Failure: f}
+	}
 	if why, f := failedWorkerJob(s, obs); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true, Failure: f}
 	}
@@ -311,8 +314,8 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) (string, Failu
 			}
 			switch {
 			case p != nil:
-				if why := podLost(p); why != "" {
-					lost = append(lost, finding{why, podFailure(setOfPod(p), p)})
+				if why, f := lostPod(obs, p); why != "" {
+					lost = append(lost, finding{why, f})
 				}
 			case byName[ref.Name] != nil:
 				lost = append(lost, finding{fmt.Sprintf("worker pod %s was deleted and created again", ref.Name),
@@ -324,8 +327,8 @@ func lostWorker(s *Spec, obs *Observed, prev *troupev1.JobStatus) (string, Failu
 	}
 	for _, p := range byUID {
 		if !recorded[p.UID] && wanted[podHostname(p)] != "" {
-			if why := podLost(p); why != "" {
-				lost = append(lost, finding{why, podFailure(setOfPod(p), p)})
+			if why, f := lostPod(obs, p); why != "" {
+				lost = append(lost, finding{why, f})
 			}
 		}
 	}
@@ -395,6 +398,18 @@ func failedWorkerJobOf(s *Spec, obs *Observed) *batchv1.Job {
 	return nil
 }
 
+// lostPod says how a worker pod that exists was lost, and its Failure; "" while it lives. A
+// lost node comes first: nothing of its pods is updated any more.
+func lostPod(obs *Observed, p *corev1.Pod) (string, Failure) {
+	if l, ok := obs.onLostNode(p); ok {
+		return fmt.Sprintf("worker pod %s: %s", p.Name, l), Failure{Replica: setOfPod(p), Reason: troupev1.FailureNodeLost}
+	}
+	if why := podLost(p); why != "" {
+		return why, podFailure(setOfPod(p), p)
+	}
+	return "", Failure{}
+}
+
 // podLost says how a pod that exists was lost, or "" while it lives.
 func podLost(p *corev1.Pod) string {
 	if p.Status.Phase == corev1.PodFailed {
@@ -415,4 +430,19 @@ func podLost(p *corev1.Pod) string {
 		return fmt.Sprintf("worker pod %s is being deleted", p.Name)
 	}
 	return ""
+}
+
+// lostMaster says the master's pod of the current attempt is on a lost node: the master Job
+// does not fail by itself (its pod neither ends nor goes), so the attempt has failed.
+func lostMaster(s *Spec, obs *Observed) (string, Failure) {
+	for _, p := range obs.MasterPods {
+		if attemptOf(p.Labels) != obs.Attempt {
+			continue
+		}
+		if l, ok := obs.onLostNode(p); ok {
+			return fmt.Sprintf("%s pod %s: %s", s.masterType(), p.Name, l),
+				Failure{Replica: string(s.masterType()), Reason: troupev1.FailureNodeLost}
+		}
+	}
+	return "", Failure{}
 }

@@ -28,8 +28,9 @@ type Operator struct {
 
 // StartOperator builds troupe-operator from the repository at repoRoot, points the cluster of
 // kubeconfig at webhooks served by it (hack/webhooks-local.sh), starts it and waits until it
-// reports ready. Its log goes to logPath, or to a temporary file when logPath is empty.
-func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
+// reports ready. Its log goes to logPath, or to a temporary file when logPath is empty; flags
+// are added to the local cluster's.
+func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Operator, error) {
 	dir, err := os.MkdirTemp("", "troupe-operator-")
 	if err != nil {
 		return nil, err
@@ -74,10 +75,10 @@ func StartOperator(repoRoot, kubeconfig, logPath string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe, "--zap-log-level", "2",
 		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
-		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs")
+		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

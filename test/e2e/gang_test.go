@@ -16,12 +16,15 @@ import (
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
-// gangPool creates two simulated 4-CPU nodes of the test's own, tainted and labelled so that
-// only the test's pods go there and its pods go nowhere else: room for one job of 3 pods x
-// 2 CPU, not for two. They are deleted at the end.
-func gangPool(t *testing.T, pool string) {
+// gangPool creates two simulated 4-CPU nodes of the test's own (nodePool): room for one job of
+// 3 pods x 2 CPU, not for two.
+func gangPool(t *testing.T, pool string) { nodePool(t, pool, 2, "4") }
+
+// nodePool creates n simulated nodes of cpu CPUs of the test's own, tainted and labelled so that
+// only the test's pods go there and its pods go nowhere else. They are deleted at the end.
+func nodePool(t *testing.T, pool string, n int, cpu string) {
 	t.Helper()
-	for i := range 2 {
+	for i := range n {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        fmt.Sprintf("%s-%d", pool, i),
@@ -30,8 +33,8 @@ func gangPool(t *testing.T, pool string) {
 			},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: gangPoolLabel, Value: pool, Effect: corev1.TaintEffectNoSchedule}}},
 			Status: corev1.NodeStatus{
-				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
-				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
 			},
 		}
 		if err := k8s.Create(context.Background(), node); err != nil {
@@ -45,7 +48,7 @@ func gangPool(t *testing.T, pool string) {
 			}
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return n.Status.Allocatable.Cpu().Value() == 4, nil
+					return n.Status.Allocatable.Cpu().Equal(resource.MustParse(cpu)), nil
 				}
 			}
 			return false, nil

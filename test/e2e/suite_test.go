@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ const (
 	pollInterval = 200 * time.Millisecond
 	waitTimeout  = 90 * time.Second
 )
+
+// operatorArgs are the flags of the operator under test beyond the local cluster's: a node not
+// Ready for 15 s is lost (2 minutes by default), so that a test of lost nodes waits that long
+// (lost_node_test.go).
+var operatorArgs = []string{"--lost-node-timeout=15s"}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -85,7 +91,7 @@ func run(m *testing.M) int {
 // startOperator builds troupe-operator and runs it against the cluster, as `make demo` does,
 // and waits until it reports ready. Its log goes to $TROUPE_E2E_LOG or a temporary file.
 func startOperator() (func(), error) {
-	op, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_E2E_LOG"))
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_E2E_LOG"), operatorArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +103,9 @@ func startOperator() (func(), error) {
 }
 
 // restartOperator stops the operator and starts a new process, as a crash, a rolling update or
-// a new leader does: it starts with empty caches and no memory of the old one.
-func restartOperator(t *testing.T) {
+// a new leader does: it starts with empty caches and no memory of the old one. args are flags
+// beyond operatorArgs.
+func restartOperator(t *testing.T, args ...string) {
 	t.Helper()
 	operator.Stop()
 	t.Log("operator log before the restart:", operator.LogPath)
@@ -106,7 +113,7 @@ func restartOperator(t *testing.T) {
 	if p := os.Getenv("TROUPE_E2E_LOG"); p != "" {
 		logPath = fmt.Sprintf("%s.restarted-%d", p, time.Now().UnixNano())
 	}
-	op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath)
+	op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath, append(slices.Clone(operatorArgs), args...)...)
 	if err != nil {
 		t.Fatalf("restart the operator: %v", err)
 	}

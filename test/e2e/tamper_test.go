@@ -419,7 +419,7 @@ func startOperatorAgain(t *testing.T) func() {
 		if p := os.Getenv("TROUPE_E2E_LOG"); p != "" {
 			logPath = fmt.Sprintf("%s.restarted-%d", p, time.Now().UnixNano())
 		}
-		op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath)
+		op, err := testutil.StartOperator(repoRoot, kubeconfig, logPath, operatorArgs...)
 		if err != nil {
 			t.Fatalf("start the operator again: %v", err)
 		}

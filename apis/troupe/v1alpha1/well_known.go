@@ -160,6 +160,9 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonGangNotAdmitted: the job's PodGroup is not admitted, so its pods wait unscheduled.
 	ReasonGangNotAdmitted = "GangNotAdmitted"
+	// ReasonNodeLost: pods are on a node that stopped answering (not Ready for longer than the
+	// operator's --lost-node-timeout, gone, or marked out of service).
+	ReasonNodeLost = "NodeLost"
 	// MaxStatusReason is the longest status.reason (its CRD's MaxLength).
 	MaxStatusReason = 128
 )
@@ -207,6 +210,9 @@ const (
 	// EventAdopted: a child of the job that had lost its owner reference (it still carries the
 	// job's UID label and no other controller) was given it back.
 	EventAdopted = "Adopted"
+	// EventNodeLost (Warning): a pod of the job on a lost node was deleted at once (grace
+	// period 0), so that its replacement can be made.
+	EventNodeLost = ReasonNodeLost
 )
 
 // Messages of the events whose text tools may parse.
