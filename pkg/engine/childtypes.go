@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strconv"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/utils/ptr"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +81,8 @@ var childTypes = []childType{
 	{object: &rbacv1.RoleBinding{}, restoreSpec: restoreRoleBinding},
 	{object: &policyv1.PodDisruptionBudget{}, restoreSpec: restorePodDisruptionBudget},
 	{object: &networkingv1.NetworkPolicy{}, restoreSpec: restoreNetworkPolicy},
+	// An elastic PyTorchJob's autoscaler (elasticPolicy.metrics; the torch backend's).
+	{object: &autoscalingv2.HorizontalPodAutoscaler{}, restoreSpec: restoreHorizontalPodAutoscaler},
 }
 
 // WatchedChildren are the objects, one per type, by which the engine's reconcilers watch a job's
@@ -186,6 +191,19 @@ func restoreNetworkPolicy(curObj, wantObj client.Object) bool {
 		return false
 	}
 	cur.Spec = want.Spec
+	return true
+}
+
+// restoreHorizontalPodAutoscaler puts the autoscaler's target, bounds and metrics back to
+// want's (its behavior, which the job does not say, stays as the user or the API server left it).
+func restoreHorizontalPodAutoscaler(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*autoscalingv2.HorizontalPodAutoscaler), wantObj.(*autoscalingv2.HorizontalPodAutoscaler)
+	if cur.Spec.ScaleTargetRef == want.Spec.ScaleTargetRef && ptr.Equal(cur.Spec.MinReplicas, want.Spec.MinReplicas) &&
+		cur.Spec.MaxReplicas == want.Spec.MaxReplicas && equality.Semantic.DeepEqual(cur.Spec.Metrics, want.Spec.Metrics) {
+		return false
+	}
+	cur.Spec.ScaleTargetRef, cur.Spec.MinReplicas = want.Spec.ScaleTargetRef, want.Spec.MinReplicas
+	cur.Spec.MaxReplicas, cur.Spec.Metrics = want.Spec.MaxReplicas, want.Spec.Metrics
 	return true
 }
 
