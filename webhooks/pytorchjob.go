@@ -5,7 +5,6 @@ import (
 	"regexp"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"

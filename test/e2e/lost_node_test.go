@@ -89,7 +89,7 @@ func podsOfJobOn(t *testing.T, ns, node string) (all, onNode []corev1.Pod) {
 // runningAgain waits until the job runs its next attempt with every worker ready, and checks
 // that its restart counted as NodeLost, that none of its pods is on the lost node or
 // terminating, and that no pod of the new attempt met one of the old (hist).
-func runningAgain(t *testing.T, ns, node string, hist *podHistory) *troupev1.MPIJob {
+func runningAgain(t *testing.T, ns, node string, hist *podHistory) {
 	t.Helper()
 	got := &troupev1.MPIJob{}
 	testutil.Eventually(t, "MPIJob running again", pollInterval, lostNodeWait, func(ctx context.Context) (bool, error) {
@@ -114,7 +114,6 @@ func runningAgain(t *testing.T, ns, node string, hist *podHistory) *troupev1.MPI
 	if o := hist.overlapOfFirstRestart(); o != "" {
 		t.Errorf("duplicated: %s", o)
 	}
-	return got
 }
 
 // A node that stops answering under a running 1+4 MPIJob (issue 51): once it has been not Ready

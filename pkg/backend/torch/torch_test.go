@@ -5,11 +5,10 @@ import (
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
