@@ -6,10 +6,12 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/queue/kueue"
 )
 
 // mpiProgram describes the launcher and workers every MPIProgramSpec kind (MPIJob, HorovodJob)
@@ -145,6 +147,7 @@ func (f mpiForm) backend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, 
 // directory and environment, without its GPUs (the launcher only launches), running command.
 func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string, command []string) corev1.PodTemplateSpec {
 	tmpl := *workerTmpl.DeepCopy()
+	withoutTopologyMarks(&tmpl)
 	var worker corev1.Container
 	for _, c := range tmpl.Spec.Containers {
 		if c.Name == mainContainer {
@@ -167,6 +170,23 @@ func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string,
 	}}
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	return tmpl
+}
+
+// withoutTopologyMarks drops what asks Kueue's topology-aware scheduling to place the workers
+// (the topology annotations, and once admitted the workers' pod set label, Workload annotation
+// and scheduling gate) from a launcher built from their template: TAS's ungater would take it
+// for one more worker and leave a worker gated. The launcher is its own pod set, placed by
+// flavor only.
+func withoutTopologyMarks(t *corev1.PodTemplateSpec) {
+	for _, k := range []string{kueuev1.PodSetRequiredTopologyAnnotation, kueuev1.PodSetPreferredTopologyAnnotation,
+		kueuev1.PodSetUnconstrainedTopologyAnnotation, kueuev1.PodSetSliceRequiredTopologyAnnotation,
+		kueuev1.PodSetSliceSizeAnnotation, kueuev1.WorkloadAnnotation} {
+		delete(t.Annotations, k)
+	}
+	delete(t.Labels, kueue.LabelPodSet)
+	t.Spec.SchedulingGates = slices.DeleteFunc(t.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == kueuev1.TopologySchedulingGate
+	})
 }
 
 // mpirunCommand is a generated launcher's command line: the dialect's launcher, Open MPI's
