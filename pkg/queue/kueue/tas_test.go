@@ -172,7 +172,7 @@ func TestTASAndAdmissionCheckPlacement(t *testing.T) {
 func placed(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: t.Labels, Annotations: t.Annotations},
-		Spec: corev1.PodSpec{NodeSelector: t.Spec.NodeSelector, Tolerations: t.Spec.Tolerations, SchedulingGates: t.Spec.SchedulingGates},
+		Spec:       corev1.PodSpec{NodeSelector: t.Spec.NodeSelector, Tolerations: t.Spec.Tolerations, SchedulingGates: t.Spec.SchedulingGates},
 	}
 }
 
