@@ -147,7 +147,7 @@ func (f mpiForm) backend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, 
 // directory and environment, without its GPUs (the launcher only launches), running command.
 func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string, command []string) corev1.PodTemplateSpec {
 	tmpl := *workerTmpl.DeepCopy()
-	withoutTopologyMarks(&tmpl)
+	topologyMarksForLauncher(&tmpl)
 	var worker corev1.Container
 	for _, c := range tmpl.Spec.Containers {
 		if c.Name == mainContainer {
@@ -172,21 +172,27 @@ func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string,
 	return tmpl
 }
 
-// withoutTopologyMarks drops what asks Kueue's topology-aware scheduling to place the workers
-// (the topology annotations, and once admitted the workers' pod set label, Workload annotation
-// and scheduling gate) from a launcher built from their template: TAS's ungater would take it
-// for one more worker and leave a worker gated. The launcher is its own pod set, placed by
-// flavor only.
-func withoutTopologyMarks(t *corev1.PodTemplateSpec) {
+// topologyMarksForLauncher turns what asks Kueue's topology-aware scheduling (TAS) to place
+// the workers, copied into a launcher built from their template, into the same for the
+// launcher's own pod set: TAS's ungater finds pods by their pod set label, and would take the
+// launcher for one more worker. A worker topology level becomes "unconstrained" (the Workload
+// asks the same, so the launcher's pod set is placed by TAS whenever the workers' is), and the
+// Workload annotation and scheduling gate stay: the ungater gives the launcher its node.
+func topologyMarksForLauncher(t *corev1.PodTemplateSpec) {
+	tas := false
 	for _, k := range []string{kueuev1.PodSetRequiredTopologyAnnotation, kueuev1.PodSetPreferredTopologyAnnotation,
-		kueuev1.PodSetUnconstrainedTopologyAnnotation, kueuev1.PodSetSliceRequiredTopologyAnnotation,
-		kueuev1.PodSetSliceSizeAnnotation, kueuev1.WorkloadAnnotation} {
-		delete(t.Annotations, k)
+		kueuev1.PodSetUnconstrainedTopologyAnnotation, kueuev1.PodSetSliceRequiredTopologyAnnotation, kueuev1.PodSetSliceSizeAnnotation} {
+		if _, ok := t.Annotations[k]; ok {
+			tas = true
+			delete(t.Annotations, k)
+		}
 	}
-	delete(t.Labels, kueue.LabelPodSet)
-	t.Spec.SchedulingGates = slices.DeleteFunc(t.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == kueuev1.TopologySchedulingGate
-	})
+	if tas {
+		t.Annotations[kueuev1.PodSetUnconstrainedTopologyAnnotation] = "true"
+	}
+	if _, ok := t.Labels[kueue.LabelPodSet]; ok {
+		t.Labels[kueue.LabelPodSet] = troupev1.PodSetLauncher
+	}
 }
 
 // mpirunCommand is a generated launcher's command line: the dialect's launcher, Open MPI's

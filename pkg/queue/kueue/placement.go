@@ -139,7 +139,7 @@ func addTolerations(have, more []corev1.Toleration) []corev1.Toleration {
 // ApplyPlacements adds each pod set's placement to its template in the job's spec: its labels,
 // annotations and node labels over the template's own, its tolerations and scheduling gates
 // after the template's. A launcher the operator generates has no template; it is built from the
-// workers' and goes where they go (without their TAS marks: controllers.generatedLauncher).
+// workers' and goes where they go (their TAS marks made its own pod set's by the adapter).
 func ApplyPlacements(job troupev1.QueuedJob, placements map[string]Placement) {
 	for _, ps := range job.PodSets() {
 		p, ok := placements[ps.Name]
