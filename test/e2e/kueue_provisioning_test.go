@@ -161,11 +161,21 @@ func checkedQueue(t *testing.T, kc client.Client, ns, pool string) string {
 		}
 		t.Cleanup(func() { _ = kc.Delete(context.Background(), o) })
 	}
-	meta.SetStatusCondition(&ac.Status.Conditions, metav1.Condition{Type: kueuev1.AdmissionCheckActive, Status: metav1.ConditionTrue,
-		Reason: "Active", Message: "the e2e test plays this check's controller"})
-	if err := kc.Status().Update(ctx, ac); err != nil {
-		t.Fatalf("activate AdmissionCheck %s: %v", ac.Name, err)
-	}
+	eventually(t, "AdmissionCheck "+ac.Name+" Active", func(ctx context.Context) (bool, error) {
+		got := &kueuev1.AdmissionCheck{}
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(ac), got); err != nil {
+			return false, err
+		}
+		if meta.IsStatusConditionTrue(got.Status.Conditions, kueuev1.AdmissionCheckActive) {
+			return true, nil
+		}
+		meta.SetStatusCondition(&got.Status.Conditions, metav1.Condition{Type: kueuev1.AdmissionCheckActive, Status: metav1.ConditionTrue,
+			Reason: "Active", Message: "the e2e test plays this check's controller"})
+		if err := kc.Status().Update(ctx, got); err != nil {
+			t.Logf("activate AdmissionCheck %s: %v (again)", ac.Name, err)
+		}
+		return false, nil
+	})
 	eventually(t, "ClusterQueue "+cq.Name+" active", func(ctx context.Context) (bool, error) {
 		got := &kueuev1.ClusterQueue{}
 		if err := kc.Get(ctx, client.ObjectKeyFromObject(cq), got); err != nil {

@@ -83,6 +83,13 @@ func TestKueueTopologyAwarePlacement(t *testing.T) {
 		for _, p := range pods {
 			if p.Labels[troupev1.LabelRole] == "worker" {
 				workers = append(workers, p)
+			} else {
+				// Generated from the workers' template, it is placed by TAS as a pod set of
+				// its own: Kueue's ungater gave it its host.
+				t.Logf("block: launcher %s on %s (nodeSelector %v)", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+				if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
+					t.Errorf("launcher %s on %s with nodeSelector %v: want the host Kueue's TAS gave it", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+				}
 			}
 		}
 		racks, blocks := domainsOf(workers, nodes, rackLabel), domainsOf(workers, nodes, blockLabel)
