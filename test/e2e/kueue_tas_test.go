@@ -39,8 +39,7 @@ const (
 //     block;
 //   - the hostfile (MPI) and RANK (torch) follow the placement: each rack's and each host's pods
 //     hold consecutive ranks.
-//
-// Without TAS the scheduler spreads the same pods over the pool's 16 nodes.
+
 func TestKueueTopologyAwarePlacement(t *testing.T) {
 	ns := newNamespace(t)
 	pool := "tas-" + ns
