@@ -39,7 +39,6 @@ const (
 //     block;
 //   - the hostfile (MPI) and RANK (torch) follow the placement: each rack's and each host's pods
 //     hold consecutive ranks.
-
 func TestKueueTopologyAwarePlacement(t *testing.T) {
 	ns := newNamespace(t)
 	pool := "tas-" + ns
