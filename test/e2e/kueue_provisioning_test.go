@@ -53,7 +53,7 @@ func TestKueueAdmissionCheckPodSetUpdates(t *testing.T) {
 	eventually(t, "prov says it waits for the admission check", func(ctx context.Context) (bool, error) {
 		msg, err := kubectl("get", "chainerjob", "-n", ns, "prov", "-o", `jsonpath={.status.conditions[?(@.type=="Admitted")].message}`)
 		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, msg)
+			return false, fmt.Errorf("%w: %s", err, msg)
 		}
 		return strings.Contains(msg, "waiting in LocalQueue lq for admission checks") && strings.Contains(msg, check+" (Pending): "+waiting), nil
 	})
@@ -111,7 +111,7 @@ func TestKueueAdmissionCheckPodSetUpdates(t *testing.T) {
 		out, err := kubectl("get", "chainerjob", "-n", ns, "prov", "-o",
 			`jsonpath={.spec.master.template.metadata.annotations}{.spec.master.template.spec.nodeSelector}{.spec.workerSets.ws0.template.spec.tolerations}`)
 		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
+			return false, fmt.Errorf("%w: %s", err, out)
 		}
 		return !strings.Contains(out, consumeAnnot) && !strings.Contains(out, provisionedLabel), nil
 	})
