@@ -24,7 +24,7 @@ import (
 )
 
 // restoreSchedulingDirectives carries the master template's scheduling fields (nodeSelector,
-// tolerations, affinity, scheduling gates) into a master Job that is suspended and has never
+// tolerations, affinity, scheduling gates, labels and annotations) into a master Job that is suspended and has never
 // started, the one state in which the API server lets them change (as Kueue relies on). A
 // job's templates may change only while it is suspended (webhooks/update.go), so this is how
 // the placement a user or a queueing system chose reaches the launcher when the job resumes;
@@ -34,14 +34,41 @@ func restoreSchedulingDirectives(cur, want *batchv1.Job) bool {
 		return false
 	}
 	c, w := &cur.Spec.Template.Spec, &want.Spec.Template.Spec
+	// Labels and annotations are added, never removed: the API server added the Job's own
+	// (controller-uid, job-name), and Kueue's TAS and admission checks find pods by theirs.
+	cm, wm := &cur.Spec.Template.ObjectMeta, &want.Spec.Template.ObjectMeta
 	if equality.Semantic.DeepEqual(c.NodeSelector, w.NodeSelector) &&
 		equality.Semantic.DeepEqual(c.Tolerations, w.Tolerations) &&
 		equality.Semantic.DeepEqual(c.Affinity, w.Affinity) &&
-		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) {
+		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) &&
+		hasAll(cm.Labels, wm.Labels) && hasAll(cm.Annotations, wm.Annotations) {
 		return false
 	}
 	c.NodeSelector, c.Tolerations, c.Affinity, c.SchedulingGates = w.NodeSelector, w.Tolerations, w.Affinity, w.SchedulingGates
+	cm.Labels, cm.Annotations = withAll(cm.Labels, wm.Labels), withAll(cm.Annotations, wm.Annotations)
 	return true
+}
+
+// hasAll says m has every key of want with its value.
+func hasAll(m, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// withAll is m with every key of want set to its value.
+func withAll(m, want map[string]string) map[string]string {
+	if len(want) == 0 {
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, want)
+	return m
 }
 
 // childType is one type of object a job may have as a child. The table below is the one list of

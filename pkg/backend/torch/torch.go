@@ -173,6 +173,10 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 	}
 }
 
+// PodIndexLabel is the label that numbers a worker's pod (its index, rank minus the master's):
+// Kueue's topology-aware scheduling places consecutive indexes, so consecutive ranks, side by side.
+func (Backend) PodIndexLabel() string { return LabelReplicaIndex }
+
 // DecorateIndexedPod gives worker index its rank, after the master's (rank 0) when there is
 // one, and kubeflow's replica-index label. An elastic job's ranks are torchrun's to give; with
 // the c10d rendezvous troupe places (the first worker, rdzvHost unset), each worker is told

@@ -340,8 +340,13 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 			flavors[string(name)] = rf
 		}
 	}
-	placements, err := Placements(wl.Status.Admission, flavors)
+	placements, err := Placements(wl, flavors)
 	if err != nil {
+		// Nothing the job can do about it but say so; Kueue's own jobs stay suspended too.
+		if cerr := r.setCondition(ctx, job, metav1.Condition{Type: troupev1.ConditionAdmitted, Status: metav1.ConditionFalse,
+			Reason: troupev1.ReasonQueued, Message: fmt.Sprintf("admitted by ClusterQueue %s but cannot start: %v", wl.Status.Admission.ClusterQueue, err)}); cerr != nil {
+			return cerr
+		}
 		return err
 	}
 	ApplyPlacements(qj, placements)

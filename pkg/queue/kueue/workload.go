@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +63,11 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 	podSets := PodSetCounts(s, master)
 	if m > 0 {
 		podSets[0].Template = *s.Master.Template.DeepCopy()
+		req, err := TopologyRequest(s.Master.Template.Annotations, "")
+		if err != nil {
+			return nil, fmt.Errorf("pod set %s: %w", master, err)
+		}
+		podSets[0].TopologyRequest = req
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
@@ -68,6 +75,11 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", m+i, sets[m+i].Name, i, ws.Name)
 		}
 		podSets[m+i].Template = *ws.Template.DeepCopy()
+		req, err := TopologyRequest(ws.Template.Annotations, podIndexLabel(s, ws))
+		if err != nil {
+			return nil, fmt.Errorf("pod set %s: %w", ws.Name, err)
+		}
+		podSets[m+i].TopologyRequest = req
 	}
 	owner := s.Owner
 	owner.BlockOwnerDeletion = ptr.To(true)
@@ -148,4 +160,58 @@ func AdmittedPodSets(a *kueuev1.Admission) string {
 		}
 	}
 	return strings.Join(counts, ",")
+}
+
+// TopologyRequest is a pod set's request to Kueue's topology-aware scheduling, from Kueue's
+// annotations on its template (kueue.x-k8s.io/podset-required-topology, -preferred-topology,
+// -unconstrained-topology, -slice-required-topology with -slice-size), with indexLabel, the
+// label numbering its pods, so that TAS gives consecutive indexes (and so ranks) neighbouring
+// nodes. nil: the template asks nothing and its pods are not numbered.
+func TopologyRequest(annotations map[string]string, indexLabel string) (*kueuev1.PodSetTopologyRequest, error) {
+	req := &kueuev1.PodSetTopologyRequest{}
+	if v, ok := annotations[kueuev1.PodSetRequiredTopologyAnnotation]; ok {
+		req.Required = &v
+	}
+	if v, ok := annotations[kueuev1.PodSetPreferredTopologyAnnotation]; ok {
+		req.Preferred = &v
+	}
+	if v, ok := annotations[kueuev1.PodSetUnconstrainedTopologyAnnotation]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %q is not a boolean", kueuev1.PodSetUnconstrainedTopologyAnnotation, v)
+		}
+		req.Unconstrained = &b
+	}
+	if v, ok := annotations[kueuev1.PodSetSliceRequiredTopologyAnnotation]; ok {
+		size, err := strconv.ParseInt(annotations[kueuev1.PodSetSliceSizeAnnotation], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", kueuev1.PodSetSliceSizeAnnotation, err)
+		}
+		req.PodSetSliceRequiredTopology, req.PodSetSliceSize = &v, ptr.To(int32(size))
+	}
+	if indexLabel != "" {
+		req.PodIndexLabel = &indexLabel
+	}
+	if *req == (kueuev1.PodSetTopologyRequest{}) {
+		return nil, nil
+	}
+	return req, nil
+}
+
+// PodIndexer is a backend whose pods of a worker set run to completion (one batch Job each,
+// which numbers nothing) carry their index in a label of its own.
+type PodIndexer interface {
+	PodIndexLabel() string
+}
+
+// podIndexLabel is the label that numbers the pods of ws: a StatefulSet's pod index, else the
+// backend's (PodIndexer), else none.
+func podIndexLabel(s *engine.Spec, ws *engine.WorkerSet) string {
+	if !ws.RunsToCompletion {
+		return appsv1.PodIndexLabel
+	}
+	if b, ok := s.Backend.(PodIndexer); ok {
+		return b.PodIndexLabel()
+	}
+	return ""
 }
