@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,6 +161,79 @@ func AdmittedPodSets(a *kueuev1.Admission) string {
 		}
 	}
 	return strings.Join(counts, ",")
+}
+
+// ChargedPodSets are the pod counts Kueue charges an admitted Workload for, by pod set: each
+// admitted count (the spec's where the admission gives none) less its reclaimable pods.
+func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
+	out := map[kueuev1.PodSetReference]int32{}
+	for _, ps := range wl.Spec.PodSets {
+		out[ps.Name] = ps.Count
+	}
+	if a := wl.Status.Admission; a != nil {
+		for _, ps := range a.PodSetAssignments {
+			if ps.Count != nil {
+				out[ps.Name] = *ps.Count
+			}
+		}
+	}
+	for _, rp := range wl.Status.ReclaimablePods {
+		out[rp.Name] -= rp.Count
+	}
+	return out
+}
+
+// ReclaimablePods are the pods of an admitted Workload that a job asking want pods (by pod set)
+// no longer needs: each pod set's admitted count less the pods wanted or still active, whichever
+// is more, never less than already reclaimed (Kueue refuses a smaller count while it holds the
+// quota), in the spec's order; pod sets with none are left out.
+func ReclaimablePods(wl *kueuev1.Workload, want []kueuev1.PodSet, active map[kueuev1.PodSetReference]int32) []kueuev1.ReclaimablePod {
+	admitted := ChargedPodSets(&kueuev1.Workload{Spec: wl.Spec, Status: kueuev1.WorkloadStatus{Admission: wl.Status.Admission}})
+	wanted := map[kueuev1.PodSetReference]int32{}
+	for _, ps := range want {
+		wanted[ps.Name] = ps.Count
+	}
+	had := map[kueuev1.PodSetReference]int32{}
+	for _, rp := range wl.Status.ReclaimablePods {
+		had[rp.Name] = rp.Count
+	}
+	var out []kueuev1.ReclaimablePod
+	for _, ps := range wl.Spec.PodSets {
+		n := max(admitted[ps.Name]-max(wanted[ps.Name], active[ps.Name]), had[ps.Name], 0)
+		if n > 0 {
+			out = append(out, kueuev1.ReclaimablePod{Name: ps.Name, Count: n})
+		}
+	}
+	return out
+}
+
+// ReclaimablePodsEqual says a and b hand back the same pods.
+func ReclaimablePodsEqual(a, b []kueuev1.ReclaimablePod) bool {
+	return slices.Equal(a, b)
+}
+
+// FormatPodSetCounts is troupev1.AnnotationAdmittedPodSets for counts, in the admission's order
+// ("launcher=1,worker=2").
+func FormatPodSetCounts(counts map[kueuev1.PodSetReference]int32, a *kueuev1.Admission) string {
+	if a == nil {
+		return ""
+	}
+	var out []string
+	for _, ps := range a.PodSetAssignments {
+		if n, ok := counts[ps.Name]; ok {
+			out = append(out, fmt.Sprintf("%s=%d", ps.Name, n))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// reclaimNote says reclaimable pods in an event ("worker: 1").
+func reclaimNote(rp []kueuev1.ReclaimablePod) string {
+	parts := make([]string, 0, len(rp))
+	for _, p := range rp {
+		parts = append(parts, fmt.Sprintf("%s: %d", p.Name, p.Count))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // TopologyRequest is a pod set's request to Kueue's topology-aware scheduling, from Kueue's
