@@ -180,7 +180,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		before := job.DeepCopyObject().(engine.Object)
 		restored := RestorePlacements(qj, wl)
 		if _, ok := job.GetAnnotations()[troupev1.AnnotationAdmittedPodSets]; ok || restored {
-			setAnnotation(job, troupev1.AnnotationAdmittedPodSets, "")
+			setAdmittedPodSets(job, "")
 			return r.update(ctx, job, before)
 		}
 		if string(wl.Spec.QueueName) != queue {
@@ -303,7 +303,7 @@ func (r *Reconciler) shrinkWithinAdmission(ctx context.Context, job engine.Objec
 			"gave back to Kueue the quota of pods the job no longer runs (%s); it goes on at its new size", reclaimNote(reclaim))
 	}
 	before := job.DeepCopyObject().(engine.Object)
-	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, FormatPodSetCounts(ChargedPodSets(wl), wl.Status.Admission))
+	setAdmittedPodSets(job, FormatPodSetCounts(ChargedPodSets(wl), wl.Status.Admission))
 	if equality.Semantic.DeepEqual(before.GetAnnotations(), job.GetAnnotations()) {
 		return true, nil
 	}
@@ -411,7 +411,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 		return err
 	}
 	ApplyPlacements(qj, placements)
-	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, AdmittedPodSets(wl.Status.Admission))
+	setAdmittedPodSets(job, AdmittedPodSets(wl.Status.Admission))
 	qj.JobRunPolicy().Suspend = ptr.To(false)
 	if err := r.update(ctx, job, before); err != nil {
 		return err
@@ -426,7 +426,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 func (r *Reconciler) suspend(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, why string) error {
 	before := job.DeepCopyObject().(engine.Object)
 	qj.JobRunPolicy().Suspend = ptr.To(true)
-	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, "")
+	setAdmittedPodSets(job, "")
 	if err := r.update(ctx, job, before); err != nil {
 		return err
 	}
@@ -553,8 +553,10 @@ func (r *Reconciler) setCondition(ctx context.Context, job engine.Object, c meta
 	return nil
 }
 
-// setAnnotation sets the job's annotation key to value, or removes it when value is "".
-func setAnnotation(job engine.Object, key, value string) {
+// setAdmittedPodSets sets the job's record of its admitted pod counts
+// (troupev1.AnnotationAdmittedPodSets) to value, or removes it when value is "".
+func setAdmittedPodSets(job engine.Object, value string) {
+	const key = troupev1.AnnotationAdmittedPodSets
 	ann := job.GetAnnotations()
 	if value == "" {
 		if _, ok := ann[key]; ok {
