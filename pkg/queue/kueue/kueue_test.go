@@ -291,16 +291,16 @@ func TestPodsReadyCondition(t *testing.T) {
 	}
 }
 
-// The admission's counts are recorded by pod set name, in the admission's order; a pod set
-// without a count is left out.
+// The admission's counts are recorded by pod set name, in the admission's order, less the pods
+// handed back; a pod set without a count is left out.
 func TestAdmittedPodSets(t *testing.T) {
-	a := &kueuev1.Admission{PodSetAssignments: []kueuev1.PodSetAssignment{
-		{Name: "launcher", Count: ptr.To[int32](1)}, {Name: "worker", Count: ptr.To[int32](2)}, {Name: "extra"},
-	}}
-	if got := AdmittedPodSets(a); got != "launcher=1,worker=2" {
+	wl := &kueuev1.Workload{Status: kueuev1.WorkloadStatus{Admission: &kueuev1.Admission{PodSetAssignments: []kueuev1.PodSetAssignment{
+		{Name: "launcher", Count: ptr.To[int32](1)}, {Name: "worker", Count: ptr.To[int32](3)}, {Name: "extra"},
+	}}, ReclaimablePods: []kueuev1.ReclaimablePod{{Name: "worker", Count: 1}}}}
+	if got := AdmittedPodSets(wl); got != "launcher=1,worker=2" {
 		t.Errorf("AdmittedPodSets = %q, want launcher=1,worker=2", got)
 	}
-	if got := AdmittedPodSets(nil); got != "" {
-		t.Errorf("AdmittedPodSets(nil) = %q, want none", got)
+	if got := AdmittedPodSets(&kueuev1.Workload{}); got != "" {
+		t.Errorf("AdmittedPodSets of no admission = %q, want none", got)
 	}
 }

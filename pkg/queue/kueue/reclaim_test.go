@@ -34,7 +34,7 @@ func TestReclaimablePods(t *testing.T) {
 	if got := ChargedPodSets(wl)["worker"]; got != 2 {
 		t.Errorf("charged %d after one pod handed back, want 2", got)
 	}
-	if got := FormatPodSetCounts(ChargedPodSets(wl), wl.Status.Admission); got != "worker=2" {
+	if got := AdmittedPodSets(wl); got != "worker=2" {
 		t.Errorf("admitted counts %q, want worker=2", got)
 	}
 	two := []kueuev1.ReclaimablePod{{Name: "worker", Count: 2}}

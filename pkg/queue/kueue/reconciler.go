@@ -195,6 +195,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 	if !Admitted(wl) {
 		return r.suspend(ctx, job, qj, "its Workload is not admitted by a ClusterQueue")
 	}
+	if err := r.recordCharged(ctx, job, wl); err != nil {
+		return err
+	}
 	if err := r.setPodsReady(ctx, wl, PodsReady(job.JobStatus())); err != nil {
 		return err
 	}
@@ -302,12 +305,20 @@ func (r *Reconciler) shrinkWithinAdmission(ctx context.Context, job engine.Objec
 		r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventReclaimed, "Reclaim",
 			"gave back to Kueue the quota of pods the job no longer runs (%s); it goes on at its new size", reclaimNote(reclaim))
 	}
+	return true, r.recordCharged(ctx, job, wl)
+}
+
+// recordCharged keeps a running job's record of its admitted pod counts
+// (troupev1.AnnotationAdmittedPodSets) equal to what Kueue still charges its Workload for: the
+// admission's counts, less the pods handed back (shrinkWithinAdmission). On every pass, so that a
+// write that conflicted is made again.
+func (r *Reconciler) recordCharged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) error {
 	before := job.DeepCopyObject().(engine.Object)
-	setAdmittedPodSets(job, FormatPodSetCounts(ChargedPodSets(wl), wl.Status.Admission))
+	setAdmittedPodSets(job, AdmittedPodSets(wl))
 	if equality.Semantic.DeepEqual(before.GetAnnotations(), job.GetAnnotations()) {
-		return true, nil
+		return nil
 	}
-	return true, r.update(ctx, job, before)
+	return r.update(ctx, job, before)
 }
 
 // deleteWorkload deletes the Workload of a suspended job whose pod sets changed; once it is
@@ -411,7 +422,7 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 		return err
 	}
 	ApplyPlacements(qj, placements)
-	setAdmittedPodSets(job, AdmittedPodSets(wl.Status.Admission))
+	setAdmittedPodSets(job, AdmittedPodSets(wl))
 	qj.JobRunPolicy().Suspend = ptr.To(false)
 	if err := r.update(ctx, job, before); err != nil {
 		return err

@@ -147,17 +147,20 @@ func PodSetCountsChange(have, want []kueuev1.PodSet) string {
 	return strings.Join(changes, ", ")
 }
 
-// AdmittedPodSets is the value of troupev1.AnnotationAdmittedPodSets for an admission: each
-// pod set's admitted count, in the admission's order ("launcher=1,worker=2"). A pod set the
+// AdmittedPodSets is the value of troupev1.AnnotationAdmittedPodSets for an admitted Workload:
+// each pod set's count Kueue charges it for (its admitted count, less the pods handed back by
+// shrinkWithinAdmission), in the admission's order ("launcher=1,worker=2"). A pod set the
 // admission gives no count for is left out (it runs as the job asks).
-func AdmittedPodSets(a *kueuev1.Admission) string {
+func AdmittedPodSets(wl *kueuev1.Workload) string {
+	a := wl.Status.Admission
 	if a == nil {
 		return ""
 	}
+	charged := ChargedPodSets(wl)
 	var counts []string
 	for _, ps := range a.PodSetAssignments {
 		if ps.Count != nil {
-			counts = append(counts, fmt.Sprintf("%s=%d", ps.Name, *ps.Count))
+			counts = append(counts, fmt.Sprintf("%s=%d", ps.Name, charged[ps.Name]))
 		}
 	}
 	return strings.Join(counts, ",")
@@ -210,21 +213,6 @@ func ReclaimablePods(wl *kueuev1.Workload, want []kueuev1.PodSet, active map[kue
 // ReclaimablePodsEqual says a and b hand back the same pods.
 func ReclaimablePodsEqual(a, b []kueuev1.ReclaimablePod) bool {
 	return slices.Equal(a, b)
-}
-
-// FormatPodSetCounts is troupev1.AnnotationAdmittedPodSets for counts, in the admission's order
-// ("launcher=1,worker=2").
-func FormatPodSetCounts(counts map[kueuev1.PodSetReference]int32, a *kueuev1.Admission) string {
-	if a == nil {
-		return ""
-	}
-	var out []string
-	for _, ps := range a.PodSetAssignments {
-		if n, ok := counts[ps.Name]; ok {
-			out = append(out, fmt.Sprintf("%s=%d", ps.Name, n))
-		}
-	}
-	return strings.Join(out, ",")
 }
 
 // reclaimNote says reclaimable pods in an event ("worker: 1").
