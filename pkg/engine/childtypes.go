@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -24,7 +25,8 @@ import (
 )
 
 // restoreSchedulingDirectives carries the master template's scheduling fields (nodeSelector,
-// tolerations, affinity, scheduling gates, labels and annotations) into a master Job that is suspended and has never
+// tolerations, affinity, scheduling gates; labels and annotations with a queue's placement) into
+// a master Job that is suspended and has never
 // started, the one state in which the API server lets them change (as Kueue relies on). A
 // job's templates may change only while it is suspended (webhooks/update.go), so this is how
 // the placement a user or a queueing system chose reaches the launcher when the job resumes;
@@ -34,19 +36,37 @@ func restoreSchedulingDirectives(cur, want *batchv1.Job) bool {
 		return false
 	}
 	c, w := &cur.Spec.Template.Spec, &want.Spec.Template.Spec
-	// Labels and annotations are added, never removed: the API server added the Job's own
-	// (controller-uid, job-name), and Kueue's TAS and admission checks find pods by theirs.
+	placed := !equality.Semantic.DeepEqual(c.NodeSelector, w.NodeSelector) ||
+		!equality.Semantic.DeepEqual(c.Tolerations, w.Tolerations) ||
+		!equality.Semantic.DeepEqual(c.Affinity, w.Affinity) ||
+		!equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates)
+	// Labels and annotations follow only a queueing system's placement (a changed scheduling
+	// field, or Kueue's or a provisioning check's marks): Kueue's TAS and admission checks find
+	// pods by theirs. Otherwise the Job's are left as they are, so that a new operator release
+	// never rewrites a waiting job's Job for labels of its own. They are added, never removed:
+	// the API server added the Job's own (controller-uid, job-name).
 	cm, wm := &cur.Spec.Template.ObjectMeta, &want.Spec.Template.ObjectMeta
-	if equality.Semantic.DeepEqual(c.NodeSelector, w.NodeSelector) &&
-		equality.Semantic.DeepEqual(c.Tolerations, w.Tolerations) &&
-		equality.Semantic.DeepEqual(c.Affinity, w.Affinity) &&
-		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) &&
-		hasAll(cm.Labels, wm.Labels) && hasAll(cm.Annotations, wm.Annotations) {
+	carryMeta := (placed || queueMarked(wm.Labels) || queueMarked(wm.Annotations)) &&
+		(!hasAll(cm.Labels, wm.Labels) || !hasAll(cm.Annotations, wm.Annotations))
+	if !placed && !carryMeta {
 		return false
 	}
 	c.NodeSelector, c.Tolerations, c.Affinity, c.SchedulingGates = w.NodeSelector, w.Tolerations, w.Affinity, w.SchedulingGates
-	cm.Labels, cm.Annotations = withAll(cm.Labels, wm.Labels), withAll(cm.Annotations, wm.Annotations)
+	if carryMeta {
+		cm.Labels, cm.Annotations = withAll(cm.Labels, wm.Labels), withAll(cm.Annotations, wm.Annotations)
+	}
 	return true
+}
+
+// queueMarked says m holds a key of Kueue's (kueue.x-k8s.io/: TAS's pod set label, workload
+// annotation) or of a provisioning admission check's (autoscaling.x-k8s.io/).
+func queueMarked(m map[string]string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, "kueue.x-k8s.io/") || strings.HasPrefix(k, "autoscaling.x-k8s.io/") {
+			return true
+		}
+	}
+	return false
 }
 
 // hasAll says m has every key of want with its value.

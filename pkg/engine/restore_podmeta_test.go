@@ -34,3 +34,17 @@ func TestRestoreSchedulingDirectivesAddsPodLabels(t *testing.T) {
 		t.Error("a second pass changed the Job again")
 	}
 }
+
+// A new release's labels of its own do not rewrite a waiting job's suspended master Job: only a
+// queue's placement brings labels and annotations (an upgrade changes no child of a waiting job).
+func TestRestoreSchedulingDirectivesLeavesOwnLabels(t *testing.T) {
+	s := testSpec()
+	s.RunPolicy.Suspend = ptr.To(true)
+	cur := BuildMasterJob(s)
+	want := BuildMasterJob(s)
+	want.Spec.Template.Labels["example.troupe.dev/new-in-this-release"] = "x"
+	want.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/default-container": "main"}
+	if restoreSchedulingDirectives(cur, want) {
+		t.Errorf("the suspended master Job was rewritten for labels no queue placed: %v", cur.Spec.Template.Labels)
+	}
+}
