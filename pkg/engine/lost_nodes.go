@@ -60,7 +60,7 @@ func (l lostNode) String() string {
 // lost, wait is how long until it is.
 func nodeLoss(node *corev1.Node, policy LostNodePolicy, now time.Time) (l lostNode, lost bool, wait time.Duration) {
 	l.Name = node.Name
-	if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }) {
+	if outOfService(node) {
 		l.Why, l.Removable = "marked out of service: taint "+corev1.TaintNodeOutOfService, true
 		return l, true, 0
 	}
@@ -77,6 +77,11 @@ func nodeLoss(node *corev1.Node, policy LostNodePolicy, now time.Time) (l lostNo
 	}
 	l.Removable = policy.ForceDelete
 	return l, true, 0
+}
+
+// outOfService says an admin marked the node out of service (confirmed shut down).
+func outOfService(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 }
 
 // readyCondition is the node's Ready condition, nil when it has none.

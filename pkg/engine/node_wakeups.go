@@ -31,8 +31,7 @@ var nodeHealthChanged = predicate.Funcs{
 		if (ra == nil) != (rb == nil) || (ra != nil && (ra.Status != rb.Status || !ra.LastTransitionTime.Equal(&rb.LastTransitionTime))) {
 			return true
 		}
-		outOfService := func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }
-		return slices.ContainsFunc(a.Spec.Taints, outOfService) != slices.ContainsFunc(b.Spec.Taints, outOfService)
+		return outOfService(a) != outOfService(b)
 	},
 }
 

@@ -828,7 +828,12 @@ func liveMasterJob(obs *Observed) *batchv1.Job {
 
 // podEnded: the pod has run its course or is on its way out.
 func podEnded(pod *corev1.Pod) bool {
-	return !pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	return !pod.DeletionTimestamp.IsZero() || podTerminal(pod)
+}
+
+// podTerminal says the pod's phase is Succeeded or Failed: it runs no more.
+func podTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the
@@ -897,7 +902,7 @@ func (r *Reconciler) observeNodes(ctx context.Context, pods []corev1.Pod, now ti
 	seen := map[string]bool{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || seen[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.NodeName == "" || seen[p.Spec.NodeName] || podTerminal(p) {
 			continue
 		}
 		seen[p.Spec.NodeName] = true
@@ -928,7 +933,7 @@ func (r *Reconciler) observeNodes(ctx context.Context, pods []corev1.Pod, now ti
 
 // onLostNode is the lost node pod p is on, if it is on one and has not ended.
 func (obs *Observed) onLostNode(p *corev1.Pod) (lostNode, bool) {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if podTerminal(p) {
 		return lostNode{}, false
 	}
 	l, ok := obs.LostNodes[p.Spec.NodeName]

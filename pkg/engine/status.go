@@ -512,7 +512,7 @@ func aggregate(s *Spec, obs *Observed, finished, released bool) troupev1.Aggrega
 	var liveMaster, liveWorkers int32
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		ended := podTerminal(p)
 		switch {
 		case !p.DeletionTimestamp.IsZero() && !ended:
 			a.Deleted++

@@ -296,7 +296,7 @@ func (r *Reconciler) shrinkWithinAdmission(ctx context.Context, job engine.Objec
 		active[kueuev1.PodSetReference(rs.Name)] = rs.Active
 	}
 	reclaim := ReclaimablePods(wl, want, active)
-	if !ReclaimablePodsEqual(reclaim, wl.Status.ReclaimablePods) {
+	if !slices.Equal(reclaim, wl.Status.ReclaimablePods) {
 		orig := wl.DeepCopy()
 		wl.Status.ReclaimablePods = reclaim
 		if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -166,9 +165,9 @@ func AdmittedPodSets(wl *kueuev1.Workload) string {
 	return strings.Join(counts, ",")
 }
 
-// ChargedPodSets are the pod counts Kueue charges an admitted Workload for, by pod set: each
-// admitted count (the spec's where the admission gives none) less its reclaimable pods.
-func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
+// admittedCounts are an admitted Workload's pod counts by pod set: each admitted count, the
+// spec's where the admission gives none.
+func admittedCounts(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
 	out := map[kueuev1.PodSetReference]int32{}
 	for _, ps := range wl.Spec.PodSets {
 		out[ps.Name] = ps.Count
@@ -180,6 +179,13 @@ func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
 			}
 		}
 	}
+	return out
+}
+
+// ChargedPodSets are the pod counts Kueue charges an admitted Workload for, by pod set: its
+// admitted counts less its reclaimable pods.
+func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
+	out := admittedCounts(wl)
 	for _, rp := range wl.Status.ReclaimablePods {
 		out[rp.Name] -= rp.Count
 	}
@@ -191,7 +197,7 @@ func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
 // is more, never less than already reclaimed (Kueue refuses a smaller count while it holds the
 // quota), in the spec's order; pod sets with none are left out.
 func ReclaimablePods(wl *kueuev1.Workload, want []kueuev1.PodSet, active map[kueuev1.PodSetReference]int32) []kueuev1.ReclaimablePod {
-	admitted := ChargedPodSets(&kueuev1.Workload{Spec: wl.Spec, Status: kueuev1.WorkloadStatus{Admission: wl.Status.Admission}})
+	admitted := admittedCounts(wl)
 	wanted := map[kueuev1.PodSetReference]int32{}
 	for _, ps := range want {
 		wanted[ps.Name] = ps.Count
@@ -208,11 +214,6 @@ func ReclaimablePods(wl *kueuev1.Workload, want []kueuev1.PodSet, active map[kue
 		}
 	}
 	return out
-}
-
-// ReclaimablePodsEqual says a and b hand back the same pods.
-func ReclaimablePodsEqual(a, b []kueuev1.ReclaimablePod) bool {
-	return slices.Equal(a, b)
 }
 
 // reclaimNote says reclaimable pods in an event ("worker: 1").
