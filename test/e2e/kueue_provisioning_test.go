@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -122,45 +121,13 @@ func TestKueueAdmissionCheckPodSetUpdates(t *testing.T) {
 // runs the check, and the LocalQueue lq. It returns the check's name.
 func checkedQueue(t *testing.T, kc client.Client, ns, pool string) string {
 	t.Helper()
-	ctx := context.Background()
 	ac := &kueuev1.AdmissionCheck{
 		ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec:       kueuev1.AdmissionCheckSpec{ControllerName: "troupe.dev/e2e-provisioner"},
 	}
-	flavor := &kueuev1.ResourceFlavor{
-		ObjectMeta: metav1.ObjectMeta{Name: pool},
-		Spec: kueuev1.ResourceFlavorSpec{
-			NodeLabels:  map[string]string{gangPoolLabel: pool},
-			Tolerations: []corev1.Toleration{{Key: gangPoolLabel, Operator: corev1.TolerationOpEqual, Value: pool, Effect: corev1.TaintEffectNoSchedule}},
-		},
-	}
-	cq := &kueuev1.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: pool},
-		Spec: kueuev1.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-			ResourceGroups: []kueuev1.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueuev1.FlavorQuotas{{
-					Name: kueuev1.ResourceFlavorReference(pool),
-					Resources: []kueuev1.ResourceQuota{
-						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("8")},
-						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("64Gi")},
-					},
-				}},
-			}},
-			AdmissionChecksStrategy: &kueuev1.AdmissionChecksStrategy{AdmissionChecks: []kueuev1.AdmissionCheckStrategyRule{{Name: kueuev1.AdmissionCheckReference(pool)}}},
-		},
-	}
-	lq := &kueuev1.LocalQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: "lq", Namespace: ns},
-		Spec:       kueuev1.LocalQueueSpec{ClusterQueue: kueuev1.ClusterQueueReference(pool)},
-	}
-	for _, o := range []client.Object{ac, flavor, cq, lq} {
-		if err := kc.Create(ctx, o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = kc.Delete(context.Background(), o) })
-	}
+	flavor, cq, lq := poolQueue(ns, pool, "8", "64Gi")
+	cq.Spec.AdmissionChecksStrategy = &kueuev1.AdmissionChecksStrategy{AdmissionChecks: []kueuev1.AdmissionCheckStrategyRule{{Name: kueuev1.AdmissionCheckReference(pool)}}}
+	createQueueObjects(t, kc, ac, flavor, cq, lq)
 	eventually(t, "AdmissionCheck "+ac.Name+" Active", func(ctx context.Context) (bool, error) {
 		got := &kueuev1.AdmissionCheck{}
 		if err := kc.Get(ctx, client.ObjectKeyFromObject(ac), got); err != nil {
@@ -176,13 +143,7 @@ func checkedQueue(t *testing.T, kc client.Client, ns, pool string) string {
 		}
 		return false, nil
 	})
-	eventually(t, "ClusterQueue "+cq.Name+" active", func(ctx context.Context) (bool, error) {
-		got := &kueuev1.ClusterQueue{}
-		if err := kc.Get(ctx, client.ObjectKeyFromObject(cq), got); err != nil {
-			return false, err
-		}
-		return meta.IsStatusConditionTrue(got.Status.Conditions, kueuev1.ClusterQueueActive), nil
-	})
+	waitClusterQueueActive(t, kc, cq)
 	return pool
 }
 

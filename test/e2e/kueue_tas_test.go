@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -164,47 +163,10 @@ func tasQueue(t *testing.T, kc client.Client, ns, pool string) {
 			{NodeLabel: blockLabel}, {NodeLabel: rackLabel}, {NodeLabel: corev1.LabelHostname},
 		}},
 	}
-	flavor := &kueuev1.ResourceFlavor{
-		ObjectMeta: metav1.ObjectMeta{Name: pool},
-		Spec: kueuev1.ResourceFlavorSpec{
-			NodeLabels:   map[string]string{gangPoolLabel: pool},
-			Tolerations:  []corev1.Toleration{{Key: gangPoolLabel, Operator: corev1.TolerationOpEqual, Value: pool, Effect: corev1.TaintEffectNoSchedule}},
-			TopologyName: ptr.To(kueuev1.TopologyReference(pool)),
-		},
-	}
-	cq := &kueuev1.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: pool},
-		Spec: kueuev1.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-			ResourceGroups: []kueuev1.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueuev1.FlavorQuotas{{
-					Name: kueuev1.ResourceFlavorReference(pool),
-					Resources: []kueuev1.ResourceQuota{
-						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("80")},
-						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("512Gi")},
-					},
-				}},
-			}},
-		},
-	}
-	lq := &kueuev1.LocalQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: "lq", Namespace: ns},
-		Spec:       kueuev1.LocalQueueSpec{ClusterQueue: kueuev1.ClusterQueueReference(pool)},
-	}
-	for _, o := range []client.Object{topology, flavor, cq, lq} {
-		if err := kc.Create(context.Background(), o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = kc.Delete(context.Background(), o) })
-	}
-	eventually(t, "ClusterQueue "+cq.Name+" active", func(ctx context.Context) (bool, error) {
-		got := &kueuev1.ClusterQueue{}
-		if err := kc.Get(ctx, client.ObjectKeyFromObject(cq), got); err != nil {
-			return false, err
-		}
-		return meta.IsStatusConditionTrue(got.Status.Conditions, kueuev1.ClusterQueueActive), nil
-	})
+	flavor, cq, lq := poolQueue(ns, pool, "80", "512Gi")
+	flavor.Spec.TopologyName = ptr.To(kueuev1.TopologyReference(pool))
+	createQueueObjects(t, kc, topology, flavor, cq, lq)
+	waitClusterQueueActive(t, kc, cq)
 }
 
 // apply creates a manifest of testdata/tas in ns with kubectl, as a user does.

@@ -115,7 +115,22 @@ func kueueClient(t *testing.T) client.Client {
 // high WorkloadPriorityClass, whose names it returns.
 func kueueQueue(t *testing.T, kc client.Client, ns, pool string) (low, high string) {
 	t.Helper()
-	ctx := context.Background()
+	flavor, cq, lq := poolQueue(ns, pool, "8", "64Gi")
+	cq.Spec.Preemption = &kueuev1.ClusterQueuePreemption{WithinClusterQueue: kueuev1.PreemptionPolicyLowerPriority}
+	low, high = pool+"-low", pool+"-high"
+	createQueueObjects(t, kc, flavor, cq, lq,
+		&kueuev1.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: low}, Value: 100},
+		&kueuev1.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: high}, Value: 1000})
+	waitClusterQueueActive(t, kc, cq)
+	return low, high
+}
+
+// poolQueue is a queue of the pool's nodes for the namespace, for a test to adjust and create:
+// a ResourceFlavor of the nodes (their label and taint), a ClusterQueue of cpu and memory of it
+// and the LocalQueue lq. Memory is covered too, with room to spare: a generated launcher and the
+// launcher's wait request some, and Kueue admits no Workload that requests a resource its
+// ClusterQueue does not cover.
+func poolQueue(ns, pool, cpu, memory string) (*kueuev1.ResourceFlavor, *kueuev1.ClusterQueue, *kueuev1.LocalQueue) {
 	flavor := &kueuev1.ResourceFlavor{
 		ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec: kueuev1.ResourceFlavorSpec{
@@ -128,37 +143,38 @@ func kueueQueue(t *testing.T, kc client.Client, ns, pool string) (low, high stri
 		Spec: kueuev1.ClusterQueueSpec{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
 			ResourceGroups: []kueuev1.ResourceGroup{{
-				// Memory is covered too, with room to spare: a generated launcher and the
-				// launcher's wait request some, and Kueue admits no Workload that requests a
-				// resource its ClusterQueue does not cover.
 				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
 				Flavors: []kueuev1.FlavorQuotas{{
 					Name: kueuev1.ResourceFlavorReference(pool),
 					Resources: []kueuev1.ResourceQuota{
-						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("8")},
-						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("64Gi")},
+						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse(cpu)},
+						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse(memory)},
 					},
 				}},
 			}},
-			Preemption: &kueuev1.ClusterQueuePreemption{WithinClusterQueue: kueuev1.PreemptionPolicyLowerPriority},
 		},
 	}
 	lq := &kueuev1.LocalQueue{
 		ObjectMeta: metav1.ObjectMeta{Name: "lq", Namespace: ns},
 		Spec:       kueuev1.LocalQueueSpec{ClusterQueue: kueuev1.ClusterQueueReference(pool)},
 	}
-	low, high = pool+"-low", pool+"-high"
-	objs := []client.Object{
-		flavor, cq, lq,
-		&kueuev1.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: low}, Value: 100},
-		&kueuev1.WorkloadPriorityClass{ObjectMeta: metav1.ObjectMeta{Name: high}, Value: 1000},
-	}
+	return flavor, cq, lq
+}
+
+// createQueueObjects creates Kueue's objects of a test's queue, deleted when the test ends.
+func createQueueObjects(t *testing.T, kc client.Client, objs ...client.Object) {
+	t.Helper()
 	for _, o := range objs {
-		if err := kc.Create(ctx, o); err != nil {
+		if err := kc.Create(context.Background(), o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
 		t.Cleanup(func() { _ = kc.Delete(context.Background(), o) })
 	}
+}
+
+// waitClusterQueueActive waits until Kueue reports the ClusterQueue active.
+func waitClusterQueueActive(t *testing.T, kc client.Client, cq *kueuev1.ClusterQueue) {
+	t.Helper()
 	eventually(t, "ClusterQueue "+cq.Name+" active", func(ctx context.Context) (bool, error) {
 		got := &kueuev1.ClusterQueue{}
 		if err := kc.Get(ctx, client.ObjectKeyFromObject(cq), got); err != nil {
@@ -166,7 +182,6 @@ func kueueQueue(t *testing.T, kc client.Client, ns, pool string) (low, high stri
 		}
 		return meta.IsStatusConditionTrue(got.Status.Conditions, kueuev1.ClusterQueueActive), nil
 	})
-	return low, high
 }
 
 // queuedChainerJob is a ChainerJob of 6 CPUs (a master and two workers of 2 CPUs each, no
