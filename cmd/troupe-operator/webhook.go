@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -38,6 +40,13 @@ type webhookFlags struct {
 	// allowClaimVolumeSources is the operator's --allow-claim-volume-sources, shared with the
 	// controllers.
 	allowClaimVolumeSources bool
+	// extra are handlers served on the webhook server beside the webhooks, from when they are
+	// (the progress endpoint).
+	extra map[string]http.Handler
+	// certReader reads the certificate Secret, certKey (the CA for the progress endpoint's
+	// clients); set by setup.
+	certReader atomic.Pointer[client.Reader]
+	certKey    types.NamespacedName
 }
 
 func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
@@ -91,6 +100,9 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("cache of the certificate Secret and webhook configurations: %w", err)
 	}
+	var reader client.Reader = certObjects
+	f.certKey = key
+	f.certReader.Store(&reader)
 	if err := mgr.Add(everyReplica(certObjects.Start)); err != nil {
 		return err
 	}
@@ -145,6 +157,9 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		}
 		if err := kinds.SetupWebhooks(mgr, opts); err != nil {
 			return err
+		}
+		for path, h := range f.extra {
+			mgr.GetWebhookServer().Register(path, h)
 		}
 		check.registered.Store(true)
 		return nil

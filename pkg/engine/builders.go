@@ -369,6 +369,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 		s.Gang.DecoratePod(s, &tmpl)
 	}
 	s.CodeSync.decoratePod(s, &tmpl)
+	s.Progress.decoratePod(&tmpl)
 	s.withSharedClaims(&tmpl)
 	s.applyRunMode(&tmpl, ws)
 	s.labelRestartAttempt(&tmpl)
