@@ -137,7 +137,7 @@ func TestGetListsEveryKind(t *testing.T) {
 				return
 			}
 		}
-	}); !slices.Equal(got, []string{"AGE", "KIND", "NAME", "NAMESPACE", "PHASE", "RESTARTS", "WORKERS"}) {
+	}); !slices.Equal(got, []string{"AGE", "ETA", "KIND", "NAME", "NAMESPACE", "PHASE", "PROGRESS", "RESTARTS", "WORKERS"}) {
 		t.Errorf("get -A columns = %v", got)
 	}
 	for wi, w := range wants {
@@ -149,7 +149,7 @@ func TestGetListsEveryKind(t *testing.T) {
 			continue
 		}
 		st := jobs[wi].JobStatus()
-		if r := rows[i]; r["PHASE"] != string(st.Phase) || r["WORKERS"] != st.Workers || r["RESTARTS"] != "0" || r["AGE"] == "" {
+		if r := rows[i]; r["PHASE"] != string(st.Phase) || r["WORKERS"] != st.Workers || r["RESTARTS"] != "0" || r["AGE"] == "" || r["PROGRESS"] != "-" || r["ETA"] != "-" {
 			t.Errorf("get -A shows %s %s/%s as %v, its status says phase %q workers %q", w.kind, w.ns, w.name, r, st.Phase, st.Workers)
 		}
 	}
