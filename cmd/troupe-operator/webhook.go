@@ -34,7 +34,7 @@ type webhookFlags struct {
 	// extraDNSNames are more names the certificate is made for (the progress endpoint's
 	// Service of a local operator).
 	extraDNSNames string
-	writeCerts bool
+	writeCerts    bool
 	// rotateCerts: the operator makes and rotates the certificate itself (cert-controller);
 	// off, another issuer (cert-manager) fills the Secret and the configurations' caBundle.
 	rotateCerts bool
