@@ -347,6 +347,7 @@ func children(s *Spec, workersReleased bool, whole func(name string) bool) []cli
 	}
 	for _, o := range objs {
 		markManaged(o)
+		s.Progress.mark(o)
 	}
 	return objs
 }

@@ -79,6 +79,8 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// A job whose pods were made unwired keeps them so (progress.go).
+	described.Progress = described.Progress.keptFor(podHolders(obs))
 
 	// Plan, once: the pause, the restart, the master's pods, the verdict, whether children may
 	// be created.

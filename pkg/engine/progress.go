@@ -7,11 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -102,6 +105,44 @@ func (w *ProgressWiring) decoratePod(tmpl *corev1.PodTemplateSpec) {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: progressTokenVolume, MountPath: ProgressTokenDir, ReadOnly: true})
 		}
 	}
+}
+
+// AnnotationProgressWired marks a master Job, worker StatefulSet or worker Job whose pods are
+// wired to the progress endpoint. A job whose children were made without it (by a release
+// before the endpoint, or while it was off) stays unwired: wiring its pods would change their
+// template, which a running job's must not (TemplateDrift; docs/architecture.md).
+const AnnotationProgressWired = "troupe.dev/progress-wired"
+
+// mark annotates a child that holds pods as wired, when w wires the job.
+func (w *ProgressWiring) mark(o client.Object) {
+	switch o.(type) {
+	case *appsv1.StatefulSet, *batchv1.Job:
+	default:
+		return
+	}
+	if w == nil {
+		return
+	}
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationProgressWired] = "true"
+	o.SetAnnotations(a)
+}
+
+// keptFor is w for a job whose children that hold pods are held: w when there are none yet or
+// one of them is wired, else nil (the job's pods stay as they were made).
+func (w *ProgressWiring) keptFor(held []client.Object) *ProgressWiring {
+	if w == nil || len(held) == 0 {
+		return w
+	}
+	for _, o := range held {
+		if o.GetAnnotations()[AnnotationProgressWired] == "true" {
+			return w
+		}
+	}
+	return nil
 }
 
 // wiring is the wiring of a job's pods, nil when no endpoint is served (e nil); ok is false

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/metrics"
@@ -43,4 +44,24 @@ func (r *Reconciler) recordProgress(job Object, prev, next *troupev1.JobStatus) 
 		}
 	}
 	metrics.SetProgress(kind, ns, name, ratio, eta, values)
+}
+
+// podHolders are the observed children of the job that hold pods: its master Job, worker
+// StatefulSets and worker Jobs.
+func podHolders(obs *Observed) []client.Object {
+	var out []client.Object
+	if obs.MasterJob != nil {
+		out = append(out, obs.MasterJob)
+	}
+	for _, sts := range obs.StatefulSets {
+		if sts != nil {
+			out = append(out, sts)
+		}
+	}
+	for _, jobs := range obs.WorkerJobs {
+		for _, j := range jobs {
+			out = append(out, j)
+		}
+	}
+	return out
 }

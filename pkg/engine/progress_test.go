@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
@@ -159,5 +162,32 @@ func TestProgressWiring(t *testing.T) {
 	none.decoratePod(&plain)
 	if len(plain.Spec.Volumes)+len(plain.Spec.Containers[0].Env) != 0 {
 		t.Errorf("no endpoint: the pod is not wired, got %+v", plain.Spec)
+	}
+}
+
+// A job whose pods were made without the wiring (by an older release) keeps them so: wiring
+// them now would change a running job's templates.
+func TestProgressWiringKeptForNewJobsOnly(t *testing.T) {
+	w := &ProgressWiring{URL: "u", CA: "c"}
+	wired := &batchv1.Job{}
+	w.mark(wired)
+	svc := &corev1.Service{}
+	w.mark(svc)
+	if wired.Annotations[AnnotationProgressWired] != "true" || svc.Annotations != nil {
+		t.Fatalf("mark: Job %v, Service %v; want the Job alone marked", wired.Annotations, svc.Annotations)
+	}
+	unwired := &appsv1.StatefulSet{}
+	for _, tc := range []struct {
+		name string
+		held []client.Object
+		want *ProgressWiring
+	}{
+		{"a new job", nil, w},
+		{"its children wired", []client.Object{unwired, wired}, w},
+		{"made before the endpoint", []client.Object{unwired}, nil},
+	} {
+		if got := w.keptFor(tc.held); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
