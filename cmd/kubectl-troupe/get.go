@@ -11,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-
-	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 func newGetCommand(o *options) *cobra.Command {
