@@ -26,10 +26,12 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -455,5 +457,84 @@ func TestFloodLeavesOtherJobsAlone(t *testing.T) {
 	}
 	if q, f := median(quiet), median(flooded); f > 2*q+100*time.Millisecond {
 		t.Errorf("another job's start took %v under the flood, %v without: the flood slows the operator", f, q)
+	}
+}
+
+// A running job with a progress deadline that reported, then stopped: Stalled (the condition
+// says when it last moved), a Warning event, and its failure policy's rule on the reason
+// Stalled restarts it. (The real node's TestStalledJobIsRestarted does it with a rank that
+// sleeps.)
+func TestStalledJobIsRestartedByItsRule(t *testing.T) {
+	ns := testutil.NewNamespace(t, k8s, "progress-")
+	ctx := context.Background()
+	job := mpiJob.Sample(kinds.Sample{Name: "stalls", Namespace: ns, Image: "trainer", WorkerSets: []int32{1}, RunPolicy: troupev1.RunPolicy{
+		ProgressDeadlineSeconds: ptr.To[int32](10),
+		FailurePolicy: &troupev1.FailurePolicy{MaxRestarts: 1, Rules: []troupev1.FailureRule{
+			{Name: "restart-stalled", Action: troupev1.RestartJobAction, OnReasons: []troupev1.FailureReason{troupev1.FailureStalled}},
+		}},
+	}})
+	if errs := mpiJob.Admit(job, webhooks.Options{}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	// The launcher runs: its Job says a pod is ready, as the Job controller would.
+	launcher := &batchv1.Job{}
+	testutil.Eventually(t, "the launcher Job exists", 50*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stalls-launcher"}, launcher)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	now := metav1.Now()
+	launcher.Status.StartTime, launcher.Status.Active, launcher.Status.Ready = &now, 1, ptr.To[int32](1)
+	if err := k8s.Status().Update(ctx, launcher); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the job runs", 50*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		fresh := mpiJob.NewObject()
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(job), fresh)
+		return err == nil && fresh.JobStatus().Phase == troupev1.JobRunning, err
+	})
+	// Never reported: not stalled, however long it runs (checked below, after the report).
+	token := podToken(t, ns, "stalls-worker-0", job, troupev1.ProgressAudience)
+	if code := post(t, httpClient(), job, token, report(5, 100, map[string]float64{"loss": 1.5})); code != http.StatusAccepted {
+		t.Fatalf("report: %d", code)
+	}
+	moved := waitProgress(t, job, 5).LastProgressTime.Time
+
+	var stalled *metav1.Condition
+	testutil.Eventually(t, "the job is Stalled", 200*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
+		fresh := mpiJob.NewObject()
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), fresh); err != nil {
+			return false, err
+		}
+		stalled = meta.FindStatusCondition(fresh.JobStatus().Conditions, troupev1.ConditionStalled)
+		return stalled != nil && stalled.Status == metav1.ConditionTrue, nil
+	})
+	after := time.Since(moved)
+	if after < 10*time.Second || after > 20*time.Second {
+		t.Errorf("Stalled %v after the last move, want 10 s (the deadline) and a pass", after.Round(100*time.Millisecond))
+	}
+	if !strings.Contains(stalled.Message, "no progress reported since "+moved.UTC().Format(time.RFC3339)+" (5/100 steps") {
+		t.Errorf("Stalled says %q, want when it last moved and how far", stalled.Message)
+	}
+	t.Logf("Stalled %v after its last move: %s", after.Round(100*time.Millisecond), stalled.Message)
+
+	testutil.Eventually(t, "the rule restarts the job for the stall", 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		fresh := mpiJob.NewObject()
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), fresh); err != nil {
+			return false, err
+		}
+		st := fresh.JobStatus()
+		restarting := meta.FindStatusCondition(st.Conditions, troupev1.ConditionRestarting)
+		byReason := slices.ContainsFunc(st.RestartsByReason, func(r troupev1.RestartCount) bool { return r.Reason == troupev1.FailureStalled && r.Count == 1 })
+		return byReason && restarting != nil && strings.Contains(restarting.Message, "restart-stalled"), nil
+	})
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return e.Reason == troupev1.EventStalled && e.Type == corev1.EventTypeWarning }) {
+		t.Errorf("no Warning event %s", troupev1.EventStalled)
 	}
 }
