@@ -435,7 +435,10 @@ func TestFloodLeavesOtherJobsAlone(t *testing.T) {
 		}()
 	}
 	floodStart := time.Now()
-	time.Sleep(time.Second) //nolint:forbidigo // let the flood reach its pace before measuring under it
+	// Measure under the flood once it runs at its pace: 500 reports sent.
+	testutil.Eventually(t, "the flood under way", 10*time.Millisecond, 30*time.Second, func(context.Context) (bool, error) {
+		return sent.Load() >= 500, nil
+	})
 	for i := range runs {
 		flooded = append(flooded, startLatency(t, ns, fmt.Sprintf("flooded-%d", i)))
 	}
