@@ -74,6 +74,9 @@ type Server struct {
 	elected <-chan struct{}
 	clock   clock.PassiveClock
 
+	// pods are the reporting pods' buckets, by pod UID.
+	pods buckets
+
 	mu   sync.Mutex
 	jobs map[types.UID]*jobReports
 }
@@ -209,6 +212,15 @@ func (s *Server) serve(req *http.Request) (int, string) {
 	if !metrics.IsJWT(token) {
 		return http.StatusUnauthorized, "give the pod's token (the file $" + troupev1.EnvProgressTokenFile + ") as a bearer token"
 	}
+	who, status, err := s.reviewer.Review(req.Context(), token)
+	if err != nil {
+		return status, err.Error()
+	}
+	// A pod that reports too often is answered before anything else is read: a flood from one
+	// pod costs its token's hash and a map lookup a report.
+	if !s.pods.take(string(who.UID), s.clock.Now()) {
+		return http.StatusTooManyRequests, tooMany
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, troupev1.MaxProgressReportBytes+1))
 	if err != nil {
 		return http.StatusBadRequest, "reading the report: " + err.Error()
@@ -226,10 +238,6 @@ func (s *Server) serve(req *http.Request) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	}
 
-	who, status, err := s.reviewer.Review(req.Context(), token)
-	if err != nil {
-		return status, err.Error()
-	}
 	job := kind.NewObject()
 	if err := s.cache.Get(req.Context(), client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -241,10 +249,54 @@ func (s *Server) serve(req *http.Request) (int, string) {
 		return status, err.Error()
 	}
 	if !s.take(job.GetUID(), rep) {
-		return http.StatusTooManyRequests, fmt.Sprintf("at most %d reports a second per job (bursts of %d)", ReportsPerSecond, ReportBurst)
+		return http.StatusTooManyRequests, tooMany
 	}
 	s.wake(kind.Name, job)
 	return http.StatusAccepted, "taken"
+}
+
+var tooMany = fmt.Sprintf("at most %d reports a second per job and per pod (bursts of %d)", ReportsPerSecond, ReportBurst)
+
+// buckets are token buckets (ReportsPerSecond, ReportBurst) by key, at most MaxJobs of them (the
+// one used least recently goes).
+type buckets struct {
+	mu sync.Mutex
+	by map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// take takes a token of key's bucket at now, if it has one.
+func (b *buckets) take(key string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.by == nil {
+		b.by = map[string]*bucket{}
+	}
+	k, ok := b.by[key]
+	if !ok {
+		if len(b.by) >= MaxJobs {
+			var oldest string
+			for key, v := range b.by {
+				if oldest == "" || v.at.Before(b.by[oldest].at) {
+					oldest = key
+				}
+			}
+			delete(b.by, oldest)
+		}
+		k = &bucket{tokens: ReportBurst, at: now}
+		b.by[key] = k
+	}
+	k.tokens = math.Min(ReportBurst, k.tokens+now.Sub(k.at).Seconds()*ReportsPerSecond)
+	k.at = now
+	if k.tokens < 1 {
+		return false
+	}
+	k.tokens--
+	return true
 }
 
 // podOfJob says whether the pod the token is of belongs to job, and to its current attempt.
