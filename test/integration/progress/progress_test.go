@@ -583,7 +583,9 @@ func TestStalledJobIsRestartedByItsRule(t *testing.T) {
 	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return e.Reason == troupev1.EventStalled && e.Type == corev1.EventTypeWarning }) {
+	if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == troupev1.EventStalled && e.Type == corev1.EventTypeWarning
+	}) {
 		t.Errorf("no Warning event %s", troupev1.EventStalled)
 	}
 }
