@@ -178,17 +178,20 @@ func (o *options) watchJobs(cmd *cobra.Command, s *session, ns string, args []st
 	defer tick.Stop()
 	for {
 		var jobs []job
+		var err error
 		if arg != nil {
-			j, err := s.find(cmd.Context(), ns, *arg)
-			if err != nil {
-				return err
+			var j job
+			if j, err = s.find(cmd.Context(), ns, *arg); err == nil {
+				jobs = []job{j}
 			}
-			jobs = []job{j}
 		} else {
-			var err error
-			if jobs, err = s.list(cmd.Context(), ns); err != nil {
-				return err
-			}
+			jobs, err = s.list(cmd.Context(), ns)
+		}
+		if cmd.Context().Err() != nil {
+			return nil // interrupted (Ctrl-C)
+		}
+		if err != nil {
+			return err
 		}
 		sortJobs(jobs)
 		var changed [][]string
