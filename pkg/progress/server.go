@@ -74,8 +74,8 @@ type Server struct {
 	elected <-chan struct{}
 	clock   clock.PassiveClock
 
-	// pods are the reporting pods' buckets, by pod UID.
-	pods buckets
+	// pods and jobRates are the reporting pods' and jobs' token buckets, by UID.
+	pods, jobRates buckets
 
 	mu   sync.Mutex
 	jobs map[types.UID]*jobReports
@@ -84,8 +84,6 @@ type Server struct {
 // jobReports is what the endpoint keeps of one job.
 type jobReports struct {
 	latest engine.ProgressReport
-	tokens float64 // the job's token bucket
-	refill time.Time
 	anchor struct {
 		current int64
 		at      time.Time
@@ -320,24 +318,21 @@ func (s *Server) podOfJob(ctx context.Context, who Pod, job engine.Object) (int,
 	return 0, nil
 }
 
-// take keeps rep as the job's latest report, unless the job reported too often: a token bucket
-// per job.
+// take keeps rep as the job's latest report, unless the job reported too often (its token
+// bucket is empty).
 func (s *Server) take(uid types.UID, rep Report) bool {
 	now := s.clock.Now()
+	if !s.jobRates.take(string(uid), now) {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j, ok := s.jobs[uid]
 	if !ok {
 		s.makeRoom()
-		j = &jobReports{tokens: ReportBurst, refill: now}
+		j = &jobReports{}
 		s.jobs[uid] = j
 	}
-	j.tokens = math.Min(ReportBurst, j.tokens+now.Sub(j.refill).Seconds()*ReportsPerSecond)
-	j.refill = now
-	if j.tokens < 1 {
-		return false
-	}
-	j.tokens--
 	j.touched = now
 	if j.anchor.at.IsZero() || rep.Current < j.latest.Current {
 		// The first report, or the training started again (a restart): measure anew.

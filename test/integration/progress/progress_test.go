@@ -463,12 +463,29 @@ func TestFloodLeavesOtherJobsAlone(t *testing.T) {
 	flooder := newJob(t, ns, "flooder")
 	token := podToken(t, ns, "flooder-worker-0", flooder, troupev1.ProgressAudience)
 	const runs = 25
+	// Each phase's jobs are created one after the other, then left to settle (their status
+	// written, up to 5 s after their start: countsWriteDelay), so that no phase pays for the
+	// passes of the one before.
 	starts := func(prefix string) []time.Duration {
 		var d []time.Duration
 		for i := range runs {
 			d = append(d, startLatency(t, ns, fmt.Sprintf("%s-%d", prefix, i)))
 		}
 		return d
+	}
+	settle := func(prefix string) {
+		testutil.Eventually(t, prefix+" jobs' status written", 100*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
+			for i := range runs {
+				fresh := mpiJob.NewObject()
+				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("%s-%d", prefix, i)}, fresh); err != nil {
+					return false, err
+				}
+				if !meta.IsStatusConditionTrue(fresh.JobStatus().Conditions, troupev1.ConditionInitialized) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
 	}
 	c := httpClient()
 	c.Transport.(*http.Transport).MaxIdleConnsPerHost = 32
@@ -482,9 +499,11 @@ func TestFloodLeavesOtherJobsAlone(t *testing.T) {
 	bareClient.Transport.(*http.Transport).MaxIdleConnsPerHost = 32
 
 	quiet := starts("quiet")
+	settle("quiet")
 	stop := flood(t, bare.URL, bareClient, flooder, token)
 	underBare := starts("bare")
 	bareStats := stop()
+	settle("bare")
 	stop = flood(t, endpoint.URL, c, flooder, token)
 	flooded := starts("flooded")
 	stats := stop()
