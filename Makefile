@@ -236,6 +236,13 @@ bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and
 	$(BENCH_RUN) -jobs 1000 -rate 5 -sides troupe,mpi-operator -repeats 1 -profiles unthrottled -timeout 40m $(BENCH_SCALE_FLAGS)
 	$(BENCH_GO) -jobs 3000 -rate 5 -sides troupe -repeats 1 -profiles unthrottled -timeout 60m $(BENCH_SCALE_FLAGS)
 
+# make bench-restart: what a whole-job restart costs against a fresh start (issue 51), on the
+# simulated cluster at Kubernetes' default client rates. BENCH_RESTART_FLAGS go to the program
+# (-workers, -repeats).
+.PHONY: bench-restart
+bench-restart: cluster-assets ## A 1+64 MPIJob on the simulated cluster: every pod Running after the create, and again after a worker fails (a whole-job restart), 3 rounds.
+	go run ./test/bench/restart $(BENCH_RESTART_FLAGS)
+
 .PHONY: bench-smoke
 bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three sides, 2 rounds on both profiles: the harness works end to end.
 	$(BENCH_RUN) -jobs 3 -workers 2 -repeats 2 -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d) $(BENCH_FLAGS)

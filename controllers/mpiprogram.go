@@ -6,10 +6,12 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/queue/kueue"
 )
 
 // mpiProgram describes the launcher and workers every MPIProgramSpec kind (MPIJob, HorovodJob)
@@ -145,6 +147,7 @@ func (f mpiForm) backend(l troupev1.MPILaunch, agentImage string) (mpi.Backend, 
 // directory and environment, without its GPUs (the launcher only launches), running command.
 func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string, command []string) corev1.PodTemplateSpec {
 	tmpl := *workerTmpl.DeepCopy()
+	topologyMarksForLauncher(&tmpl)
 	var worker corev1.Container
 	for _, c := range tmpl.Spec.Containers {
 		if c.Name == mainContainer {
@@ -167,6 +170,29 @@ func generatedLauncher(workerTmpl *corev1.PodTemplateSpec, mainContainer string,
 	}}
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	return tmpl
+}
+
+// topologyMarksForLauncher turns what asks Kueue's topology-aware scheduling (TAS) to place
+// the workers, copied into a launcher built from their template, into the same for the
+// launcher's own pod set: TAS's ungater finds pods by their pod set label, and would take the
+// launcher for one more worker. A worker topology level becomes "unconstrained" (the Workload
+// asks the same, so the launcher's pod set is placed by TAS whenever the workers' is), and the
+// Workload annotation and scheduling gate stay: the ungater gives the launcher its node.
+func topologyMarksForLauncher(t *corev1.PodTemplateSpec) {
+	tas := false
+	for _, k := range []string{kueuev1.PodSetRequiredTopologyAnnotation, kueuev1.PodSetPreferredTopologyAnnotation,
+		kueuev1.PodSetUnconstrainedTopologyAnnotation, kueuev1.PodSetSliceRequiredTopologyAnnotation, kueuev1.PodSetSliceSizeAnnotation} {
+		if _, ok := t.Annotations[k]; ok {
+			tas = true
+			delete(t.Annotations, k)
+		}
+	}
+	if tas {
+		t.Annotations[kueuev1.PodSetUnconstrainedTopologyAnnotation] = "true"
+	}
+	if _, ok := t.Labels[kueue.LabelPodSet]; ok {
+		t.Labels[kueue.LabelPodSet] = troupev1.PodSetLauncher
+	}
 }
 
 // mpirunCommand is a generated launcher's command line: the dialect's launcher, Open MPI's

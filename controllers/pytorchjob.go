@@ -110,7 +110,7 @@ func torchBackend(spec *troupev1.PyTorchJobSpec, port int32) torch.Backend {
 		RDZVBackend: string(ptr.Deref(e.RDZVBackend, troupev1.RDZVBackendC10D)),
 		RDZVHost:    ptr.Deref(e.RDZVHost, ""), RDZVPort: ptr.Deref(e.RDZVPort, 0),
 		RDZVID: ptr.Deref(e.RDZVID, ""), RDZVConf: strings.Join(conf, ","),
-		Standalone: ptr.Deref(e.Standalone, false), MaxRestarts: e.MaxRestarts,
+		Standalone: ptr.Deref(e.Standalone, false), MaxRestarts: e.MaxRestarts, Metrics: e.Metrics,
 	}
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -104,7 +105,8 @@ func ValidatePyTorchJob(job *troupev1.PyTorchJob) field.ErrorList {
 }
 
 // validateElasticPolicy checks torch elastic's settings against the workers: they are required,
-// their count lies within the bounds, nProcPerNode is given once, and no autoscaler is asked.
+// their count lies within the bounds, nProcPerNode is given once, and an autoscaler's metrics
+// give their sources.
 func validateElasticPolicy(spec *field.Path, s *troupev1.PyTorchJobSpec) field.ErrorList {
 	e, p := s.ElasticPolicy, spec.Child("elasticPolicy")
 	var errs field.ErrorList
@@ -128,11 +130,30 @@ func validateElasticPolicy(spec *field.Path, s *troupev1.PyTorchJobSpec) field.E
 		errs = append(errs, field.Forbidden(p.Child("nProcPerNode"), "must not be used with spec.nprocPerNode"))
 	}
 	errs = append(errs, validateElasticFailurePolicy(spec.Child("runPolicy", "failurePolicy"), s.RunPolicy.FailurePolicy, "torch elastic")...)
-	if len(e.Metrics) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("metrics"),
-			"troupe creates no HorizontalPodAutoscaler: leave metrics out and scale the workers with kubectl scale pytorchjob/<name> --replicas=N (between minReplicas and maxReplicas)"))
+	for i, m := range e.Metrics {
+		if !metricSourceGiven(m) {
+			errs = append(errs, field.Required(p.Child("metrics").Index(i), fmt.Sprintf("type %s needs its source (resource, pods, object, external or containerResource, as the type says)", m.Type)))
+		}
 	}
 	return errs
+}
+
+// metricSourceGiven says an autoscaler metric gives the source its type names, which the API
+// server's validation of the HorizontalPodAutoscaler requires.
+func metricSourceGiven(m autoscalingv2.MetricSpec) bool {
+	switch m.Type {
+	case autoscalingv2.ResourceMetricSourceType:
+		return m.Resource != nil
+	case autoscalingv2.PodsMetricSourceType:
+		return m.Pods != nil
+	case autoscalingv2.ObjectMetricSourceType:
+		return m.Object != nil
+	case autoscalingv2.ExternalMetricSourceType:
+		return m.External != nil
+	case autoscalingv2.ContainerResourceMetricSourceType:
+		return m.ContainerResource != nil
+	}
+	return false
 }
 
 // pytorchReplicaNames are a PyTorchJob's replicas as failure policy rules name them.

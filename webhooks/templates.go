@@ -31,6 +31,7 @@ func validateTemplate(path *field.Path, tmpl *corev1.PodTemplateSpec, role podRo
 	meta := path.Child("metadata")
 	errs := metavalidation.ValidateLabels(tmpl.Labels, meta.Child("labels"))
 	errs = append(errs, apivalidation.ValidateAnnotations(tmpl.Annotations, meta.Child("annotations"))...)
+	errs = append(errs, validateTopologyAnnotations(meta.Child("annotations"), tmpl.Annotations)...)
 	spec := path.Child("spec")
 	if len(tmpl.Spec.Containers) == 0 {
 		return append(errs, field.Required(spec.Child("containers"), "a pod needs at least one container"))

@@ -29,10 +29,6 @@ import (
 // /metrics (pkg/metrics.ServerOptions): reviews, which read no object.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-//
-// Lost nodes (pkg/engine/lost_nodes.go): the health of the nodes the jobs' pods are on, read
-// from a watch of every node (cluster-scoped, so not part of the jobs' namespaces' role).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // rotatorManager is mgr as the certificate rotator should see it: its lists and watches select
 // the certificate Secret and the two webhook configurations by name (package certscope).

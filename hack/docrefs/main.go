@@ -52,7 +52,7 @@ var externalFlags = setOf(
 	"benchtime", "cpuprofile", "memprofile", "trimpath", "ldflags", "mod", "checkpoint-dir",
 	"bcast-bytes", "ssh-identity-file", "all", "host-discovery-script", "daemonize", "clusterrole", "role",
 	"manage-nodes-with-annotation-selector", "cleanup", "force", "mount", "check", "ignore-missing",
-	"node-monitor-grace-period",
+	"node-monitor-grace-period", "manage-nodes-with-label-selector",
 )
 
 func setOf(names ...string) map[string]bool {

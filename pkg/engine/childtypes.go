@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -16,13 +17,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // restoreSchedulingDirectives carries the master template's scheduling fields (nodeSelector,
-// tolerations, affinity, scheduling gates) into a master Job that is suspended and has never
+// tolerations, affinity, scheduling gates, labels and annotations) into a master Job that is suspended and has never
 // started, the one state in which the API server lets them change (as Kueue relies on). A
 // job's templates may change only while it is suspended (webhooks/update.go), so this is how
 // the placement a user or a queueing system chose reaches the launcher when the job resumes;
@@ -32,14 +34,41 @@ func restoreSchedulingDirectives(cur, want *batchv1.Job) bool {
 		return false
 	}
 	c, w := &cur.Spec.Template.Spec, &want.Spec.Template.Spec
+	// Labels and annotations are added, never removed: the API server added the Job's own
+	// (controller-uid, job-name), and Kueue's TAS and admission checks find pods by theirs.
+	cm, wm := &cur.Spec.Template.ObjectMeta, &want.Spec.Template.ObjectMeta
 	if equality.Semantic.DeepEqual(c.NodeSelector, w.NodeSelector) &&
 		equality.Semantic.DeepEqual(c.Tolerations, w.Tolerations) &&
 		equality.Semantic.DeepEqual(c.Affinity, w.Affinity) &&
-		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) {
+		equality.Semantic.DeepEqual(c.SchedulingGates, w.SchedulingGates) &&
+		hasAll(cm.Labels, wm.Labels) && hasAll(cm.Annotations, wm.Annotations) {
 		return false
 	}
 	c.NodeSelector, c.Tolerations, c.Affinity, c.SchedulingGates = w.NodeSelector, w.Tolerations, w.Affinity, w.SchedulingGates
+	cm.Labels, cm.Annotations = withAll(cm.Labels, wm.Labels), withAll(cm.Annotations, wm.Annotations)
 	return true
+}
+
+// hasAll says m has every key of want with its value.
+func hasAll(m, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// withAll is m with every key of want set to its value.
+func withAll(m, want map[string]string) map[string]string {
+	if len(want) == 0 {
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, want)
+	return m
 }
 
 // childType is one type of object a job may have as a child. The table below is the one list of
@@ -78,6 +107,8 @@ var childTypes = []childType{
 	{object: &rbacv1.RoleBinding{}, restoreSpec: restoreRoleBinding},
 	{object: &policyv1.PodDisruptionBudget{}, restoreSpec: restorePodDisruptionBudget},
 	{object: &networkingv1.NetworkPolicy{}, restoreSpec: restoreNetworkPolicy},
+	// An elastic PyTorchJob's autoscaler (elasticPolicy.metrics; the torch backend's).
+	{object: &autoscalingv2.HorizontalPodAutoscaler{}, restoreSpec: restoreHorizontalPodAutoscaler},
 }
 
 // WatchedChildren are the objects, one per type, by which the engine's reconcilers watch a job's
@@ -186,6 +217,19 @@ func restoreNetworkPolicy(curObj, wantObj client.Object) bool {
 		return false
 	}
 	cur.Spec = want.Spec
+	return true
+}
+
+// restoreHorizontalPodAutoscaler puts the autoscaler's target, bounds and metrics back to
+// want's (its behavior, which the job does not say, stays as the user or the API server left it).
+func restoreHorizontalPodAutoscaler(curObj, wantObj client.Object) bool {
+	cur, want := curObj.(*autoscalingv2.HorizontalPodAutoscaler), wantObj.(*autoscalingv2.HorizontalPodAutoscaler)
+	if cur.Spec.ScaleTargetRef == want.Spec.ScaleTargetRef && ptr.Equal(cur.Spec.MinReplicas, want.Spec.MinReplicas) &&
+		cur.Spec.MaxReplicas == want.Spec.MaxReplicas && equality.Semantic.DeepEqual(cur.Spec.Metrics, want.Spec.Metrics) {
+		return false
+	}
+	cur.Spec.ScaleTargetRef, cur.Spec.MinReplicas = want.Spec.ScaleTargetRef, want.Spec.MinReplicas
+	cur.Spec.MaxReplicas, cur.Spec.Metrics = want.Spec.MaxReplicas, want.Spec.Metrics
 	return true
 }
 

@@ -292,7 +292,8 @@ func podsToRemove(obs *Observed) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		if l, ok := obs.onLostNode(p); ok && l.Removable && !(p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0) {
+		deletedAtOnce := p.DeletionTimestamp != nil && ptr.Deref(p.DeletionGracePeriodSeconds, -1) == 0
+		if l, ok := obs.onLostNode(p); ok && l.Removable && !deletedAtOnce {
 			out = append(out, p)
 		}
 	}

@@ -20,8 +20,9 @@ import (
 // (grace period 0) where nothing can still run them: the node is gone or out of service, or
 // the operator was told to take that risk (LostNodePolicy.ForceDelete).
 
-// Nodes are cluster-scoped: the operator's own ClusterRole grants reading them
-// (cmd/troupe-operator/rbac.go), not the role of the jobs' namespaces.
+// Nodes are cluster-scoped: the cluster-wide install's ClusterRole troupe-operator grants
+// reading them; the namespace-scoped install, whose Roles cannot, runs without (timeout 0).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // LostNodePolicy is how the engine treats the pods of a node that stopped answering.
 type LostNodePolicy struct {

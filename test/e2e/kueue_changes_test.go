@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // A job scaled after its Workload was made is charged for its new size (docs/kueue.md): a job
@@ -218,4 +220,85 @@ func peakRunningMilliCPU(ctx context.Context, ns string) int64 {
 		case <-tick.C:
 		}
 	}
+}
+
+// An admitted elastic PyTorchJob scaled down goes on (issue 49, elastic admission): its other
+// workers keep their pods, the quota of the pod it no longer runs goes back to Kueue (the
+// Workload's reclaimablePods), and a job waiting for that quota is admitted while it runs.
+// Scaled up again past what it is still charged for, it is stopped and queued at its new size.
+func TestKueueElasticJobShrinksInPlace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	elastic := testutil.Load[*troupev1.PyTorchJob](t, filepath.Join(repoRoot, "examples", "pytorchjob-elastic.yaml"), ns)
+	w := elastic.Spec.PyTorchReplicaSpecs.Worker
+	w.Replicas = ptr.To[int32](3) // its maxReplicas: 3 x 2 CPUs of the queue's 8
+	requestCPU(&w.Template, "2")
+	w.Template.Annotations = map[string]string{simDurationAnnot: "60s"}
+	elastic.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	createJob(t, elastic)
+	waitPhase(t, elastic, troupev1.JobRunning)
+	expectWorkloadPodSets(t, kc, elastic, "worker=3")
+	before, err := queuedJobPods(ctx, elastic)
+	if err != nil || len(before) != 3 {
+		t.Fatalf("pods of the elastic job: %d (%v), want 3", len(before), err)
+	}
+
+	// A job of 2 x 2 CPUs waits: 6 + 4 is more than the queue's 8.
+	waiting := pytorchExample(t, ns)
+	waiting.Name = "waiting"
+	waiting.Spec.PyTorchReplicaSpecs.Master = nil
+	waiting.Spec.PyTorchReplicaSpecs.Worker.Replicas = ptr.To[int32](2)
+	requestCPU(&waiting.Spec.PyTorchReplicaSpecs.Worker.Template, "2")
+	waiting.Spec.PyTorchReplicaSpecs.Worker.Template.Annotations = map[string]string{simDurationAnnot: "5s"}
+	waiting.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	createJob(t, waiting)
+	eventually(t, "waiting queued, not admitted", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, waiting)
+		return wl != nil && !meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadAdmitted), err
+	})
+
+	if out, err := kubectl("scale", "pytorchjob", elastic.Name, "-n", ns, "--replicas=2"); err != nil {
+		t.Fatalf("kubectl scale pytorchjob: %v\n%s", err, out)
+	}
+	expectEvent(t, ns, elastic.Name, "ReclaimedPods", "(worker: 1)")
+	waitPhase(t, waiting, troupev1.JobSucceeded) // admitted on the quota handed back
+	got := &troupev1.PyTorchJob{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != troupev1.JobRunning || got.Annotations[troupev1.AnnotationAdmittedPodSets] != "worker=2" {
+		t.Errorf("elastic job after the scale down: phase %s, admitted %q; want Running, worker=2", got.Status.Phase, got.Annotations[troupev1.AnnotationAdmittedPodSets])
+	}
+	after, err := queuedJobPods(ctx, elastic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, p := range after {
+		kept += len(slices.DeleteFunc(slices.Clone(before), func(b corev1.Pod) bool { return b.UID != p.UID }))
+	}
+	if len(after) != 2 || kept != 2 {
+		t.Errorf("%d pods after the scale down, %d of them from before; want the 2 workers kept running", len(after), kept)
+	}
+	var events eventsv1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Regarding.Name == elastic.Name && e.Reason == "Stopped" {
+			t.Errorf("the elastic job was stopped: %s", e.Note)
+		}
+	}
+
+	if out, err := kubectl("scale", "pytorchjob", elastic.Name, "-n", ns, "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale pytorchjob back: %v\n%s", err, out)
+	}
+	expectEvent(t, ns, elastic.Name, "Stopped", "worker: 2 -> 3")
+	expectWorkloadPodSets(t, kc, elastic, "worker=3")
+	waitPhase(t, elastic, troupev1.JobRunning)
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // lostNodeWait bounds the waits of a node going unreachable: kube-controller-manager marks a
-// node whose kubelet stopped posting its status Unknown after its 50 s grace period, and the
-// operator counts it lost 15 s later (operatorArgs).
+// node whose kubelet stopped renewing its lease Unknown after its 40 s grace period
+// (hack/controlplane/kwokctl.yaml), and the operator counts it lost 15 s later (operatorArgs).
 const lostNodeWait = 3 * time.Minute
 
 // lostNodeJob runs the T9k example as a 1+4 MPIJob of 1.5-CPU pods on a pool of six 2-CPU nodes
@@ -45,13 +45,14 @@ func lostNodeJob(t *testing.T, ns, pool string) string {
 	return worker.Spec.NodeName
 }
 
-// unmanage makes a simulated node unreachable: kwok stops posting its status and running its
-// pods, as a kubelet on a node that lost power or network would. It returns when the node
+// unmanage makes a simulated node unreachable: labelled troupe.dev/simulate-unreachable, kwok
+// lets it go (hack/controlplane/kwokctl.yaml) and no longer renews its lease, posts its status or
+// runs its pods, as a kubelet on a node that lost power or network. It returns when the node
 // controller has marked it not Ready, and when.
 func unmanage(t *testing.T, node string) time.Time {
 	t.Helper()
-	if out, err := kubectl("annotate", "node", node, "kwok.x-k8s.io/node-"); err != nil {
-		t.Fatalf("kubectl annotate node %s: %v\n%s", node, err, out)
+	if out, err := kubectl("label", "node", node, "troupe.dev/simulate-unreachable=true"); err != nil {
+		t.Fatalf("kubectl label node %s: %v\n%s", node, err, out)
 	}
 	var since time.Time
 	testutil.Eventually(t, "node "+node+" not Ready", pollInterval, lostNodeWait, func(ctx context.Context) (bool, error) {
@@ -88,7 +89,7 @@ func podsOfJobOn(t *testing.T, ns, node string) (all, onNode []corev1.Pod) {
 // runningAgain waits until the job runs its next attempt with every worker ready, and checks
 // that its restart counted as NodeLost, that none of its pods is on the lost node or
 // terminating, and that no pod of the new attempt met one of the old (hist).
-func runningAgain(t *testing.T, ns, node string, hist *podHistory) *troupev1.MPIJob {
+func runningAgain(t *testing.T, ns, node string, hist *podHistory) {
 	t.Helper()
 	got := &troupev1.MPIJob{}
 	testutil.Eventually(t, "MPIJob running again", pollInterval, lostNodeWait, func(ctx context.Context) (bool, error) {
@@ -113,7 +114,6 @@ func runningAgain(t *testing.T, ns, node string, hist *podHistory) *troupev1.MPI
 	if o := hist.overlapOfFirstRestart(); o != "" {
 		t.Errorf("duplicated: %s", o)
 	}
-	return got
 }
 
 // A node that stops answering under a running 1+4 MPIJob (issue 51): once it has been not Ready

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -80,6 +81,9 @@ func TestTrainingOperatorExamples(t *testing.T) {
 				err := k8s.List(ctx, &jobs, client.InNamespace(ns))
 				return err == nil && len(jobs.Items) == workers+int(ptrBool(r.Master != nil)), err
 			})
+			if e := published.Spec.ElasticPolicy; e != nil && len(e.Metrics) > 0 {
+				expectAutoscaler(t, job, e)
+			}
 			// On a network plugin that enforces NetworkPolicies, ranks reach each other only if
 			// the job's policy selects every pod and lets them in from each other.
 			var np networkingv1.NetworkPolicy
@@ -372,5 +376,24 @@ func TestPyTorchJobWorkerFailureRestartsTheJob(t *testing.T) {
 	}
 	if why := history.overlapOfFirstRestart(); why != "" {
 		t.Errorf("a rank of attempt 1 could meet one of attempt 0: %s", why)
+	}
+}
+
+// expectAutoscaler waits for the HorizontalPodAutoscaler of an elastic job with metrics, as
+// training-operator makes it: named like the job, on its scale subresource, between the elastic
+// bounds, with the job's metrics.
+func expectAutoscaler(t *testing.T, job *troupev1.PyTorchJob, e *troupev1.PyTorchElasticPolicy) {
+	t.Helper()
+	var hpa autoscalingv2.HorizontalPodAutoscaler
+	eventually(t, "the HorizontalPodAutoscaler of "+job.Name, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &hpa)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	want := autoscalingv2.CrossVersionObjectReference{APIVersion: troupev1.GroupVersion.String(), Kind: "PyTorchJob", Name: job.Name}
+	if hpa.Spec.ScaleTargetRef != want || !ptr.Equal(hpa.Spec.MinReplicas, e.MinReplicas) || hpa.Spec.MaxReplicas != ptr.Deref(e.MaxReplicas, 0) ||
+		!equality.Semantic.DeepEqual(hpa.Spec.Metrics, e.Metrics) || !metav1.IsControlledBy(&hpa, job) {
+		t.Errorf("HorizontalPodAutoscaler %s: target %+v, replicas %v-%d, metrics %+v, owners %v; want %+v, %v-%v, the job's metrics, controlled by the job",
+			hpa.Name, hpa.Spec.ScaleTargetRef, ptr.Deref(hpa.Spec.MinReplicas, 0), hpa.Spec.MaxReplicas, hpa.Spec.Metrics, hpa.OwnerReferences,
+			want, ptr.Deref(e.MinReplicas, 0), ptr.Deref(e.MaxReplicas, 0))
 	}
 }

@@ -327,7 +327,7 @@ func waitRunning(t *testing.T, ns, job string) {
 
 // childResources are the kinds of object a troupe job owns, as kubectl names them.
 const childResources = "jobs.batch,statefulsets.apps,services,configmaps,secrets,serviceaccounts,roles,rolebindings," +
-	"networkpolicies,poddisruptionbudgets,podgroups.scheduling.volcano.sh,persistentvolumeclaims"
+	"networkpolicies,poddisruptionbudgets,podgroups.scheduling.volcano.sh,persistentvolumeclaims,horizontalpodautoscalers.autoscaling"
 
 // snapshot is every child and pod of the namespace: "<kind>/<name> uid=<uid> generation=<n>"
 // and, for pods, the containers' restart counts.

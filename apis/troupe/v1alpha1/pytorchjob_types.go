@@ -3,9 +3,9 @@ package v1alpha1
 import (
 	"fmt"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // PyTorchJob is kubeflow training-operator's kubeflow.org/v1 PyTorchJob with only apiVersion
@@ -131,14 +131,13 @@ type PyTorchElasticPolicy struct {
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 
-	// metrics are kubeflow's HorizontalPodAutoscaler metrics. troupe creates no autoscaler:
-	// they are refused; scale the workers with kubectl scale between minReplicas and
-	// maxReplicas.
-	// +kubebuilder:validation:XValidation:rule="size(self) == 0",message="troupe creates no HorizontalPodAutoscaler: leave metrics out and scale the workers with kubectl scale pytorchjob/<name> --replicas=N (between minReplicas and maxReplicas)",reason=FieldValueForbidden
+	// metrics scale the workers with a HorizontalPodAutoscaler, as kubeflow's: troupe creates
+	// one named like the job on its scale subresource, between minReplicas and maxReplicas,
+	// with these metrics (autoscaling/v2).
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional
-	Metrics []runtime.RawExtension `json:"metrics,omitempty"`
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
 }
 
 // PyTorchJobSpec is the desired state of a PyTorchJob: kubeflow's, and troupe's scheduling
@@ -147,6 +146,7 @@ type PyTorchElasticPolicy struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || !has(self.elasticPolicy.nProcPerNode) || !has(self.nprocPerNode)",fieldPath=".elasticPolicy.nProcPerNode",reason=FieldValueForbidden,message="must not be used with spec.nprocPerNode"
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || !has(self.pytorchReplicaSpecs.Worker) || !has(self.pytorchReplicaSpecs.Worker.replicas) || ((!has(self.elasticPolicy.minReplicas) || self.pytorchReplicaSpecs.Worker.replicas >= self.elasticPolicy.minReplicas) && (!has(self.elasticPolicy.maxReplicas) || self.pytorchReplicaSpecs.Worker.replicas <= self.elasticPolicy.maxReplicas))",fieldPath=".pytorchReplicaSpecs.Worker.replicas",message="must lie within elasticPolicy.minReplicas and elasticPolicy.maxReplicas"
 // +kubebuilder:validation:XValidation:rule="has(self.elasticPolicy) == has(oldSelf.elasticPolicy)",fieldPath=".elasticPolicy",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.elasticPolicy) && has(self.elasticPolicy.metrics) && size(self.elasticPolicy.metrics) > 0) == (has(oldSelf.elasticPolicy) && has(oldSelf.elasticPolicy.metrics) && size(oldSelf.elasticPolicy.metrics) > 0)",fieldPath=".elasticPolicy.metrics",reason=FieldValueForbidden,message="cannot be added or removed once the job exists (they may change): the job's HorizontalPodAutoscaler comes and goes with it"
 // +kubebuilder:validation:XValidation:rule="has(self.pytorchReplicaSpecs.Master) == has(oldSelf.pytorchReplicaSpecs.Master)",fieldPath=".pytorchReplicaSpecs.Master",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || !has(self.runPolicy) || !has(self.runPolicy.failurePolicy) || (self.runPolicy.failurePolicy.maxRestarts == 0 && (!has(self.runPolicy.failurePolicy.rules) || self.runPolicy.failurePolicy.rules.all(r, r.action == 'Ignore' || r.action == 'FailJob')))",fieldPath=".runPolicy.failurePolicy",message="torch elastic keeps training when workers come and go and is not restarted as a whole: maxRestarts must be 0 and a rule may Ignore a lost worker or FailJob"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"

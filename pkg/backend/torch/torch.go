@@ -1,15 +1,20 @@
 // Package torch is the PyTorch backend: it gives every pod of a job the environment
 // torch.distributed (init_process_group with env://) and torchrun read, as kubeflow's
-// training-operator does, so that its PyTorchJobs run unchanged (docs/pytorch.md). It needs no
-// objects of its own: the peers find each other by the job's headless Service.
+// training-operator does, so that its PyTorchJobs run unchanged (docs/pytorch.md). The peers
+// find each other by the job's headless Service; its one object is an elastic job's
+// HorizontalPodAutoscaler (elasticPolicy.metrics).
 package torch
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/troupe-dev/troupe/pkg/engine"
@@ -76,6 +81,8 @@ type Elastic struct {
 	RDZVConf    string
 	Standalone  bool
 	MaxRestarts *int32
+	// Metrics, when given, scale the workers with a HorizontalPodAutoscaler (Objects).
+	Metrics []autoscalingv2.MetricSpec
 }
 
 var (
@@ -84,8 +91,30 @@ var (
 	_ engine.ServicePorter    = Backend{}
 )
 
-// Objects are none: a torch job needs only the headless Service the engine makes.
-func (Backend) Objects(*engine.Spec) []client.Object { return nil }
+// Objects are the job's HorizontalPodAutoscaler when its elastic policy names metrics: a torch
+// job otherwise needs only the headless Service the engine makes.
+func (b Backend) Objects(s *engine.Spec) []client.Object {
+	if b.Elastic == nil || len(b.Elastic.Metrics) == 0 {
+		return nil
+	}
+	return []client.Object{b.autoscaler(s)}
+}
+
+// autoscaler is the HorizontalPodAutoscaler of an elastic job with metrics, as kubeflow's
+// training-operator makes it: named like the job, on the job's scale subresource (its
+// workers), between the elastic bounds.
+func (b Backend) autoscaler(s *engine.Spec) *autoscalingv2.HorizontalPodAutoscaler {
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: s.Owner.APIVersion, Kind: s.Owner.Kind, Name: s.Owner.Name},
+			MinReplicas:    ptr.To(b.Elastic.MinReplicas),
+			MaxReplicas:    b.Elastic.MaxReplicas,
+			Metrics:        slices.Clone(b.Elastic.Metrics),
+		},
+	}
+}
 
 // ServicePorts names rank 0's port on the job's headless Service.
 func (b Backend) ServicePorts(*engine.Spec) []corev1.ServicePort {
@@ -143,6 +172,10 @@ func (b Backend) DecoratePod(s *engine.Spec, ws *engine.WorkerSet, tmpl *corev1.
 		tmpl.Labels[LabelReplicaType] = strings.ToLower(ws.Name)
 	}
 }
+
+// PodIndexLabel is the label that numbers a worker's pod (its index, rank minus the master's):
+// Kueue's topology-aware scheduling places consecutive indexes, so consecutive ranks, side by side.
+func (Backend) PodIndexLabel() string { return LabelReplicaIndex }
 
 // DecorateIndexedPod gives worker index its rank, after the master's (rank 0) when there is
 // one, and kubeflow's replica-index label. An elastic job's ranks are torchrun's to give; with

@@ -4,7 +4,11 @@ import (
 	"strconv"
 	"testing"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
@@ -112,5 +116,32 @@ func TestElasticRendezvous(t *testing.T) {
 		if _, ok := env[EnvRank]; ok {
 			t.Errorf("worker %d: RANK set for an elastic job", i)
 		}
+	}
+}
+
+// An elastic job with metrics gets a HorizontalPodAutoscaler named like it, on its scale
+// subresource, between its bounds; without metrics, or not elastic, none.
+func TestAutoscalerOfElasticMetrics(t *testing.T) {
+	s := torchSpec(false)
+	s.Owner = metav1.OwnerReference{APIVersion: "troupe.dev/v1alpha1", Kind: "PyTorchJob", Name: "digits", UID: "u"}
+	cpu := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}
+	if objs := (Backend{Elastic: &Elastic{MinReplicas: 1, MaxReplicas: 3}}).Objects(s); len(objs) != 0 {
+		t.Fatalf("elastic without metrics: %v", objs)
+	}
+	if objs := (Backend{}).Objects(s); len(objs) != 0 {
+		t.Fatalf("not elastic: %v", objs)
+	}
+	objs := Backend{Elastic: &Elastic{MinReplicas: 1, MaxReplicas: 3, Metrics: []autoscalingv2.MetricSpec{cpu}}}.Objects(s)
+	if len(objs) != 1 {
+		t.Fatalf("objects %v, want the autoscaler", objs)
+	}
+	hpa := objs[0].(*autoscalingv2.HorizontalPodAutoscaler)
+	want := autoscalingv2.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "troupe.dev/v1alpha1", Kind: "PyTorchJob", Name: "digits"},
+		MinReplicas:    ptr.To[int32](1), MaxReplicas: 3, Metrics: []autoscalingv2.MetricSpec{cpu},
+	}
+	if hpa.Name != "digits" || !equality.Semantic.DeepEqual(hpa.Spec, want) {
+		t.Errorf("autoscaler %s: %+v, want %+v", hpa.Name, hpa.Spec, want)
 	}
 }

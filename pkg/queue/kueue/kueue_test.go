@@ -121,7 +121,9 @@ func TestPlacementsAppliedAndRestored(t *testing.T) {
 		{Name: "a", Flavors: map[corev1.ResourceName]kueuev1.ResourceFlavorReference{"cpu": "cpu"}},
 		{Name: "b", Flavors: map[corev1.ResourceName]kueuev1.ResourceFlavorReference{"cpu": "gpu"}},
 	}}
-	p, err := Placements(adm, flavors)
+	admitted := wl.DeepCopy()
+	admitted.Status.Admission = adm
+	p, err := Placements(admitted, flavors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestPlacementsAppliedAndRestored(t *testing.T) {
 	}
 
 	delete(flavors, "gpu")
-	if _, err := Placements(adm, flavors); err == nil || !strings.Contains(err.Error(), `"gpu"`) {
+	if _, err := Placements(admitted, flavors); err == nil || !strings.Contains(err.Error(), `"gpu"`) {
 		t.Errorf("a missing flavor gave %v, want an error naming it", err)
 	}
 }

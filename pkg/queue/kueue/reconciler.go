@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,9 @@ const (
 	EventStopped          = "Stopped"
 	EventFinishedWorkload = "FinishedWorkload"
 	EventDeletedWorkload  = "DeletedWorkload"
+	// EventReclaimed: an elastic job that shrank handed the quota of the pods it no longer runs
+	// back to Kueue, and goes on.
+	EventReclaimed = "ReclaimedPods"
 )
 
 // The Workload and the job's spec are ours to write; ResourceFlavors, WorkloadPriorityClasses
@@ -138,9 +142,15 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 	}
 
 	// The job's worker counts changed since its Workload was made (kubectl scale, an edit):
-	// Kueue charged it for the old size. As Kueue does for its own kinds, the job is stopped
-	// and its Workload made anew, which queues it again at its new size.
-	if change := r.podSetsChanged(ctx, job, wl); change != "" {
+	// Kueue charged it for the old size. An elastic job that shrank goes on and hands the pods
+	// it no longer asks for back (shrinkWithinAdmission); otherwise, as Kueue does for its own
+	// kinds, the job is stopped and its Workload made anew, which queues it again at its new
+	// size.
+	if s, change := r.podSetsChanged(ctx, job, wl); change != "" {
+		kept, err := r.shrinkWithinAdmission(ctx, job, s, wl, suspended)
+		if err != nil || kept {
+			return err
+		}
 		switch {
 		case !suspended:
 			return r.suspend(ctx, job, qj, "its pod sets changed ("+change+"); Kueue admits it again at its new size")
@@ -237,16 +247,67 @@ func (r *Reconciler) describe(ctx context.Context, job engine.Object) *engine.Sp
 	return s
 }
 
-// podSetsChanged says how the job's pod sets now differ from its Workload's
-// ("ws0: 2 -> 3"), or "" when they agree (or the spec cannot run).
-func (r *Reconciler) podSetsChanged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) string {
+// podSetsChanged says how the job's pod sets now differ from what its Workload charges
+// ("ws0: 2 -> 3"): its pod sets, less the pods given back (shrinkWithinAdmission) while it is
+// admitted; "" when they agree (or the spec cannot run). It returns the job's spec too.
+func (r *Reconciler) podSetsChanged(ctx context.Context, job engine.Object, wl *kueuev1.Workload) (*engine.Spec, string) {
 	s := r.describe(ctx, job)
 	if s == nil {
-		return ""
+		return nil, ""
 	}
 	// Counts only: building the whole Workload would copy every template on every pass.
 	want := PodSetCounts(s, job.(troupev1.QueuedJob).PodSets()[0].Name)
-	return PodSetCountsChange(wl.Spec.PodSets, want)
+	have := wl.Spec.PodSets
+	if len(wl.Status.ReclaimablePods) > 0 && HasQuota(wl) {
+		charged := ChargedPodSets(wl)
+		have = make([]kueuev1.PodSet, 0, len(wl.Spec.PodSets))
+		for _, ps := range wl.Spec.PodSets {
+			have = append(have, kueuev1.PodSet{Name: ps.Name, Count: charged[ps.Name]})
+		}
+	}
+	return s, PodSetCountsChange(have, want)
+}
+
+// shrinkWithinAdmission keeps an admitted elastic job (torch elastic, elastic Horovod: their
+// workers come and go without a restart) running when it asks for no more pods than Kueue still
+// charges it for: the pods it no longer runs are handed back as reclaimable (the Workload's
+// status.reclaimablePods, which Kueue stops charging, as it does for its own Jobs' finished
+// pods), once they are gone, and the job's admitted counts follow, so that the engine never
+// brings them back without a new admission. Kueue refuses a smaller reclaimable count while it
+// holds the quota, so a scale-up past what is still charged stops the job and queues it again
+// (kept false), as any other change. It reports whether the job goes on.
+func (r *Reconciler) shrinkWithinAdmission(ctx context.Context, job engine.Object, s *engine.Spec, wl *kueuev1.Workload, suspended bool) (bool, error) {
+	if s == nil || !s.ElasticWorkers || suspended || !Admitted(wl) {
+		return false, nil
+	}
+	charged := ChargedPodSets(wl)
+	want := PodSetCounts(s, job.(troupev1.QueuedJob).PodSets()[0].Name)
+	for _, ps := range want {
+		if n, ok := charged[ps.Name]; !ok || ps.Count > n {
+			return false, nil
+		}
+	}
+	// A pod set's pods still running are not handed back before they are gone.
+	active := map[kueuev1.PodSetReference]int32{}
+	for _, rs := range job.JobStatus().ReplicaStatuses {
+		active[kueuev1.PodSetReference(rs.Name)] = rs.Active
+	}
+	reclaim := ReclaimablePods(wl, want, active)
+	if !ReclaimablePodsEqual(reclaim, wl.Status.ReclaimablePods) {
+		orig := wl.DeepCopy()
+		wl.Status.ReclaimablePods = reclaim
+		if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return false, fmt.Errorf("hand back the pods of Workload %s that the job no longer runs: %w", wl.Name, err)
+		}
+		r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventReclaimed, "Reclaim",
+			"gave back to Kueue the quota of pods the job no longer runs (%s); it goes on at its new size", reclaimNote(reclaim))
+	}
+	before := job.DeepCopyObject().(engine.Object)
+	setAnnotation(job, troupev1.AnnotationAdmittedPodSets, FormatPodSetCounts(ChargedPodSets(wl), wl.Status.Admission))
+	if equality.Semantic.DeepEqual(before.GetAnnotations(), job.GetAnnotations()) {
+		return true, nil
+	}
+	return true, r.update(ctx, job, before)
 }
 
 // deleteWorkload deletes the Workload of a suspended job whose pod sets changed; once it is
@@ -340,8 +401,13 @@ func (r *Reconciler) start(ctx context.Context, job engine.Object, qj troupev1.Q
 			flavors[string(name)] = rf
 		}
 	}
-	placements, err := Placements(wl.Status.Admission, flavors)
+	placements, err := Placements(wl, flavors)
 	if err != nil {
+		// Nothing the job can do about it but say so; Kueue's own jobs stay suspended too.
+		if cerr := r.setCondition(ctx, job, metav1.Condition{Type: troupev1.ConditionAdmitted, Status: metav1.ConditionFalse,
+			Reason: troupev1.ReasonQueued, Message: fmt.Sprintf("admitted by ClusterQueue %s but cannot start: %v", wl.Status.Admission.ClusterQueue, err)}); cerr != nil {
+			return cerr
+		}
 		return err
 	}
 	ApplyPlacements(qj, placements)

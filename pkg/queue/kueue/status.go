@@ -2,6 +2,7 @@ package kueue
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,9 @@ func AdmittedCondition(wl *kueuev1.Workload, queue string) metav1.Condition {
 	case Admitted(wl) && wl.Status.Admission != nil:
 		c.Status, c.Reason = metav1.ConditionTrue, troupev1.ReasonAdmitted
 		c.Message = fmt.Sprintf("admitted by ClusterQueue %s (LocalQueue %s, Workload %s)", wl.Status.Admission.ClusterQueue, queue, wl.Name)
+	case wl.Status.Admission != nil && len(pendingChecks(wl)) > 0:
+		c.Message = fmt.Sprintf("waiting in LocalQueue %s for admission checks (quota reserved in ClusterQueue %s, Workload %s): %s",
+			queue, wl.Status.Admission.ClusterQueue, wl.Name, strings.Join(pendingChecks(wl), "; "))
 	default:
 		c.Message = fmt.Sprintf("waiting in LocalQueue %s for quota (Workload %s)", queue, wl.Name)
 		if q := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadQuotaReserved); q != nil && q.Status == metav1.ConditionFalse && q.Message != "" {
@@ -55,6 +59,23 @@ func AdmittedCondition(wl *kueuev1.Workload, queue string) metav1.Condition {
 		}
 	}
 	return c
+}
+
+// pendingChecks describes each admission check of the Workload that is not Ready yet, with its
+// state and its controller's message ("prov (Pending): waiting for capacity").
+func pendingChecks(wl *kueuev1.Workload) []string {
+	var out []string
+	for _, ac := range wl.Status.AdmissionChecks {
+		if ac.State == kueuev1.CheckStateReady {
+			continue
+		}
+		s := fmt.Sprintf("%s (%s)", ac.Name, ac.State)
+		if ac.Message != "" {
+			s += ": " + ac.Message
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // Reasons and messages of the Workload's PodsReady condition, as Kueue's own job integrations

@@ -4,8 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +64,11 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 	podSets := PodSetCounts(s, master)
 	if m > 0 {
 		podSets[0].Template = *s.Master.Template.DeepCopy()
+		req, err := TopologyRequest(s.Master.Template.Annotations, "")
+		if err != nil {
+			return nil, fmt.Errorf("pod set %s: %w", master, err)
+		}
+		podSets[0].TopologyRequest = req
 	}
 	for i := range s.WorkerSets {
 		ws := &s.WorkerSets[i]
@@ -68,6 +76,11 @@ func BuildWorkload(s *engine.Spec, gvk schema.GroupVersionKind, sets []troupev1.
 			return nil, fmt.Errorf("pod set %d is %q but worker set %d is %q", m+i, sets[m+i].Name, i, ws.Name)
 		}
 		podSets[m+i].Template = *ws.Template.DeepCopy()
+		req, err := TopologyRequest(ws.Template.Annotations, podIndexLabel(s, ws))
+		if err != nil {
+			return nil, fmt.Errorf("pod set %s: %w", ws.Name, err)
+		}
+		podSets[m+i].TopologyRequest = req
 	}
 	owner := s.Owner
 	owner.BlockOwnerDeletion = ptr.To(true)
@@ -148,4 +161,131 @@ func AdmittedPodSets(a *kueuev1.Admission) string {
 		}
 	}
 	return strings.Join(counts, ",")
+}
+
+// ChargedPodSets are the pod counts Kueue charges an admitted Workload for, by pod set: each
+// admitted count (the spec's where the admission gives none) less its reclaimable pods.
+func ChargedPodSets(wl *kueuev1.Workload) map[kueuev1.PodSetReference]int32 {
+	out := map[kueuev1.PodSetReference]int32{}
+	for _, ps := range wl.Spec.PodSets {
+		out[ps.Name] = ps.Count
+	}
+	if a := wl.Status.Admission; a != nil {
+		for _, ps := range a.PodSetAssignments {
+			if ps.Count != nil {
+				out[ps.Name] = *ps.Count
+			}
+		}
+	}
+	for _, rp := range wl.Status.ReclaimablePods {
+		out[rp.Name] -= rp.Count
+	}
+	return out
+}
+
+// ReclaimablePods are the pods of an admitted Workload that a job asking want pods (by pod set)
+// no longer needs: each pod set's admitted count less the pods wanted or still active, whichever
+// is more, never less than already reclaimed (Kueue refuses a smaller count while it holds the
+// quota), in the spec's order; pod sets with none are left out.
+func ReclaimablePods(wl *kueuev1.Workload, want []kueuev1.PodSet, active map[kueuev1.PodSetReference]int32) []kueuev1.ReclaimablePod {
+	admitted := ChargedPodSets(&kueuev1.Workload{Spec: wl.Spec, Status: kueuev1.WorkloadStatus{Admission: wl.Status.Admission}})
+	wanted := map[kueuev1.PodSetReference]int32{}
+	for _, ps := range want {
+		wanted[ps.Name] = ps.Count
+	}
+	had := map[kueuev1.PodSetReference]int32{}
+	for _, rp := range wl.Status.ReclaimablePods {
+		had[rp.Name] = rp.Count
+	}
+	var out []kueuev1.ReclaimablePod
+	for _, ps := range wl.Spec.PodSets {
+		n := max(admitted[ps.Name]-max(wanted[ps.Name], active[ps.Name]), had[ps.Name], 0)
+		if n > 0 {
+			out = append(out, kueuev1.ReclaimablePod{Name: ps.Name, Count: n})
+		}
+	}
+	return out
+}
+
+// ReclaimablePodsEqual says a and b hand back the same pods.
+func ReclaimablePodsEqual(a, b []kueuev1.ReclaimablePod) bool {
+	return slices.Equal(a, b)
+}
+
+// FormatPodSetCounts is troupev1.AnnotationAdmittedPodSets for counts, in the admission's order
+// ("launcher=1,worker=2").
+func FormatPodSetCounts(counts map[kueuev1.PodSetReference]int32, a *kueuev1.Admission) string {
+	if a == nil {
+		return ""
+	}
+	var out []string
+	for _, ps := range a.PodSetAssignments {
+		if n, ok := counts[ps.Name]; ok {
+			out = append(out, fmt.Sprintf("%s=%d", ps.Name, n))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// reclaimNote says reclaimable pods in an event ("worker: 1").
+func reclaimNote(rp []kueuev1.ReclaimablePod) string {
+	parts := make([]string, 0, len(rp))
+	for _, p := range rp {
+		parts = append(parts, fmt.Sprintf("%s: %d", p.Name, p.Count))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TopologyRequest is a pod set's request to Kueue's topology-aware scheduling, from Kueue's
+// annotations on its template (kueue.x-k8s.io/podset-required-topology, -preferred-topology,
+// -unconstrained-topology, -slice-required-topology with -slice-size), with indexLabel, the
+// label numbering its pods, so that TAS gives consecutive indexes (and so ranks) neighbouring
+// nodes. nil: the template asks nothing and its pods are not numbered.
+func TopologyRequest(annotations map[string]string, indexLabel string) (*kueuev1.PodSetTopologyRequest, error) {
+	req := &kueuev1.PodSetTopologyRequest{}
+	if v, ok := annotations[kueuev1.PodSetRequiredTopologyAnnotation]; ok {
+		req.Required = &v
+	}
+	if v, ok := annotations[kueuev1.PodSetPreferredTopologyAnnotation]; ok {
+		req.Preferred = &v
+	}
+	if v, ok := annotations[kueuev1.PodSetUnconstrainedTopologyAnnotation]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %q is not a boolean", kueuev1.PodSetUnconstrainedTopologyAnnotation, v)
+		}
+		req.Unconstrained = &b
+	}
+	if v, ok := annotations[kueuev1.PodSetSliceRequiredTopologyAnnotation]; ok {
+		size, err := strconv.ParseInt(annotations[kueuev1.PodSetSliceSizeAnnotation], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", kueuev1.PodSetSliceSizeAnnotation, err)
+		}
+		req.PodSetSliceRequiredTopology, req.PodSetSliceSize = &v, ptr.To(int32(size))
+	}
+	if indexLabel != "" {
+		req.PodIndexLabel = &indexLabel
+	}
+	if *req == (kueuev1.PodSetTopologyRequest{}) {
+		return nil, nil
+	}
+	return req, nil
+}
+
+// PodIndexer is a backend whose pods of a worker set run to completion (one batch Job each,
+// which numbers nothing) carry their index in a label of its own.
+type PodIndexer interface {
+	PodIndexLabel() string
+}
+
+// podIndexLabel is the label that numbers the pods of ws: a StatefulSet's pod index, else the
+// backend's (PodIndexer), else none.
+func podIndexLabel(s *engine.Spec, ws *engine.WorkerSet) string {
+	if !ws.RunsToCompletion {
+		return appsv1.PodIndexLabel
+	}
+	if b, ok := s.Backend.(PodIndexer); ok {
+		return b.PodIndexLabel()
+	}
+	return ""
 }
