@@ -111,7 +111,7 @@ func Check(in Install) []string {
 				}
 				bad = append(bad, fmt.Sprintf("%s: %s in a ClusterRole", where, res))
 			}
-			if reviewsOrMetrics(r) || readsNodes(r) {
+			if reviewsOrMetrics(r) {
 				continue
 			}
 			named := len(r.ResourceNames) > 0 && !slices.Contains(r.Verbs, "create") && !slices.Contains(r.Verbs, "deletecollection")
@@ -179,15 +179,6 @@ func userRoleViolations(in Install, cr rbacv1.ClusterRole) []string {
 		}
 	}
 	return bad
-}
-
-// readsNodes: a rule that only reads nodes (get, list, watch), which the engine needs to tell
-// a lost node (docs/failure-handling.md, "Lost nodes"): nodes are cluster-scoped, so no Role can
-// grant it, and their names are not known in advance.
-func readsNodes(r rbacv1.PolicyRule) bool {
-	verbs := slices.Sorted(slices.Values(r.Verbs))
-	return len(r.NonResourceURLs) == 0 && len(r.ResourceNames) == 0 && slices.Equal(r.APIGroups, []string{""}) &&
-		slices.Equal(r.Resources, []string{"nodes"}) && slices.Equal(verbs, []string{"get", "list", "watch"})
 }
 
 // reviewsOrMetrics: a rule that only creates TokenReviews and SubjectAccessReviews (the metrics

@@ -76,11 +76,6 @@ func TestCheckRules(t *testing.T) {
 		{"a review rule does not carry other resources", false, "troupe-operator-system",
 			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews", "tokenrequests"}, Verbs: []string{"create"}},
 			"namespace-scoped install's ClusterRole rule without resourceNames"},
-		{"reading nodes in a namespace-scoped install", false, "troupe-operator-system",
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}, ""},
-		{"writing nodes in a namespace-scoped install", false, "troupe-operator-system",
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-			"namespace-scoped install's ClusterRole rule without resourceNames"},
 		{"unnamed rule in a namespace-scoped install", false, "troupe-operator-system",
 			rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"get"}}, "namespace-scoped install's ClusterRole rule without resourceNames"},
 	}
