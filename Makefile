@@ -98,7 +98,7 @@ chart-check: $(HELM) ## helm lint and helm template the chart (default values an
 	  --set image.repository=registry.example/troupe-operator,image.tag=v9 >/dev/null
 	$(HELM) template troupe charts/troupe --namespace ops --set certManager.enabled=true,metrics.secure=false \
 	  --set logging.level=debug,logging.format=console,kubeAPI.qps=-1,kubeAPI.burst=10,maxConcurrentReconciles=16 \
-	  --set lostNodes.timeout=90s,lostNodes.forceDelete=true \
+	  --set lostNodes.timeout=90s,lostNodes.forceDelete=true,progress.enabled=false \
 	  --set priorityClassName=system-cluster-critical,imagePullSecrets[0].name=regcred,podLabels.team=ml,podAnnotations.note=x \
 	  --set topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone \
 	  --set topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway,metrics.serviceMonitor.enabled=true >/dev/null

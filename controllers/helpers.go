@@ -35,6 +35,9 @@ type Options struct {
 	// LostNodes is how pods on nodes that stopped answering are treated (the zero value:
 	// nodes are not read).
 	LostNodes engine.LostNodePolicy
+	// Progress is the progress endpoint the jobs' pods report to (docs/progress.md); nil: the
+	// operator serves none, and the pods are not wired to one.
+	Progress *engine.ProgressEndpoint
 }
 
 // ownedTypes are the PodGroup types of the available gang providers, watched as children.
@@ -66,6 +69,9 @@ func Setup(mgr ctrl.Manager, a engine.Adapter, o Options) error {
 		return err
 	}
 	r.HandleLostNodes(o.LostNodes)
+	if o.Progress != nil {
+		r.ReportProgress(*o.Progress)
+	}
 	return r.SetupWithManager(mgr)
 }
 

@@ -92,10 +92,23 @@ run_example() {
   # does not meet them as name conflicts.
   kubectl delete "${NS[@]}" -f "$EXAMPLE" --ignore-not-found --cascade=foreground --wait=true
   kubectl create "${NS[@]}" -f "$EXAMPLE"
+  local watcher=
+  if [[ ${REAL:-} == 1 ]]; then
+    # The training reports its progress (docs/progress.md): a row per status write, with its
+    # PROGRESS and ETA, while it runs.
+    kubectl get "${NS[@]}" "$JOB" --watch &
+    watcher=$!
+  fi
   if ! kubectl wait "${NS[@]}" --for=condition=Succeeded --timeout="$1" "$JOB"; then
+    [[ -z $watcher ]] || kill "$watcher" 2>/dev/null || true
     kubectl get "${NS[@]}" "$JOB" -o yaml >&2
     show_log >&2 || true
     exit 1
+  fi
+  if [[ -n $watcher ]]; then
+    sleep 1 # the last row, Succeeded at 100%
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
   fi
 }
 
@@ -199,10 +212,19 @@ free_port WEBHOOK_PORT
 printf 'METRICS_PORT=%s\nHEALTH_PORT=%s\nWEBHOOK_PORT=%s\n' "$METRICS_PORT" "$HEALTH_PORT" "$WEBHOOK_PORT" >"$DEMO_DIR/ports"
 # Its admission webhooks are served on this machine; the cluster reaches them by URL.
 hack/webhooks-local.sh "$WEBHOOK_PORT"
+# The real node's pods reach its progress endpoint at the node's IP (docs/progress.md).
+hook_bind=127.0.0.1
+progress_flags=()
+if [[ ${REAL:-} == 1 ]]; then
+  node_ip=$(kubectl get nodes -l troupe.dev/real-node=true -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
+  hack/progress-local.sh "$node_ip" "$WEBHOOK_PORT"
+  hook_bind=0.0.0.0
+  progress_flags=(--webhook-extra-dns-names troupe-progress.troupe-system.svc --progress-url https://troupe-progress.troupe-system.svc)
+fi
 # In its own session, so it outlives this script and the terminal that ran it.
 setsid "$DEMO_DIR/troupe-operator" --metrics-bind-address "127.0.0.1:$METRICS_PORT" --metrics-secure=false \
   --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
-  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-dns-name localhost \
+  --webhook-bind-address "$hook_bind:$WEBHOOK_PORT" --webhook-dns-name localhost "${progress_flags[@]}" \
   --webhook-cert-dir "$DEMO_DIR/certs" --webhook-write-certs >"$DEMO_DIR/operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO_DIR/operator.pid"
 for _ in $(seq 100); do
@@ -212,7 +234,7 @@ done
 curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
 
 read_example
-stage "running $EXAMPLE to Succeeded" "10 to 30 s"
+stage "running $EXAMPLE to Succeeded" "$([[ ${REAL:-} == 1 ]] && echo "40 to 70 s" || echo "10 to 30 s")"
 run_example 180s
 printf '    (took %ss)\n' "$((SECONDS - stage_start))"
 

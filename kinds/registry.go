@@ -25,6 +25,7 @@ import (
 
 	"github.com/troupe-dev/troupe/controllers"
 	"github.com/troupe-dev/troupe/pkg/engine"
+	"github.com/troupe-dev/troupe/pkg/progress"
 	"github.com/troupe-dev/troupe/webhooks"
 )
 
@@ -96,6 +97,15 @@ func SetupControllers(mgr ctrl.Manager, o controllers.Options) error {
 		}
 	}
 	return nil
+}
+
+// ProgressKinds are the kinds as the progress endpoint takes reports of them.
+func ProgressKinds() []progress.Kind {
+	out := make([]progress.Kind, 0, len(registry))
+	for _, k := range registry {
+		out = append(out, progress.Kind{Name: k.Name, NewObject: k.NewObject})
+	}
+	return out
 }
 
 // SetupWebhooks registers every kind's defaulting and validating webhook with the manager's

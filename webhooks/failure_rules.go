@@ -29,7 +29,7 @@ var (
 	failureActions = []troupev1.FailureAction{troupev1.FailJobAction, troupev1.RestartJobAction,
 		troupev1.RestartJobAndIgnoreMaxRestartsAction, troupev1.IgnoreAction}
 	failureReasons = []troupev1.FailureReason{troupev1.FailureEvicted, troupev1.FailurePreempted, troupev1.FailureNodeLost,
-		troupev1.FailureOOMKilled, troupev1.FailureDeadlineExceeded, troupev1.FailureDeleted, troupev1.FailureCrashLoop, troupev1.FailureError}
+		troupev1.FailureOOMKilled, troupev1.FailureDeadlineExceeded, troupev1.FailureDeleted, troupev1.FailureCrashLoop, troupev1.FailureError, troupev1.FailureStalled}
 )
 
 // validateFailureRules checks the failure policy's rules: known actions, reasons and replicas,

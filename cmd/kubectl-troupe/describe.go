@@ -73,6 +73,36 @@ type story struct {
 
 const none = "<none>"
 
+// progressLine is what the training last reported: "120/1000 steps (12%), ETA 4m, reported 3s
+// ago: epoch 2/10", or <none>.
+func progressLine(st *troupev1.JobStatus, now time.Time) string {
+	p := st.Progress
+	if p == nil {
+		return "<none>"
+	}
+	unit := cmp.Or(p.Unit, "steps")
+	line := fmt.Sprintf("%d %s", p.Current, unit)
+	if p.Total > 0 {
+		line = fmt.Sprintf("%d/%d %s", p.Current, p.Total, unit)
+	}
+	if p.Percent != nil {
+		line += fmt.Sprintf(" (%d%%)", *p.Percent)
+	}
+	if eta := etaCell(st, now); eta != "-" {
+		line += ", ETA " + eta
+	}
+	if p.Rate != "" {
+		line += fmt.Sprintf(", %s %s/s", p.Rate, unit)
+	}
+	if p.LastReportTime != nil {
+		line += ", reported " + age(*p.LastReportTime, now) + " ago"
+	}
+	if p.Message != "" {
+		line += ": " + oneLine(p.Message)
+	}
+	return line
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return none
@@ -103,6 +133,7 @@ func writeStory(out io.Writer, st story, now time.Time) error {
 	w.printf("Restarts:\t%s\n", restarts)
 	w.printf("Started:\t%s\n", timestampPtr(status.StartTime, now))
 	w.printf("Completed:\t%s\n", timestampPtr(status.CompletionTime, now))
+	w.printf("Progress:\t%s\n", progressLine(status, now))
 	if err := tw.Flush(); err != nil || w.err != nil {
 		return cmp.Or(w.err, err)
 	}
@@ -112,6 +143,13 @@ func writeStory(out io.Writer, st story, now time.Time) error {
 	section(sw, "Replicas", []string{"Name", "Replicas", "Ready", "Active", "Succeeded", "Failed", "Restarts"}, replicaRows(status.ReplicaStatuses))
 	if len(status.Tasks) > 0 {
 		section(sw, "Tasks", []string{"Type", "Restarts", "Pods"}, taskRows(status.Tasks))
+	}
+	if p := status.Progress; p != nil && len(p.Metrics) > 0 {
+		var rows [][]string
+		for _, m := range p.Metrics {
+			rows = append(rows, []string{m.Name, m.Value})
+		}
+		section(sw, "Metrics", []string{"Name", "Value"}, rows)
 	}
 	if len(status.RestartsByReason) > 0 {
 		var rows [][]string

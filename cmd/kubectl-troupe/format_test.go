@@ -52,8 +52,10 @@ func testJob(t *testing.T, obj engine.Object) job {
 }
 
 func TestGetTable(t *testing.T) {
+	eta := ago(-250 * time.Second)
 	mpi := &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "team-a", CreationTimestamp: ago(90 * time.Second)},
-		Status: troupev1.JobStatus{Phase: troupev1.JobRunning, Workers: "2/2", Restarts: 1}}
+		Status: troupev1.JobStatus{Phase: troupev1.JobRunning, Workers: "2/2", Restarts: 1,
+			Progress: &troupev1.ProgressStatus{Current: 42, Total: 100, Percent: ptr.To[int32](42), EstimatedCompletionTime: &eta}}}
 	chainer := &troupev1.ChainerJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "team-a", CreationTimestamp: ago(26 * time.Hour)}}
 	torch := &troupev1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Name: "bert", Namespace: "team-b", CreationTimestamp: ago(3 * time.Minute)},
 		Status: troupev1.JobStatus{Phase: troupev1.JobSucceeded, Workers: "0/3"}}
@@ -61,23 +63,24 @@ func TestGetTable(t *testing.T) {
 	sortJobs(jobs)
 
 	var out bytes.Buffer
-	if err := printTable(&out, getHeader(true), getRows(jobs, true, now)); err != nil {
+	if err := printTable(&out, getHeader(true), getRows(jobs, true, now, false)); err != nil {
 		t.Fatal(err)
 	}
-	want := `NAMESPACE   KIND         NAME    PHASE       WORKERS   RESTARTS   AGE
-team-a      ChainerJob   mnist                         0          26h
-team-a      MPIJob       pi      Running     2/2       1          90s
-team-b      PyTorchJob   bert    Succeeded   0/3       0          3m
+	want := `NAMESPACE   KIND         NAME    PHASE       WORKERS   RESTARTS   PROGRESS   ETA     AGE
+team-a      ChainerJob   mnist                         0          -          -       26h
+team-a      MPIJob       pi      Running     2/2       1          42%        4m10s   90s
+team-b      PyTorchJob   bert    Succeeded   0/3       0          -          -       3m
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("get -A (-want +got):\n%s", diff)
 	}
 
 	out.Reset()
-	if err := printTable(&out, getHeader(false), getRows(jobs[1:2], false, now)); err != nil {
+	if err := printTable(&out, getHeader(false), getRows(jobs[1:2], false, now, true)); err != nil {
 		t.Fatal(err)
 	}
-	want = "KIND     NAME   PHASE     WORKERS   RESTARTS   AGE\nMPIJob   pi     Running   2/2       1          90s\n"
+	want = "KIND     NAME   PHASE     WORKERS   RESTARTS   PROGRESS                      ETA     AGE\n" +
+		"MPIJob   pi     Running   2/2       1          [########------------]  42%   4m10s   90s\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("get (-want +got):\n%s", diff)
 	}
@@ -98,6 +101,9 @@ func runningMPIJob() *troupev1.MPIJob {
 				{Type: troupev1.ConditionRunning, Status: metav1.ConditionTrue, Reason: troupev1.ReasonMasterRunning, LastTransitionTime: ago(2 * time.Minute), Message: "the launcher Job pi-launcher\nis running"},
 			},
 			ReplicaStatuses: []troupev1.ReplicaStatus{{Name: "master", Replicas: 1, Ready: 1, Active: 1}, {Name: "worker", Replicas: 2, Ready: 2, Active: 2, Restarts: 3}},
+			Progress: &troupev1.ProgressStatus{Current: 600, Total: 1000, Percent: ptr.To[int32](60), Unit: "steps", Rate: "5", Message: "epoch 6/10",
+				EstimatedCompletionTime: ptr.To(ago(-80 * time.Second)), LastReportTime: ptr.To(ago(3 * time.Second)),
+				Metrics: []troupev1.ProgressMetric{{Name: "accuracy", Value: "0.91"}, {Name: "loss", Value: "0.234"}}},
 		},
 	}
 }
@@ -150,6 +156,7 @@ Workers:       2/2
 Restarts:      2 (1 not counted toward maxRestarts)
 Started:       Mon, 04 May 2026 11:56:00 +0000 (4m ago)
 Completed:     <none>
+Progress:      600/1000 steps (60%), ETA 80s, 5 steps/s, reported 3s ago: epoch 6/10
 Conditions:
   Type          Status   Reason            Last Transition   Message
   ----          ------   ------            ---------------   -------
@@ -160,6 +167,11 @@ Replicas:
   ----     --------   -----   ------   ---------   ------   --------
   master   1          1       1        0           0        0
   worker   2          2       2        0           0        3
+Metrics:
+  Name       Value
+  ----       -----
+  accuracy   0.91
+  loss       0.234
 Restarts By Reason:
   Reason      Count
   ------      -----

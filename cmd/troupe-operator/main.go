@@ -59,6 +59,7 @@ func run() error {
 		skipKubeCheck  bool
 		opts           controllers.Options
 		hooks          webhookFlags
+		progressOpts   progressFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -102,6 +103,7 @@ func run() error {
 	flag.BoolVar(&skipKubeCheck, "skip-kube-version-check", false,
 		"Start even when the API server's Kubernetes is older than the oldest troupe supports (docs/operations.md, \"Supported Kubernetes versions\").")
 	hooks.bindFlags(flag.CommandLine)
+	progressOpts.bindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the version and the git revision, and exit.")
 	logOpts := zap.Options{}
 	logOpts.BindFlags(flag.CommandLine)
@@ -203,6 +205,10 @@ func run() error {
 	// troupe's job metrics, served with controller-runtime's on the metrics endpoint.
 	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
+	}
+	// The progress endpoint (progress.go), served with the webhooks.
+	if opts.Progress, err = setupProgress(progressOpts, &hooks, mgr, reviewCfg); err != nil {
+		return fmt.Errorf("progress endpoint: %w", err)
 	}
 	// Every kind of the registry: each registers itself from its own file of package kinds.
 	if err := kinds.SetupControllers(mgr, opts); err != nil {

@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -29,7 +31,10 @@ type webhookFlags struct {
 	certDir    string
 	certSecret string
 	dnsName    string
-	writeCerts bool
+	// extraDNSNames are more names the certificate is made for (the progress endpoint's
+	// Service of a local operator).
+	extraDNSNames string
+	writeCerts    bool
 	// rotateCerts: the operator makes and rotates the certificate itself (cert-controller);
 	// off, another issuer (cert-manager) fills the Secret and the configurations' caBundle.
 	rotateCerts bool
@@ -38,6 +43,13 @@ type webhookFlags struct {
 	// allowClaimVolumeSources is the operator's --allow-claim-volume-sources, shared with the
 	// controllers.
 	allowClaimVolumeSources bool
+	// extra are handlers served on the webhook server beside the webhooks, from when they are
+	// (the progress endpoint).
+	extra map[string]http.Handler
+	// certReader reads the certificate Secret, certKey (the CA for the progress endpoint's
+	// clients); set by setup.
+	certReader atomic.Pointer[client.Reader]
+	certKey    types.NamespacedName
 }
 
 func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
@@ -48,6 +60,8 @@ func (f *webhookFlags) bindFlags(fs *flag.FlagSet) {
 		"namespace/name of the Secret that keeps the webhooks' CA and serving certificate; it must exist (it may be empty).")
 	fs.StringVar(&f.dnsName, "webhook-dns-name", "troupe-webhook-service.troupe-system.svc",
 		"The name the API server reaches the webhooks by: the Service's DNS name, or localhost for a local operator with a URL webhook configuration.")
+	fs.StringVar(&f.extraDNSNames, "webhook-extra-dns-names", "",
+		"Comma-separated names the certificate the operator makes is also valid for: another Service the pods reach its progress endpoint by (a local operator's, hack/progress-local.sh).")
 	fs.BoolVar(&f.writeCerts, "webhook-write-certs", false,
 		"Copy the certificate Secret into --webhook-cert-dir, as the kubelet does for a mounted Secret but within seconds "+
 			"(an operator outside a pod, or a pod whose cert dir is an emptyDir); stale files there are removed at start.")
@@ -91,6 +105,9 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("cache of the certificate Secret and webhook configurations: %w", err)
 	}
+	var reader client.Reader = certObjects
+	f.certKey = key
+	f.certReader.Store(&reader)
 	if err := mgr.Add(everyReplica(certObjects.Start)); err != nil {
 		return err
 	}
@@ -119,6 +136,7 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		CAName:         "troupe-webhook-ca",
 		CAOrganization: "troupe",
 		DNSName:        f.dnsName,
+		ExtraDNSNames:  nonEmpty(strings.Split(f.extraDNSNames, ",")),
 		IsReady:        certReady,
 		// Every replica keeps the certificate and the CA bundles current; concurrent writes
 		// of the Secret are resolved by its resourceVersion (the loser rereads it).
@@ -146,6 +164,9 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		if err := kinds.SetupWebhooks(mgr, opts); err != nil {
 			return err
 		}
+		for path, h := range f.extra {
+			mgr.GetWebhookServer().Register(path, h)
+		}
 		check.registered.Store(true)
 		return nil
 	})); err != nil {
@@ -165,6 +186,17 @@ func (f *webhookFlags) setup(mgr ctrl.Manager) error {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhooks", check.Checker())
+}
+
+// nonEmpty is names without the empty ones, trimmed.
+func nonEmpty(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // everyReplica is a runnable that starts on every replica, not only on the elected leader

@@ -15,6 +15,11 @@ every rank rank 0's weights. Without it, an elastic run starts over when workers
 (torchrun restarts the group with the new world size). --epoch-seconds paces the epochs so that
 a scale or a kill can happen mid-run.
 
+In a troupe job, rank 0 reports its progress (steps, loss, the final accuracy) to troupe
+(troupe_progress.py). --sleep-at-epoch makes one rank sleep in the middle of the training, as a
+rank stuck in a collective would: the others wait in the next all-reduce and the job stops
+moving (runPolicy.progressDeadlineSeconds then names it Stalled).
+
 Run with, for example: python3 /opt/troupe/torchrun /opt/troupe/ddp.py --epochs 20 (the PET_*
 environment of a PyTorchJob's pods gives torchrun the rest).
 """
@@ -32,6 +37,8 @@ import torch.distributed as dist
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
+import troupe_progress
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,6 +51,10 @@ def parse_args():
     p.add_argument("--checkpoint-dir", default="",
                    help="rank 0 saves its checkpoint here and resumes from it")
     p.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints")
+    p.add_argument("--sleep-at-epoch", type=int, default=0,
+                   help="at the start of this epoch, rank --sleep-rank sleeps --sleep-seconds")
+    p.add_argument("--sleep-rank", type=int, default=0)
+    p.add_argument("--sleep-seconds", type=float, default=3600.0)
     return p.parse_args()
 
 
@@ -99,8 +110,13 @@ def main():
     steps = torch.tensor([len(x_shard) // args.batch_size])
     dist.all_reduce(steps, op=dist.ReduceOp.MIN)
     steps = int(steps.item())
+    reporter = troupe_progress.Reporter(total=args.epochs * steps, unit="steps") if rank == 0 else None
+    mean = 0.0
     for epoch in range(first, args.epochs + 1):
         started = time.monotonic()
+        if epoch == args.sleep_at_epoch and rank == args.sleep_rank:
+            print(f"rank {rank} sleeps {args.sleep_seconds:.0f} s at epoch {epoch}", flush=True)
+            time.sleep(args.sleep_seconds)
         order = torch.randperm(len(x_shard), generator=torch.Generator().manual_seed(epoch))
         total = torch.zeros(1)
         for step in range(steps):
@@ -110,10 +126,14 @@ def main():
             loss.backward()  # DDP averages the gradients over the ranks here
             opt.step()
             total += loss.detach()
+            if reporter:
+                reporter.report((epoch - 1) * steps + step + 1, metrics={"loss": loss.item()},
+                                message=f"epoch {epoch}/{args.epochs}")
         dist.all_reduce(total)
         if rank == 0:
-            print(f"epoch {epoch} loss {total.item() / max(steps, 1) / size:.4f} world size {size}",
-                  flush=True)
+            mean = total.item() / max(steps, 1) / size
+            print(f"epoch {epoch} loss {mean:.4f} world size {size}", flush=True)
+            reporter.report(epoch * steps, metrics={"loss": mean}, message=f"epoch {epoch}/{args.epochs}")
             if args.checkpoint_dir and epoch % args.checkpoint_every == 0:
                 save_checkpoint(args.checkpoint_dir, module, epoch)
         time.sleep(max(0.0, args.epoch_seconds - (time.monotonic() - started)))
@@ -130,6 +150,8 @@ def main():
     dist.all_reduce(differ)
     if rank == 0:
         print(f"test accuracy {accuracy:.4f}", flush=True)
+        reporter.report(args.epochs * steps, metrics={"loss": mean, "accuracy": accuracy},
+                        message="done", final=True)
         print(f"final world size {size}", flush=True)
         if differ.item():
             print(f"error: {differ.item()} of {size} ranks disagree with rank 0 on the final weights",

@@ -5,7 +5,11 @@ shard of scikit-learn's bundled digits data set (8x8 images, no download). After
 mini-batch the ranks average their gradients with one MPI Allreduce, as ChainerMN's
 multi-node optimizer does, so every rank takes the same step. The program prints each rank's
 host, the mean training loss of every epoch and the final test accuracy, and exits non-zero if
-the ranks end with different weights.
+the ranks end with different weights. In a troupe job, rank 0 reports its progress (steps, loss,
+the final accuracy) to troupe (troupe_progress.py; with the SSH transport, forward the variables
+TROUPE_PROGRESS_* to the ranks with mpirun -x). --sleep-at-epoch makes one rank sleep in the
+middle of the training, as a rank stuck in a collective would: the others wait in the next
+Allreduce and the job stops moving (runPolicy.progressDeadlineSeconds then names it Stalled).
 
 Run with, for example: mpirun -np 4 python3 /opt/troupe/train.py --epochs 20
 """
@@ -14,11 +18,14 @@ import argparse
 import os
 import socket
 import sys
+import time
 
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+
+import troupe_progress
 
 
 def parse_args():
@@ -27,6 +34,12 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epoch-seconds", type=float, default=0.0,
+                   help="make every epoch last at least this long")
+    p.add_argument("--sleep-at-epoch", type=int, default=0,
+                   help="at the start of this epoch, rank --sleep-rank sleeps --sleep-seconds")
+    p.add_argument("--sleep-rank", type=int, default=0)
+    p.add_argument("--sleep-seconds", type=float, default=3600.0)
     return p.parse_args()
 
 
@@ -76,7 +89,12 @@ def main():
     # Every rank must take the same number of steps (one Allreduce each): the smallest shard's.
     steps = comm.allreduce(len(x_shard) // args.batch_size, op=MPI.MIN)
     grads = np.zeros(sum(p.numel() for p in model.parameters()), dtype=np.float32)
+    reporter = troupe_progress.Reporter(total=args.epochs * steps, unit="steps") if rank == 0 else None
     for epoch in range(1, args.epochs + 1):
+        started = time.monotonic()
+        if epoch == args.sleep_at_epoch and rank == args.sleep_rank:
+            print(f"rank {rank} sleeps {args.sleep_seconds:.0f} s at epoch {epoch}", flush=True)
+            time.sleep(args.sleep_seconds)
         order = torch.randperm(len(x_shard), generator=torch.Generator().manual_seed(epoch))
         total = 0.0
         for step in range(steps):
@@ -99,9 +117,14 @@ def main():
                 offset += n
             opt.step()
             total += loss.item()
+            if reporter:
+                reporter.report((epoch - 1) * steps + step + 1, metrics={"loss": loss.item()},
+                                message=f"epoch {epoch}/{args.epochs}")
         mean = comm.allreduce(total / max(steps, 1), op=MPI.SUM) / size
         if rank == 0:
             print(f"epoch {epoch} loss {mean:.4f}", flush=True)
+            reporter.report(epoch * steps, metrics={"loss": mean}, message=f"epoch {epoch}/{args.epochs}")
+        time.sleep(max(0.0, args.epoch_seconds - (time.monotonic() - started)))
 
     with torch.no_grad():
         pred = model(torch.from_numpy(x_test)).argmax(dim=1).numpy()
@@ -113,6 +136,8 @@ def main():
     differ = comm.allreduce(int(not np.array_equal(mine, reference)), op=MPI.SUM)
     if rank == 0:
         print(f"test accuracy {accuracy:.4f}", flush=True)
+        reporter.report(args.epochs * steps, metrics={"loss": mean, "accuracy": accuracy},
+                        message="done", final=True)
         if differ:
             print(f"error: {differ} of {size} ranks disagree with rank 0 on the final weights",
                   flush=True)

@@ -347,6 +347,7 @@ func children(s *Spec, workersReleased bool, whole func(name string) bool) []cli
 	}
 	for _, o := range objs {
 		markManaged(o)
+		s.Progress.mark(o)
 	}
 	return objs
 }
@@ -369,6 +370,7 @@ func (s *Spec) podTemplate(user corev1.PodTemplateSpec, labels map[string]string
 		s.Gang.DecoratePod(s, &tmpl)
 	}
 	s.CodeSync.decoratePod(s, &tmpl)
+	s.Progress.decoratePod(&tmpl)
 	s.withSharedClaims(&tmpl)
 	s.applyRunMode(&tmpl, ws)
 	s.labelRestartAttempt(&tmpl)

@@ -43,6 +43,8 @@ func currentMasterPod(masterPods []*corev1.Pod) *corev1.Pod {
 
 // Observed is what the engine saw of a job's children on one reconcile.
 type Observed struct {
+	// Progress is the progress endpoint's latest report of the job, nil without one.
+	Progress *ProgressReport
 	// MasterJob is the job's batch Job, nil when it does not exist (or is not the job's).
 	MasterJob *batchv1.Job
 	// Verdict is the master's verdict (masterVerdict): Succeeded or Failed once it is in, ""
@@ -113,7 +115,7 @@ type Observed struct {
 // writes nothing.
 func (r *Reconciler) observe(ctx context.Context, job Object, s *Spec) (*Observed, error) {
 	obs := &Observed{StatefulSets: map[string]*appsv1.StatefulSet{}, WorkerJobs: map[string][]*batchv1.Job{}, current: map[childRef]client.Object{},
-		GoneWorkers: r.gone.of(job.GetUID()), Now: r.clock.Now()}
+		GoneWorkers: r.gone.of(job.GetUID()), Now: r.clock.Now(), Progress: r.progress.latest(job.GetUID())}
 	ids, gang := childIdentities(s)
 	obs.gang = gang
 	podHolders := 0 // children that hold pods, before want in the order they are created

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -54,6 +55,14 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 		return ctrl.Result{}, r.reportInvalidSpec(ctx, job, err)
 	}
 	withinAdmission(described, job)
+	wiring, ok := r.progress.wiring(job.GetNamespace(), r.gvk.Kind, job.GetName())
+	if !ok {
+		// The endpoint's CA is being made (the operator just started): pods built now would
+		// lack it, and change their template once it is known.
+		ctrl.LoggerFrom(ctx).V(2).Info("waiting for the progress endpoint's CA")
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	described.Progress = wiring
 	// No pod may mount another job's claim (mounted_claims.go).
 	var refusedClaim *SpecError
 	switch err := r.checkMountedClaims(ctx, described); {
@@ -70,6 +79,8 @@ func (r *Reconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// A job whose pods were made unwired keeps them so (progress.go).
+	described.Progress = described.Progress.keptFor(podHolders(obs))
 
 	// Plan, once: the pause, the restart, the master's pods, the verdict, whether children may
 	// be created.
@@ -110,6 +121,7 @@ func (r *Reconciler) forget(key client.ObjectKey) {
 	r.deferred.forget(key)
 	r.podCreates.forget(key)
 	r.secretVersions.forget(key)
+	metrics.ForgetProgress(r.gvk.Kind, key.Namespace, key.Name)
 }
 
 // NewReconciler returns the engine's reconciler for the adapter's kind. owned are the types of
@@ -160,6 +172,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	for _, o := range r.owned {
 		b = b.Owns(o)
+	}
+	if r.progress != nil && r.progress.Wakeups != nil {
+		b = b.WatchesRawSource(r.progress.Wakeups(r.gvk.Kind))
 	}
 	if r.lostNodes.Timeout > 0 {
 		b = b.Watches(&corev1.Node{}, r.nodeWatch(), builder.WithPredicates(nodeHealthChanged))

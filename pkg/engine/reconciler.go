@@ -59,6 +59,8 @@ type Reconciler struct {
 	secretVersions secretVersions
 	// lostNodes is how pods on nodes that stopped answering are treated (lost_nodes.go).
 	lostNodes LostNodePolicy
+	// progress is the progress endpoint the jobs' pods report to (progress.go); nil: none.
+	progress *ProgressEndpoint
 }
 
 // HandleLostNodes sets how the reconciler treats the pods of nodes that stopped answering; it

@@ -29,7 +29,8 @@ func (r *Reconciler) report(ctx context.Context, job Object, s *Spec, obs *Obser
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return sooner(r.requeue(s, obs, job.JobStatus()), wait), nil
+	res := sooner(r.requeue(s, obs, job.JobStatus()), wait)
+	return sooner(res, stallWakeup(s.RunPolicy.ProgressDeadlineSeconds, job.JobStatus(), r.clock.Now())), nil
 }
 
 // writeStatus computes the status from the observation and writes it once, only if it changed.
@@ -70,6 +71,7 @@ func (r *Reconciler) told(job Object, s *Spec, obs *Observed, prev, next *troupe
 	r.recordTransitions(job, s, obs, prev, next)
 	r.recordRestart(job, prev, next)
 	r.recordSecretEvents(job, prev, next)
+	r.recordProgress(job, prev, next)
 }
 
 // errJobChanged ends a pass whose write of the job's status conflicted: the job changed since
@@ -234,6 +236,7 @@ func withoutCounts(st *troupev1.JobStatus, other []metav1.Condition) *troupev1.J
 	out := st.DeepCopy()
 	out.ReplicaStatuses, out.Pods, out.Workers, out.WorkerReplicas = nil, troupev1.PodPhaseCounts{}, "", 0
 	out.Tasks, out.Aggregate = nil, nil
+	out.Progress = nil // the training's reports: at most countsWriteDelay late, as counts
 	for i := range out.Conditions {
 		c := &out.Conditions[i]
 		if slices.ContainsFunc(other, func(o metav1.Condition) bool {

@@ -259,6 +259,9 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 	if why, f := crashLoopingWorker(s, obs); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true, CrashLoop: true, Failure: f}
 	}
+	if why, f := stalledFailure(s.RunPolicy.ProgressDeadlineSeconds, prev, obs.Now); why != "" {
+		return RestartObservation{Cause: why, Failure: f}
+	}
 	return RestartObservation{}
 }
 

@@ -246,6 +246,9 @@ type Spec struct {
 
 	// Plan is what the pass decided beyond the spec (Reconcile): the adapter leaves it empty.
 	Plan Plan
+	// Progress is how the job's pods report their progress (progress.go), set by the pass when
+	// the operator serves the progress endpoint.
+	Progress *ProgressWiring
 }
 
 // Master is the job's master (launcher): one pod run to completion by a batch Job.

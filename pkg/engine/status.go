@@ -65,6 +65,10 @@ func computeStatus(s *Spec, obs *Observed, prev *troupev1.JobStatus, generation 
 	}
 	set(workersReadyCondition(s, obs, st.ReplicaStatuses, workers, verdict, released))
 	set(runningCondition(s, st.Phase, master))
+	st.Progress = foldProgress(prev.Progress, obs.Progress)
+	if c, ok := stalledCondition(s.RunPolicy.ProgressDeadlineSeconds, &st, now.Time); ok {
+		set(c)
+	}
 	if !ended || meta.FindStatusCondition(prev.Conditions, troupev1.ConditionReplicaFailure) == nil {
 		// Likewise: once the job has ended, its released workers' exits (a shell killed by
 		// the scale-down ends Failed) are not failures of it.

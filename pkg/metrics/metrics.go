@@ -4,7 +4,8 @@
 // Every family but troupe_build_info is labelled by the job's kind and namespace (the label
 // job_namespace, LabelNamespace), and nothing else but a job's result: a series per kind and
 // namespace that had a job since the operator started, so the cardinality follows the number
-// of namespaces that run jobs, never the number of jobs.
+// of namespaces that run jobs, never the number of jobs; but for the progress of running jobs
+// that report it (progress.go), bounded on its own.
 //
 // The counters count transitions the engine has written into a job's status (pkg/engine:
 // metrics.go), once each: a new operator process or a new leader starts from the status the
@@ -101,7 +102,7 @@ func Register(reg prometheus.Registerer) error {
 	v, revision := version.Get()
 	buildInfo.WithLabelValues(v, revision, runtime.Version()).Set(1)
 	for _, c := range []prometheus.Collector{jobsCreated, jobsFinished, running, jobStartup, launcherWait,
-		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors, buildInfo} {
+		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors, buildInfo, progressRatio, progressETA, progressMetric} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

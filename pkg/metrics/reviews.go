@@ -54,7 +54,7 @@ func reviewedFilter(reviewCfg *rest.Config) func(*rest.Config, *http.Client) (me
 				return nil, err
 			}
 			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				if !isJWT(bearerToken(req)) {
+				if !IsJWT(BearerToken(req)) {
 					http.Error(w, "Unauthorized", http.StatusUnauthorized)
 					return
 				}
@@ -71,8 +71,8 @@ func reviewedFilter(reviewCfg *rest.Config) func(*rest.Config, *http.Client) (me
 	}
 }
 
-// bearerToken is the request's bearer token, empty if it has none.
-func bearerToken(req *http.Request) string {
+// BearerToken is the request's bearer token, empty if it has none.
+func BearerToken(req *http.Request) string {
 	scheme, token, ok := strings.Cut(req.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return ""
@@ -80,8 +80,8 @@ func bearerToken(req *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// isJWT says the token has a JWT's shape: three base64url parts, the first two not empty.
-func isJWT(token string) bool {
+// IsJWT says the token has a JWT's shape: three base64url parts, the first two not empty.
+func IsJWT(token string) bool {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
 		return false

@@ -20,8 +20,8 @@ func TestIsJWT(t *testing.T) {
 		"eyJh bGci.eyJzdWIi.c2ln":                           false,
 		"eyJhbGciOiJSUzI1NiJ9.eyJ9.c2ln=":                   false,
 	} {
-		if got := isJWT(token); got != want {
-			t.Errorf("isJWT(%q) = %v, want %v", token, got, want)
+		if got := IsJWT(token); got != want {
+			t.Errorf("IsJWT(%q) = %v, want %v", token, got, want)
 		}
 	}
 }
@@ -39,8 +39,8 @@ func TestBearerToken(t *testing.T) {
 		if header != "" {
 			req.Header.Set("Authorization", header)
 		}
-		if got := bearerToken(req); got != want {
-			t.Errorf("bearerToken(%q) = %q, want %q", header, got, want)
+		if got := BearerToken(req); got != want {
+			t.Errorf("BearerToken(%q) = %q, want %q", header, got, want)
 		}
 	}
 }

@@ -29,7 +29,9 @@ type Operator struct {
 // StartOperator builds troupe-operator from the repository at repoRoot, points the cluster of
 // kubeconfig at webhooks served by it (hack/webhooks-local.sh), starts it and waits until it
 // reports ready. Its log goes to logPath, or to a temporary file when logPath is empty; flags
-// are added to the local cluster's.
+// are added to the local cluster's. With $TROUPE_PROGRESS_HOST (an address of this machine the
+// cluster's pods reach: the real node's IP) the pods are also given a progress endpoint they
+// reach (hack/progress-local.sh); without it, the URL they get is this machine's localhost.
 func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Operator, error) {
 	dir, err := os.MkdirTemp("", "troupe-operator-")
 	if err != nil {
@@ -64,6 +66,17 @@ func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Oper
 	if out, err := setup.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("webhook configuration: %w\n%s", err, out)
 	}
+	hookBind := hooks
+	if host := os.Getenv("TROUPE_PROGRESS_HOST"); host != "" {
+		progress := exec.Command(filepath.Join(repoRoot, "hack", "progress-local.sh"), host, hookPort)
+		progress.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		if out, err := progress.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("progress endpoint: %w\n%s", err, out)
+		}
+		hookBind = net.JoinHostPort("0.0.0.0", hookPort)
+		const svc = "troupe-progress.troupe-system.svc"
+		flags = append([]string{"--webhook-extra-dns-names", svc, "--progress-url", "https://" + svc}, flags...)
+	}
 	token, err := metricsReaderToken(repoRoot, kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("metrics reader: %w", err)
@@ -77,7 +90,7 @@ func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Oper
 	}
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe, "--zap-log-level", "2",
-		"--webhook-bind-address", hooks, "--webhook-dns-name", "localhost",
+		"--webhook-bind-address", hookBind, "--webhook-dns-name", "localhost",
 		"--webhook-cert-dir", filepath.Join(dir, "certs"), "--webhook-write-certs"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -69,8 +69,8 @@ func TestKubectlView(t *testing.T) {
 
 	table := kubectl(t, "get", "chainerjobs", "-n", ns)
 	header := strings.Fields(strings.SplitN(table, "\n", 2)[0])
-	if strings.Join(header, " ") != "NAME PHASE WORKERS REASON AGE" {
-		t.Errorf("kubectl get chainerjobs header = %v, want NAME PHASE WORKERS REASON AGE\n%s", header, table)
+	if strings.Join(header, " ") != "NAME PHASE WORKERS REASON PROGRESS ETA AGE" {
+		t.Errorf("kubectl get chainerjobs header = %v, want NAME PHASE WORKERS REASON PROGRESS ETA AGE\n%s", header, table)
 	}
 	if !strings.Contains(table, "viewed") || !strings.Contains(table, "0/2") {
 		t.Errorf("kubectl get chainerjobs does not show the job's workers:\n%s", table)

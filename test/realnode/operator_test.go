@@ -42,6 +42,17 @@ func needOperator(t *testing.T) {
 	if out, err := kubectl("", "apply", "--server-side", "-f", filepath.Join(repoRoot, "config", "crds")); err != nil {
 		t.Fatalf("install CRDs: %v\n%s", err, out)
 	}
+	// The pods report their progress to the operator on this machine at the real node's IP
+	// (docs/progress.md; StartOperator, hack/progress-local.sh).
+	if os.Getenv("TROUPE_PROGRESS_HOST") == "" {
+		ip, err := kubectl("", "get", "nodes", "-l", nodeLabel+"=true", "-o", `jsonpath={.items[0].status.addresses[?(@.type=="InternalIP")].address}`)
+		if err != nil || strings.TrimSpace(ip) == "" {
+			t.Fatalf("the real node's IP: %v %q", err, ip)
+		}
+		if err := os.Setenv("TROUPE_PROGRESS_HOST", strings.TrimSpace(ip)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p, err := testutil.StartOperator(repoRoot, kubeconfig, os.Getenv("TROUPE_REALNODE_OPERATOR_LOG"))
 	if err != nil {
 		t.Fatalf("start the operator: %v", err)

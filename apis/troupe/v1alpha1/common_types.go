@@ -98,6 +98,17 @@ type RunPolicy struct {
 	// +optional
 	Storage *Storage `json:"storage,omitempty"`
 
+	// progressDeadlineSeconds is how long a running job that reports its progress may go
+	// without a report that moves it forward before it is Stalled: the condition Stalled, an
+	// event and, with a failurePolicy, a failure of reason Stalled that its rules act on
+	// (default: restart the job). Opt-in: unset, a job is never called stalled; a job that has
+	// never reported is never stalled either. The clock starts again when the job starts
+	// running (after a restart, a resume). See docs/progress.md.
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
 	// workerRestartLimit is how many times the containers of one worker pod may be restarted
 	// by the kubelet (a crash loop) in one attempt before the worker counts as failed: the job
 	// then restarts under failurePolicy, or fails with reason WorkerCrashLooping, instead of
@@ -362,6 +373,11 @@ type JobStatus struct {
 	// +listMapKey=name
 	// +optional
 	GeneratedSecrets []GeneratedSecretRecord `json:"generatedSecrets,omitempty"`
+
+	// progress is what the training reported of how far it got (docs/progress.md): the
+	// percent, steps, the last metrics, an estimate of when it ends. Absent until it reports.
+	// +optional
+	Progress *ProgressStatus `json:"progress,omitempty"`
 }
 
 // GeneratedSecretRecord is what the operator wrote into one generated Secret.

@@ -55,6 +55,8 @@ type HorovodJobSpec struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="Ready worker pods / desired"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="What holds the job or ended it"
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the training done, as it reports it"
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.remaining`,description="Time left at the reported rate, as of the last report"
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1

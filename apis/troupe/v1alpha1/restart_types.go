@@ -119,7 +119,7 @@ const (
 
 // FailureReason is why a pod of the job failed, as the failure policy's rules and
 // status.restartsByReason name it.
-// +kubebuilder:validation:Enum=Evicted;Preempted;NodeLost;OOMKilled;DeadlineExceeded;Deleted;CrashLoop;Error
+// +kubebuilder:validation:Enum=Evicted;Preempted;NodeLost;OOMKilled;DeadlineExceeded;Deleted;CrashLoop;Error;Stalled
 type FailureReason string
 
 const (
@@ -140,6 +140,10 @@ const (
 	FailureCrashLoop FailureReason = "CrashLoop"
 	// FailureError: a container exited with a non-zero code (onExitCodes tells which).
 	FailureError FailureReason = "Error"
+	// FailureStalled: the job reported no progress within runPolicy.progressDeadlineSeconds
+	// (a rank stuck in a collective, a dead data loader); the failure is the job's, not a
+	// pod's.
+	FailureStalled FailureReason = "Stalled"
 )
 
 // Disruption says the reason is one the pod did not cause: the default failure policy

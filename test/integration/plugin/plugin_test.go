@@ -1,14 +1,18 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -16,6 +20,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -137,7 +142,7 @@ func TestGetListsEveryKind(t *testing.T) {
 				return
 			}
 		}
-	}); !slices.Equal(got, []string{"AGE", "KIND", "NAME", "NAMESPACE", "PHASE", "RESTARTS", "WORKERS"}) {
+	}); !slices.Equal(got, []string{"AGE", "ETA", "KIND", "NAME", "NAMESPACE", "PHASE", "PROGRESS", "RESTARTS", "WORKERS"}) {
 		t.Errorf("get -A columns = %v", got)
 	}
 	for wi, w := range wants {
@@ -149,7 +154,7 @@ func TestGetListsEveryKind(t *testing.T) {
 			continue
 		}
 		st := jobs[wi].JobStatus()
-		if r := rows[i]; r["PHASE"] != string(st.Phase) || r["WORKERS"] != st.Workers || r["RESTARTS"] != "0" || r["AGE"] == "" {
+		if r := rows[i]; r["PHASE"] != string(st.Phase) || r["WORKERS"] != st.Workers || r["RESTARTS"] != "0" || r["AGE"] == "" || r["PROGRESS"] != "-" || r["ETA"] != "-" {
 			t.Errorf("get -A shows %s %s/%s as %v, its status says phase %q workers %q", w.kind, w.ns, w.name, r, st.Phase, st.Workers)
 		}
 	}
@@ -513,5 +518,66 @@ func TestAmbiguousName(t *testing.T) {
 func TestVersion(t *testing.T) {
 	if out := mustTroupe(t, "version"); !strings.HasPrefix(out, "kubectl-troupe v0.0.0-it (revision 0123abc, go") {
 		t.Errorf("version printed %q", out)
+	}
+}
+
+// lockedBuffer is the output of a command that runs while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// get -w prints the table, then a job's row again with its progress bar each time the
+// training's progress moves, until interrupted.
+func TestGetWatchDrawsProgress(t *testing.T) {
+	ns := newNamespace(t)
+	job := runningMPIJob(t, ns)
+	var out lockedBuffer
+	cmd := exec.Command(plugin, "get", "-w", "-n", ns, "--kubeconfig", kubeconfig, "--cache-dir", cacheDir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	// The training's reports, as the operator folds them into the status.
+	for _, pct := range []int32{30, 60} {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), job); err != nil {
+				return err
+			}
+			eta := metav1.NewTime(time.Now().Add(5 * time.Minute))
+			job.Status.Progress = &troupev1.ProgressStatus{Current: int64(pct) * 10, Total: 1000, Percent: ptr.To(pct),
+				LastReportTime: ptr.To(metav1.Now()), EstimatedCompletionTime: &eta, Remaining: "5m0s"}
+			return k8s.Status().Update(context.Background(), job)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bar := fmt.Sprintf("%s%s] %3d%%", strings.Repeat("#", int(pct)/5), strings.Repeat("-", 20-int(pct)/5), pct)
+		eventually(t, "get -w draws "+bar, func(context.Context) (bool, error) {
+			return strings.Contains(out.String(), bar), nil
+		})
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("get -w interrupted: %v\n%s", err, out.String())
+	}
+	t.Logf("kubectl troupe get -w:\n%s", out.String())
+	if header := strings.Count(out.String(), "PROGRESS"); header != 1 {
+		t.Errorf("the header printed %d times, want once:\n%s", header, out.String())
 	}
 }
