@@ -212,9 +212,10 @@ free_port WEBHOOK_PORT
 printf 'METRICS_PORT=%s\nHEALTH_PORT=%s\nWEBHOOK_PORT=%s\n' "$METRICS_PORT" "$HEALTH_PORT" "$WEBHOOK_PORT" >"$DEMO_DIR/ports"
 # Its admission webhooks are served on this machine; the cluster reaches them by URL.
 hack/webhooks-local.sh "$WEBHOOK_PORT"
-# The real node's pods reach its progress endpoint at the node's IP (docs/progress.md).
+# The real node's pods reach its progress endpoint at the node's IP (docs/progress.md); on the
+# simulated cluster, a process of this machine reaches it at the webhooks' port.
 hook_bind=127.0.0.1
-progress_flags=()
+progress_flags=(--progress-url "https://localhost:$WEBHOOK_PORT")
 if [[ ${REAL:-} == 1 ]]; then
   node_ip=$(kubectl get nodes -l troupe.dev/real-node=true -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
   hack/progress-local.sh "$node_ip" "$WEBHOOK_PORT"

@@ -36,8 +36,9 @@ if [[ $WEBHOOKS == 1 ]]; then
   # The certificate of one cluster is not another's: a directory per API server.
   certs=$TROUPE_CACHE/run/$(printf '%s' "$server" | sha256sum | cut -c1-12)/certs
   hack/webhooks-local.sh "$WEBHOOK_PORT" >&2
+  # The progress endpoint is served beside them, at the URL a process of this machine reaches.
   flags+=(--webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-dns-name localhost
-    --webhook-cert-dir "$certs" --webhook-write-certs)
+    --webhook-cert-dir "$certs" --webhook-write-certs --progress-url "https://localhost:$WEBHOOK_PORT")
 else
   echo "make run: the API server ($server) is not on this machine and could not call webhooks here;" \
     "running with --disable-webhooks (WEBHOOKS=1 serves them anyway)" >&2

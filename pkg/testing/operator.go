@@ -31,7 +31,8 @@ type Operator struct {
 // reports ready. Its log goes to logPath, or to a temporary file when logPath is empty; flags
 // are added to the local cluster's. With $TROUPE_PROGRESS_HOST (an address of this machine the
 // cluster's pods reach: the real node's IP) the pods are also given a progress endpoint they
-// reach (hack/progress-local.sh); without it, the URL they get is this machine's localhost.
+// reach (hack/progress-local.sh); without it, the URL they get is the webhooks' address on this
+// machine (what a test reporting for a simulated pod posts to).
 func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Operator, error) {
 	dir, err := os.MkdirTemp("", "troupe-operator-")
 	if err != nil {
@@ -76,6 +77,8 @@ func StartOperator(repoRoot, kubeconfig, logPath string, flags ...string) (*Oper
 		hookBind = net.JoinHostPort("0.0.0.0", hookPort)
 		const svc = "troupe-progress.troupe-system.svc"
 		flags = append([]string{"--webhook-extra-dns-names", svc, "--progress-url", "https://" + svc}, flags...)
+	} else {
+		flags = append([]string{"--progress-url", "https://localhost:" + hookPort}, flags...)
 	}
 	token, err := metricsReaderToken(repoRoot, kubeconfig)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/metrics"
@@ -56,6 +57,14 @@ func TestMetricsScraped(t *testing.T) {
 		return c != nil && c.Reason == troupev1.ReasonChildConflict
 	})
 
+	// The running job's training reports its progress, as its pod would: the dashboard's
+	// progress panels show it.
+	var longJob troupev1.ChainerJob
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "long"}, &longJob); err != nil {
+		t.Fatal(err)
+	}
+	reportProgressUntilETA(t, ns, "long", newProgressReporter(t, ns, string(longJob.UID), troupev1.RoleMaster))
+
 	const kind = "ChainerJob"
 	want := func(name string, v float64, labels ...string) check { return check{name, kind, ns, labels, v} }
 	checks := []check{
@@ -66,6 +75,9 @@ func TestMetricsScraped(t *testing.T) {
 		want("troupe_launcher_wait_timeouts_total", 1),
 		want("troupe_job_name_conflicts_total", 1),
 		want("troupe_job_restarts_total", 0),
+		want("troupe_job_progress_ratio", 0.2, "job_name", "long"),
+		want("troupe_job_progress_metric", 0.75, "job_name", "long", "metric", "loss"),
+		want("troupe_job_progress_metric", 0.5, "job_name", "long", "metric", "accuracy"),
 	}
 	families := waitForMetrics(t, checks)
 	// Histograms (sample counts): ok and long started, late never ran; each launcher that
