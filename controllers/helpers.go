@@ -29,6 +29,10 @@ type Options struct {
 	// RequireGitKnownHosts requires the key known_hosts in every git deploy-key Secret
 	// (appCodesToSync[].gitSecretName), so that no clone accepts an unknown server's host key.
 	RequireGitKnownHosts bool
+	// ContainerRestartRules says the cluster keeps containers' restart rules (KEP-5307), so a
+	// master whose exit codes rules act on restarts in place for the other codes
+	// (engine.Spec.ContainerRestartRules).
+	ContainerRestartRules bool
 	// AllowClaimVolumeSources lets claims of runPolicy.storage name the volume they come from
 	// (volumeName, dataSource, dataSourceRef); off, the engine refuses such a job.
 	AllowClaimVolumeSources bool

@@ -11,10 +11,11 @@ import (
 // describeUserInputs adds what every kind shares beyond its master and workers (kube-openmpi's
 // features): the git repositories to clone into the pods, the Secrets of the user's the pods
 // need (a git deploy key, an SSH identity), how a user scales a worker set (told to whoever
-// scales its StatefulSet directly; scaleHint gives it per worker set), and whether the
-// operator lets claims name their volume.
+// scales its StatefulSet directly; scaleHint gives it per worker set), whether the operator
+// lets claims name their volume, and whether containers can restart in place by rule.
 func describeUserInputs(s *engine.Spec, codes []troupev1.AppCode, o Options, scaleHint func(ws *engine.WorkerSet) string) {
 	s.AllowClaimVolumeSources = o.AllowClaimVolumeSources
+	s.ContainerRestartRules = o.ContainerRestartRules
 	if len(codes) > 0 {
 		s.CodeSync = engine.CodeSync{Image: o.AgentImage, Repos: codes}
 	}

@@ -87,6 +87,9 @@ func run() error {
 		"How long a node may be not Ready before the pods of troupe's jobs on it count as lost (NodeLost) and their jobs recover; 0 turns it off.")
 	flag.BoolVar(&opts.LostNodes.ForceDelete, "lost-node-force-delete", false,
 		"Delete the pods of a lost node at once even while the node may still run them (a network partition); off, only those of a node gone or marked out of service (docs/failure-handling.md).")
+	restartRules := flag.String("container-restart-rules", "auto",
+		"Whether a master whose exit codes failure rules act on restarts in place for the other codes, by container restart rules (KEP-5307; docs/failure-handling.md): "+
+			"true, false, or auto (true when the API server runs Kubernetes 1.35 or newer, where they are on by default).")
 	defaultGang := flag.String("default-gang", string(troupev1.GangNone), "Gang provider of jobs that name none: Volcano, Coscheduling or None.")
 	flag.StringVar(&opts.VolcanoScheduler, "volcano-scheduler-name", "volcano", "Scheduler name given to the pods of jobs gang-scheduled by Volcano.")
 	flag.StringVar(&opts.CoschedulingScheduler, "coscheduling-scheduler-name", "scheduler-plugins-scheduler",
@@ -138,6 +141,7 @@ func run() error {
 		// flags a per-type budget. Events come last in it (clientrate.go).
 		limitRequests(cfg, apiQPS, apiBurst, stopping)
 	}
+	serverVersion := ""
 	if skipKubeCheck {
 		ctrl.Log.Info("not checking the API server's Kubernetes version (--skip-kube-version-check)")
 	} else {
@@ -150,7 +154,12 @@ func run() error {
 			return err
 		}
 		ctrl.Log.Info("the API server's Kubernetes is supported", "version", found, "oldestSupported", "v"+kubeversion.Min.String())
+		serverVersion = found
 	}
+	if opts.ContainerRestartRules, err = kubeversion.ContainerRestartRules(*restartRules, serverVersion); err != nil {
+		return err
+	}
+	ctrl.Log.Info("masters restart in place by container restart rules", "enabled", opts.ContainerRestartRules, "flag", *restartRules)
 	opts.DefaultGang = troupev1.GangProvider(*defaultGang)
 	hooks.defaultGang = opts.DefaultGang
 	hooks.allowClaimVolumeSources = opts.AllowClaimVolumeSources

@@ -137,8 +137,13 @@ func BuildMasterJob(s *Spec) *batchv1.Job {
 		// A pod failure policy needs a pod that is not restarted in place: a master of
 		// restartPolicy OnFailure (kubeflow's default for a launcher) is run with Never, each
 		// retry a new pod, so that a rule on its exit code acts on the first exit
-		// (masterRestartOverridden; the Warning event RestartPolicyOverridden says so).
+		// (masterRestartOverridden; the Warning event RestartPolicyOverridden says so). Where
+		// the cluster has container restart rules, its containers still restart in place for
+		// the exit codes no rule names (restartInPlace).
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		if s.masterRestartsInPlace() {
+			restartInPlace(&tmpl.Spec, rules)
+		}
 		if failurePolicy == nil {
 			failurePolicy = &batchv1.PodFailurePolicy{}
 		}

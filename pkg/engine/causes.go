@@ -221,6 +221,46 @@ func crashLoopingWorker(s *Spec, obs *Observed) (string, Failure) {
 	return firstFinding(looping)
 }
 
+// crashLoopingMaster says why the master failed when its containers restart in place
+// (restartInPlace; read from the master Job, which an operator of other settings may have
+// made): their restarts and the Job's failed pods reached the master Job's
+// backoffLimit, where the Job controller, which counts restarts only of OnFailure pods, would
+// have failed an OnFailure master. The Failure is of reason CrashLoop.
+func crashLoopingMaster(s *Spec, obs *Observed) (string, Failure) {
+	j := obs.MasterJob
+	if !s.masterRestartOverridden() || j == nil || !restartsInPlace(&j.Spec.Template.Spec) || terminalJobCondition(j) != nil ||
+		attemptOf(j.Spec.Template.Labels) != obs.Attempt {
+		return "", Failure{}
+	}
+	retries := j.Status.Failed
+	var last *corev1.Pod
+	for _, p := range obs.MasterPods {
+		if !p.DeletionTimestamp.IsZero() || (p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending) {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			retries += cs.RestartCount
+			if cs.RestartCount > 0 {
+				last = p
+			}
+		}
+	}
+	limit := s.Master.BackoffLimit
+	if last == nil || retries < max(limit, 1) {
+		return "", Failure{}
+	}
+	why := fmt.Sprintf("%s pod %s was restarted in place until its retries (%d, with the Job's failed pods) reached the Job's backoffLimit %d", s.masterType(), last.Name, retries, limit)
+	for _, cs := range last.Status.ContainerStatuses {
+		if exit := lastExit(cs); exit != nil && cs.RestartCount > 0 {
+			why += ": " + exitDetail(cs, exit)
+			break
+		}
+	}
+	f := podFailure(string(s.masterType()), last)
+	f.Reason = troupev1.FailureCrashLoop
+	return why, f
+}
+
 // finding is one failure seen, with the words that say it.
 type finding struct {
 	why     string

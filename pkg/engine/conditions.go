@@ -409,6 +409,11 @@ func restartConditions(s *Spec, obs *Observed, prev *troupev1.JobStatus, phase t
 		set(newCondition(troupev1.ConditionFailed, true, reason, s.Plan.RestartSeen.Cause+left))
 		return
 	}
+	if s.Plan.RestartSeen.MasterCrashLoop {
+		// The reason the master Job would have failed with, had its pods been OnFailure.
+		set(newCondition(troupev1.ConditionFailed, true, batchv1.JobReasonBackoffLimitExceeded, s.Plan.RestartSeen.Cause+left))
+		return
+	}
 	if c, ok := terminalCondition(s, obs.MasterJob, obs.MasterPods, phase, workers); ok {
 		c.Message += left
 		set(c)

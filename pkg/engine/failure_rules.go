@@ -192,6 +192,60 @@ func (s *Spec) restartsEnabled() bool {
 	return s.RunPolicy.FailurePolicy != nil && s.RunMode.Debug == nil
 }
 
+// masterRestartsInPlace says the master's containers, run in pods of restartPolicy Never for
+// its exit-code rules (masterRestartOverridden), restart in place for the codes no rule names,
+// as its template's OnFailure asked: the cluster has container restart rules (KEP-5307).
+func (s *Spec) masterRestartsInPlace() bool {
+	return s.ContainerRestartRules && s.masterRestartOverridden()
+}
+
+// restartInPlace gives the regular containers of a master pod (restartPolicy Never) the
+// restarts its template's OnFailure asked for: a container the pod failure policy's rules
+// name exits for good on a code they name (the pod fails, the Job's rule acts), and restarts
+// in place on any other non-zero code; the others restart on every failure. A container
+// that sets its own restart policy keeps it. The kubelet does not count these restarts
+// against the Job's backoffLimit; crashLoopingMaster does.
+func restartInPlace(spec *corev1.PodSpec, rules []batchv1.PodFailurePolicyRule) {
+	named := map[string][]int32{}
+	for _, r := range rules {
+		if r.OnExitCodes != nil && r.OnExitCodes.ContainerName != nil {
+			c := *r.OnExitCodes.ContainerName
+			named[c] = append(named[c], r.OnExitCodes.Values...)
+		}
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if c.RestartPolicy != nil || len(c.RestartPolicyRules) > 0 {
+			continue
+		}
+		codes, ok := named[c.Name]
+		if !ok {
+			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+			continue
+		}
+		ends := append([]int32{0}, codes...)
+		slices.Sort(ends)
+		ends = slices.Compact(ends)
+		c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+		if len(ends) <= 255 { // else every non-zero code is named: nothing restarts in place
+			c.RestartPolicyRules = []corev1.ContainerRestartRule{{
+				Action:    corev1.ContainerRestartRuleActionRestart,
+				ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: ends},
+			}}
+		}
+	}
+}
+
+// restartsInPlace says a container of spec restarts in place (restartInPlace made it so).
+func restartsInPlace(spec *corev1.PodSpec) bool {
+	for _, c := range spec.Containers {
+		if p := c.RestartPolicy; p != nil && (*p != corev1.ContainerRestartPolicyNever || len(c.RestartPolicyRules) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
 // masterRestartOverridden says the master Job runs its pods with restartPolicy Never where its
 // template says OnFailure: a rule acts on the master's exit codes (masterExitCodeRules), and a
 // pod failure policy needs pods that are not restarted in place.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,5 +159,119 @@ func TestMasterRestartPolicyOverriddenIsTold(t *testing.T) {
 	}
 	if e := h.event(troupev1.EventRestartPolicyOverridden); !strings.Contains(e, "Warning") || !strings.Contains(e, "train-master") {
 		t.Errorf("event %q, want a Warning RestartPolicyOverridden naming the master Job", e)
+	}
+}
+
+// With container restart rules, an OnFailure master whose exit codes a rule names keeps
+// restarting in place for the other codes: the named container ends on 0 and the named codes,
+// another container restarts on any failure, a container with its own policy keeps it; without
+// them, or for a master written Never, nothing is set.
+func TestMasterRestartsInPlaceByRule(t *testing.T) {
+	spec := func(restart corev1.RestartPolicy, rules bool) *Spec {
+		s := &Spec{MainContainer: "mpi", RunMode: RunMode{MasterType: troupev1.ReplicaLauncher}, ContainerRestartRules: rules}
+		s.Master.Template.Spec = corev1.PodSpec{RestartPolicy: restart, Containers: []corev1.Container{
+			{Name: "mpi"}, {Name: "log"}, {Name: "own", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever)},
+		}}
+		s.RunPolicy.FailurePolicy = &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{
+			{Name: "bug", Action: troupev1.FailJobAction, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{42}, Ranges: []troupev1.ExitCodeRange{{From: 3, To: 4}}}},
+		}}
+		return s
+	}
+	tmpl := BuildMasterJob(spec(corev1.RestartPolicyOnFailure, true)).Spec.Template.Spec
+	if tmpl.RestartPolicy != corev1.RestartPolicyNever {
+		t.Fatalf("pod restartPolicy %s, want Never (the Job's pod failure policy needs it)", tmpl.RestartPolicy)
+	}
+	mpi, log, own := tmpl.Containers[0], tmpl.Containers[1], tmpl.Containers[2]
+	if ptr.Deref(mpi.RestartPolicy, "") != corev1.ContainerRestartPolicyNever || len(mpi.RestartPolicyRules) != 1 ||
+		mpi.RestartPolicyRules[0].Action != corev1.ContainerRestartRuleActionRestart ||
+		mpi.RestartPolicyRules[0].ExitCodes.Operator != corev1.ContainerRestartRuleOnExitCodesOpNotIn ||
+		!slices.Equal(mpi.RestartPolicyRules[0].ExitCodes.Values, []int32{0, 3, 4, 42}) {
+		t.Errorf("container mpi: restartPolicy %v, rules %+v; want Never, Restart on codes NotIn 0, 3, 4, 42", ptr.Deref(mpi.RestartPolicy, ""), mpi.RestartPolicyRules)
+	}
+	if ptr.Deref(log.RestartPolicy, "") != corev1.ContainerRestartPolicyOnFailure || len(log.RestartPolicyRules) != 0 {
+		t.Errorf("container log: restartPolicy %v, rules %+v; want OnFailure, no rule", ptr.Deref(log.RestartPolicy, ""), log.RestartPolicyRules)
+	}
+	if ptr.Deref(own.RestartPolicy, "") != corev1.ContainerRestartPolicyNever || len(own.RestartPolicyRules) != 0 {
+		t.Errorf("container own: restartPolicy %v, rules %+v; want its own Never kept", ptr.Deref(own.RestartPolicy, ""), own.RestartPolicyRules)
+	}
+	for name, s := range map[string]*Spec{"no container restart rules": spec(corev1.RestartPolicyOnFailure, false), "a master written Never": spec(corev1.RestartPolicyNever, true)} {
+		c := BuildMasterJob(s).Spec.Template.Spec.Containers[0]
+		if c.RestartPolicy != nil || len(c.RestartPolicyRules) > 0 {
+			t.Errorf("%s: container mpi restartPolicy %v, rules %+v; want none", name, ptr.Deref(c.RestartPolicy, ""), c.RestartPolicyRules)
+		}
+	}
+}
+
+// inPlaceMasterAdapter is onFailureMasterAdapter on a cluster with container restart rules,
+// with maxRestarts restarts.
+type inPlaceMasterAdapter struct {
+	onFailureMasterAdapter
+	maxRestarts int32
+}
+
+func (a inPlaceMasterAdapter) Describe(job Object, s *Spec) error {
+	err := a.onFailureMasterAdapter.Describe(job, s)
+	s.ContainerRestartRules = true
+	s.RunPolicy.FailurePolicy.MaxRestarts = a.maxRestarts
+	return err
+}
+
+// restartMasterInPlace plays the kubelet: the master pod's container main exited code and
+// was restarted in place, restarts times in all.
+func (h *restartHarness) restartMasterInPlace(restarts, code int32) {
+	h.t.Helper()
+	p := h.pod("train-master-abc0")
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: restarts,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+	if err := h.c.Status().Update(h.ctx, p); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// Restarts in place are bounded as the Job controller bounds an OnFailure pod's: once they
+// reach the master Job's backoffLimit, the master has failed (reason CrashLoop for the rules):
+// with a restart left the job restarts as a whole; without, it fails with the reason an
+// OnFailure master Job would have, BackoffLimitExceeded, and its master Job is stopped.
+func TestMasterRestartsInPlaceUpToItsBackoffLimit(t *testing.T) {
+	for _, maxRestarts := range []int32{1, 0} {
+		h := newRestartHarness(t, nil)
+		h.r.adapter = inPlaceMasterAdapter{maxRestarts: maxRestarts}
+		h.reconcile()
+		if e := h.event(troupev1.EventRestartPolicyOverridden); !strings.Contains(e, "restart in place") {
+			t.Errorf("event %q, want it to say the containers restart in place", e)
+		}
+		h.podsRun()
+		h.reconcile()
+		// The workers' backoffLimit is 1 (workersAdapter): none is spent yet.
+		h.restartMasterInPlace(0, 0)
+		if st := h.reconcile(); st.Phase != troupev1.JobRunning {
+			t.Fatalf("maxRestarts %d: phase %s before any restart, want Running", maxRestarts, st.Phase)
+		}
+		h.restartMasterInPlace(1, 1)
+		st := h.reconcile()
+		if maxRestarts == 1 {
+			if st.Phase != troupev1.JobRestarting || st.Restarts != 1 {
+				t.Fatalf("a restart left: phase %s, restarts %d; want Restarting, 1", st.Phase, st.Restarts)
+			}
+			msg := meta.FindStatusCondition(st.Conditions, troupev1.ConditionRestarting).Message
+			if !strings.Contains(msg, "master pod train-master-abc0 was restarted in place") || !strings.Contains(msg, "container main exited 1") {
+				t.Errorf("Restarting message %q, want the pod restarted in place and its exit", msg)
+			}
+			h.reconcile()
+			if h.master() != nil {
+				t.Error("the crash-looping attempt's master Job was not deleted for the next attempt")
+			}
+			continue
+		}
+		c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionFailed)
+		if st.Phase != troupev1.JobFailed || c == nil || c.Reason != batchv1.JobReasonBackoffLimitExceeded ||
+			!strings.Contains(c.Message, "restarted in place") || !strings.Contains(c.Message, "no restart left") {
+			t.Fatalf("no restart left: phase %s, Failed %+v; want Failed, BackoffLimitExceeded, saying why", st.Phase, c)
+		}
+		h.reconcile()
+		if m := h.master(); m == nil || !ptr.Deref(m.Spec.Suspend, false) {
+			t.Error("the failed job's master Job was not suspended: its pod would go on restarting")
+		}
 	}
 }

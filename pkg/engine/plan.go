@@ -80,6 +80,9 @@ type RestartObservation struct {
 	// CrashLoop says the lost worker's containers were restarted runPolicy.workerRestartLimit
 	// times (crashLoopingWorker).
 	CrashLoop bool
+	// MasterCrashLoop says the master's containers, restarted in place, reached its Job's
+	// backoffLimit (crashLoopingMaster): the Job itself has not failed.
+	MasterCrashLoop bool
 	// Clean says no pod, master Job or worker pod template of an earlier attempt is left.
 	Clean bool
 	// Failure is the failure Cause says, as the failure policy's rules match it, and

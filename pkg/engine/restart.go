@@ -151,6 +151,9 @@ func planRestart(s *Spec, obs *Observed, prev *troupev1.JobStatus) restartPlan {
 			p.replaceWorkerJob, p.state.BackoffLeft = nil, left
 		}
 		p.seen = RestartObservation{Clean: clean}
+	case d.Action == troupev1.IgnoreAction && p.seen.MasterCrashLoop:
+		// Its containers go on restarting in place, as the rule asks.
+		p.seen = RestartObservation{Clean: clean}
 	case d.Action == troupev1.RestartJobAndIgnoreMaxRestartsAction:
 		p.state.Deciding = true
 	case d.Action == troupev1.RestartJobAction:
@@ -199,7 +202,8 @@ func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 func launcherToStop(obs *Observed, prev *troupev1.JobStatus) *batchv1.Job {
 	c := meta.FindStatusCondition(prev.Conditions, troupev1.ConditionFailed)
 	j := obs.MasterJob
-	if c == nil || (c.Reason != troupev1.ReasonWorkerFailed && c.Reason != troupev1.ReasonWorkerCrashLooping) || j == nil || terminalJobCondition(j) != nil ||
+	stopped := []string{troupev1.ReasonWorkerFailed, troupev1.ReasonWorkerCrashLooping, batchv1.JobReasonBackoffLimitExceeded, troupev1.ReasonFailJobRule}
+	if c == nil || !slices.Contains(stopped, c.Reason) || j == nil || terminalJobCondition(j) != nil ||
 		ptr.Deref(j.Spec.Suspend, false) || !j.DeletionTimestamp.IsZero() {
 		return nil
 	}
@@ -249,6 +253,9 @@ func attemptFailure(s *Spec, obs *Observed, prev *troupev1.JobStatus) RestartObs
 	}
 	if why, f := lostMaster(s, obs); why != "" {
 		return RestartObservation{Cause: why, Failure: f}
+	}
+	if why, f := crashLoopingMaster(s, obs); why != "" {
+		return RestartObservation{Cause: why, MasterCrashLoop: true, Failure: f}
 	}
 	if why, f := failedWorkerJob(s, obs); why != "" {
 		return RestartObservation{Cause: why, WorkerLost: true, Failure: f}

@@ -216,6 +216,11 @@ type Spec struct {
 
 	RunPolicy        troupev1.RunPolicy
 	SchedulingPolicy troupev1.SchedulingPolicy
+	// ContainerRestartRules says the cluster keeps a container's restartPolicy and
+	// restartPolicyRules (KEP-5307: beta and on from Kubernetes 1.35): a master whose exit codes
+	// the failure policy's rules act on then restarts in place for the other codes
+	// (masterRestartsInPlace), instead of a new pod each retry.
+	ContainerRestartRules bool
 	// AllowClaimVolumeSources is the operator's setting that lets claims of RunPolicy.Storage
 	// name the volume they come from (troupev1.ClaimVolumeSourceErrors); off, such a job is
 	// refused before anything is created.

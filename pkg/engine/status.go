@@ -550,7 +550,8 @@ func aggregate(s *Spec, obs *Observed, finished, released bool) troupev1.Aggrega
 }
 
 // restartPhase refines the phase p: a job is Restarting from the failure of an attempt until
-// the next attempt's launcher runs, and Failed once a worker was lost with no restart left.
+// the next attempt's launcher runs, and Failed once a worker was lost, or the master restarted in
+// place past its backoffLimit, with no restart left.
 // It also returns status.restarts.
 func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troupev1.JobPhase, int32) {
 	switch {
@@ -558,7 +559,8 @@ func restartPhase(s *Spec, prev *troupev1.JobStatus, p troupev1.JobPhase) (troup
 		return p, prev.Restarts
 	case s.Plan.Restart.Deciding:
 		return troupev1.JobRestarting, prev.Restarts + 1
-	case s.Plan.RestartSeen.Cause != "" && (s.Plan.RestartSeen.WorkerLost || s.Plan.RestartSeen.Decision.Action == troupev1.FailJobAction):
+	case s.Plan.RestartSeen.Cause != "" && (s.Plan.RestartSeen.WorkerLost || s.Plan.RestartSeen.MasterCrashLoop ||
+		s.Plan.RestartSeen.Decision.Action == troupev1.FailJobAction):
 		return troupev1.JobFailed, prev.Restarts
 	case p == troupev1.JobSuspended || p == troupev1.JobPaused:
 		return p, prev.Restarts

@@ -50,3 +50,24 @@ func serverVersion(gitVersion, major, minor string) (*version.Version, error) {
 	}
 	return v, nil
 }
+
+// RestartRules is the first Kubernetes whose containers' restartPolicy and restartPolicyRules
+// (KEP-5307, feature gate ContainerRestartRules) are on by default: beta in 1.35, alpha before.
+var RestartRules = version.MajorMinor(1, 35)
+
+// ContainerRestartRules reads the operator's --container-restart-rules: "true", "false", or
+// "auto", which is true when the API server's version (gitVersion, "" when unknown) is
+// RestartRules or newer. A cluster that turned the gate off drops the fields, and its pods
+// then run as without them (a new pod for each retry), so auto errs on no side that loses work.
+func ContainerRestartRules(flag, gitVersion string) (bool, error) {
+	switch flag {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "auto":
+		v, err := version.ParseGeneric(gitVersion)
+		return err == nil && v.AtLeast(RestartRules), nil
+	}
+	return false, fmt.Errorf("--container-restart-rules: %q is not one of true, false, auto", flag)
+}

@@ -83,3 +83,24 @@ func TestMinKubeVersionIsTested(t *testing.T) {
 		t.Errorf("the operator needs v%s; make test-integration-oldest tests %s", Min, m[1])
 	}
 }
+
+// --container-restart-rules: auto is on from 1.35 (the gate's beta), off before it and when
+// the version is unknown (--skip-kube-version-check); true and false are as said; anything
+// else is refused, naming the flag.
+func TestContainerRestartRules(t *testing.T) {
+	for _, tt := range []struct {
+		flag, version string
+		want          bool
+	}{
+		{"auto", "v1.35.6", true}, {"auto", "v1.36.0-eks-1a2b", true}, {"auto", "v1.34.3", false},
+		{"auto", "", false}, {"true", "v1.30.14", true}, {"false", "v1.35.6", false},
+	} {
+		got, err := ContainerRestartRules(tt.flag, tt.version)
+		if err != nil || got != tt.want {
+			t.Errorf("%s on %q: %v, %v; want %v", tt.flag, tt.version, got, err, tt.want)
+		}
+	}
+	if _, err := ContainerRestartRules("yes", "v1.35.6"); err == nil || !strings.Contains(err.Error(), "--container-restart-rules") {
+		t.Errorf("yes: %v, want an error naming the flag", err)
+	}
+}
