@@ -123,6 +123,15 @@ func TestMasterExitCodeRuleFailsAtOnceInKubeflowForms(t *testing.T) {
 			if p := masters[0].Spec.RestartPolicy; p != corev1.RestartPolicyNever {
 				t.Errorf("the master pod restarts %s, want Never", p)
 			}
+			// The local cluster runs Kubernetes 1.35: the other exit codes restart the
+			// container in place, as the template's OnFailure asked.
+			main := masters[0].Spec.Containers[0]
+			if rules := main.RestartPolicyRules; ptr.Deref(main.RestartPolicy, "") != corev1.ContainerRestartPolicyNever || len(rules) != 1 ||
+				rules[0].Action != corev1.ContainerRestartRuleActionRestart || rules[0].ExitCodes == nil ||
+				rules[0].ExitCodes.Operator != corev1.ContainerRestartRuleOnExitCodesOpNotIn || !slices.Equal(rules[0].ExitCodes.Values, []int32{0, 42}) {
+				t.Errorf("the master's container %s: restartPolicy %v, rules %+v; want Never, Restart on exit codes NotIn [0 42]",
+					main.Name, ptr.Deref(main.RestartPolicy, ""), rules)
+			}
 		})
 	}
 }

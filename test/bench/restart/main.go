@@ -2,7 +2,9 @@
 // docs/performance.md, "Restarts"), beside what starting the job fresh costs: a 1+N MPIJob in
 // troupe's form with runPolicy.failurePolicy, created until every pod runs; then one worker
 // fails (its pod marked Failed by the kubelet's words, as for an evicted pod) and the job
-// restarts as a whole, until every pod of the next attempt runs. The cluster is
+// restarts as a whole, until every pod of the next attempt runs; then a rank crashes (the
+// launcher's pod fails, as when mpirun exits on a lost rank) and its Job makes a new launcher
+// against the same workers, until every pod runs again. The cluster is
 // hack/controlplane/cluster-up.sh's at Kubernetes' default client rates (kube-controller-manager
 // 20 QPS), with make bench's nodes; the operator runs as a process (pkg/testing.StartOperator).
 //
@@ -86,26 +88,30 @@ func run(workers, repeats int, cluster string, keep bool) (err error) {
 		return err
 	}
 	ctx := context.Background()
-	var fresh, restart []time.Duration
+	var fresh, restart, retry []time.Duration
 	for i := range repeats {
-		f, r, err := measure(ctx, c, fmt.Sprintf("restart-%d", i), workers)
+		f, r, l, err := measure(ctx, c, fmt.Sprintf("restart-%d", i), workers)
 		if err != nil {
 			return fmt.Errorf("round %d: %w (operator log %s)", i, err, op.LogPath)
 		}
-		fmt.Printf("round %d: 1+%d pods: every pod Running %.1fs after the create; again %.1fs after a worker failed\n", i, workers, f.Seconds(), r.Seconds())
-		fresh, restart = append(fresh, f), append(restart, r)
+		fmt.Printf("round %d: 1+%d pods: every pod Running %.1fs after the create; again %.1fs after a worker failed; "+
+			"again %.1fs after the launcher failed (its workers kept)\n", i, workers, f.Seconds(), r.Seconds(), l.Seconds())
+		fresh, restart, retry = append(fresh, f), append(restart, r), append(retry, l)
 	}
-	fmt.Printf("1+%d MPIJob, %d rounds: start fresh median %.1fs (%.1f-%.1f); whole-job restart median %.1fs (%.1f-%.1f)\n",
-		workers, repeats, median(fresh).Seconds(), slices.Min(fresh).Seconds(), slices.Max(fresh).Seconds(),
-		median(restart).Seconds(), slices.Min(restart).Seconds(), slices.Max(restart).Seconds())
+	spread := func(d []time.Duration) string {
+		return fmt.Sprintf("%.1fs (%.1f-%.1f)", median(d).Seconds(), slices.Min(d).Seconds(), slices.Max(d).Seconds())
+	}
+	fmt.Printf("1+%d MPIJob, %d rounds: start fresh median %s; whole-job restart median %s; launcher retried, workers kept, median %s\n",
+		workers, repeats, spread(fresh), spread(restart), spread(retry))
 	return nil
 }
 
-// measure runs one job in a namespace of its own: how long until every pod runs, and how long
-// from a worker's failure until every pod of the next attempt runs.
-func measure(ctx context.Context, c client.Client, ns string, workers int) (fresh, restart time.Duration, err error) {
+// measure runs one job in a namespace of its own: how long until every pod runs, how long
+// from a worker's failure until every pod of the next attempt runs, and how long from the
+// launcher's failure until a new launcher runs beside the same workers.
+func measure(ctx context.Context, c client.Client, ns string, workers int) (fresh, restart, retry time.Duration, err error) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"troupe.dev/jobs": "enabled"}}}); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// The simulated pods run for an hour (hack/controlplane/pod-stages.yaml); the generated
 	// launcher copies the workers' annotations.
@@ -126,31 +132,84 @@ spec:
   runPolicy:
     failurePolicy: {maxRestarts: 1}
 `, ns, workers)), job); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	start := time.Now()
 	if err := c.Create(ctx, job); err != nil {
-		return 0, 0, fmt.Errorf("create: %w", err)
+		return 0, 0, 0, fmt.Errorf("create: %w", err)
 	}
 	if err := allRunning(ctx, c, ns, workers+1, "0"); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	fresh = time.Since(start)
 	victim := &corev1.Pod{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "train-worker-0"}, victim); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	failed := victim.DeepCopy()
 	failed.Status.Phase, failed.Status.Reason, failed.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 	start = time.Now()
 	if err := c.Status().Patch(ctx, failed, client.MergeFrom(victim)); err != nil {
-		return 0, 0, fmt.Errorf("fail worker 0: %w", err)
+		return 0, 0, 0, fmt.Errorf("fail worker 0: %w", err)
 	}
 	if err := allRunning(ctx, c, ns, workers+1, "1"); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	restart = time.Since(start)
-	return fresh, restart, c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if retry, err = launcherRetry(ctx, c, ns, workers); err != nil {
+		return 0, 0, 0, err
+	}
+	return fresh, restart, retry, c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// launcherRetry fails the running launcher's pod as mpirun exits on a crashed rank (exit code
+// 1) and measures until its Job's new launcher runs; the workers must be the same pods.
+func launcherRetry(ctx context.Context, c client.Client, ns string, workers int) (time.Duration, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	var launcher *corev1.Pod
+	kept := map[string]bool{}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+			launcher = p
+		} else {
+			kept[string(p.UID)] = true
+		}
+	}
+	if launcher == nil || len(kept) != workers {
+		return 0, fmt.Errorf("want 1 launcher and %d workers running, found %d pods", workers, len(pods.Items))
+	}
+	failed := launcher.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	for i := range failed.Status.ContainerStatuses {
+		failed.Status.ContainerStatuses[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}
+	}
+	start := time.Now()
+	if err := c.Status().Patch(ctx, failed, client.MergeFrom(launcher)); err != nil {
+		return 0, fmt.Errorf("fail the launcher: %w", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		running, newLauncher := 0, false
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+				continue
+			}
+			switch {
+			case p.Labels[troupev1.LabelRole] == troupev1.RoleMaster:
+				newLauncher = newLauncher || p.UID != launcher.UID
+			case !kept[string(p.UID)]:
+				return false, fmt.Errorf("worker pod %s is new: the launcher's retry made workers again", p.Name)
+			}
+			running++
+		}
+		return newLauncher && running == workers+1, nil
+	})
+	return time.Since(start), err
 }
 
 // allRunning waits until the namespace holds exactly n pods, all Running and of the attempt.
