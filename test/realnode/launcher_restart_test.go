@@ -35,7 +35,7 @@ func crashOncePi(t *testing.T, launcherRestart string) string {
 	run := spec["runPolicy"].(map[string]any)
 	run["backoffLimit"] = 2
 	delete(run, "ttlSecondsAfterFinished")
-	run["failurePolicy"] = map[string]any{"rules": []any{map[string]any{
+	run["failurePolicy"] = map[string]any{"maxRestarts": 0, "rules": []any{map[string]any{
 		"name": "bug", "action": "FailJob", "onReplicas": []any{"launcher"}, "onExitCodes": map[string]any{"values": []any{42}},
 	}}}
 	launcher := spec["mpiReplicaSpecs"].(map[string]any)["Launcher"].(map[string]any)
