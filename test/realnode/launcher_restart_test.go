@@ -73,6 +73,7 @@ func nanos(t *testing.T, re *regexp.Regexp, s, what string) time.Time {
 // crash to the next launcher's start, is logged beside the fresh start's.
 func TestLauncherRestartsInPlace(t *testing.T) {
 	needOperator(t)
+	realNodeOnly(t) // kubeflow's example selects no node: it must land on the real one
 	needKubeflowImages(t)
 	for _, tt := range []struct {
 		name, restartPolicy string
