@@ -87,6 +87,15 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			describeOnFailure(t, ns)
 			created := time.Now()
 			mustKubectl(t, crashOncePi(t, tt.restartPolicy), "apply", "-n", ns, "-f", "-")
+			var first string
+			if tt.launcherPods == 1 {
+				// The first run's log, read once its container restarted and while the second
+				// runs: the kubelet removes a completed pod's earlier containers.
+				waitJSONPath(t, ns, "job/pi-launcher", "{.status.active}", "1", 2*time.Minute)
+				launcher := strings.TrimSpace(mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name=pi-launcher", "-o", "name"))
+				waitJSONPath(t, ns, launcher, "{.status.containerStatuses[0].restartCount}", "1", 2*time.Minute)
+				first = mustKubectl(t, "", "logs", "-n", ns, launcher, "-c", "mpi-launcher", "--previous")
+			}
 			if _, err := waitCondition(t, ns, "mpijob/pi", "Succeeded", 4*time.Minute); err != nil {
 				t.Fatalf("the job did not succeed: %v", err)
 			}
@@ -95,9 +104,8 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			if len(launchers) != tt.launcherPods {
 				t.Fatalf("launcher pods %v, want %d", launchers, tt.launcherPods)
 			}
-			var first, last string
+			var last string
 			if tt.launcherPods == 1 {
-				first = mustKubectl(t, "", "logs", "-n", ns, launchers[0], "-c", "mpi-launcher", "--previous")
 				last = mustKubectl(t, "", "logs", "-n", ns, launchers[0], "-c", "mpi-launcher")
 				rc := mustKubectl(t, "", "get", "pod", "-n", ns, launchers[0], "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
 				if rc != "1" {
