@@ -91,7 +91,7 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			if tt.launcherPods == 1 {
 				// The first run's log, read once its container restarted and while the second
 				// runs: the kubelet removes a completed pod's earlier containers.
-				waitJSONPath(t, ns, "job/pi-launcher", "{.status.active}", "1", 2*time.Minute)
+				waitJSONPath(t, ns, "mpijob/pi", "{.status.phase}", "Running", 2*time.Minute)
 				launcher := strings.TrimSpace(mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name=pi-launcher", "-o", "name"))
 				waitJSONPath(t, ns, launcher, "{.status.containerStatuses[0].restartCount}", "1", 2*time.Minute)
 				first = mustKubectl(t, "", "logs", "-n", ns, launcher, "-c", "mpi-launcher", "--previous")
