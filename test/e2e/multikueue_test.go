@@ -284,6 +284,14 @@ func multiKueueWorkerLost(t *testing.T, w *workerCluster, kc client.Client, ns s
 		t.Fatal(err)
 	}
 	copyUID := expectRunningInWorker(t, w, kc, job)
+	// Lost only once the manager knows it runs: its status copied back, its Workload's pods
+	// ready. (Lost before that, the manager's Workload is evicted by Kueue's waitForPodsReady
+	// timeout instead, the worker out of reach.)
+	waitPhase(t, job, troupev1.JobRunning)
+	eventually(t, "the manager's Workload PodsReady", func(ctx context.Context) (bool, error) {
+		wl, err := jobWorkload(ctx, kc, job)
+		return wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady), err
+	})
 
 	w.stopAPIServer(t)
 	eventually(t, "MultiKueueCluster "+w.name+" not Active in the manager", func(ctx context.Context) (bool, error) {
