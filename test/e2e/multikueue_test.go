@@ -201,7 +201,7 @@ func expectGoneFromWorker(t *testing.T, w *workerCluster, job queuedJob) {
 	eventually(t, job.GetName()+": nothing left in the worker", func(ctx context.Context) (bool, error) {
 		err := w.c.Get(ctx, client.ObjectKeyFromObject(job), job.DeepCopyObject().(client.Object))
 		if !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("the copy: %v", err)
+			return false, fmt.Errorf("the copy: %w", err)
 		}
 		for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}} {
 			if err := w.c.List(ctx, list, client.InNamespace(job.GetNamespace()), nameLabel); err != nil {

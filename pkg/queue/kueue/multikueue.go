@@ -128,7 +128,7 @@ func (r *Reconciler) prebuiltWorkload(ctx context.Context, job engine.Object, na
 
 // finishOutOfSync ends a prebuilt Workload whose job now asks for other pod sets than it holds,
 // as Kueue does for its own kinds: the copy cannot run under it, and troupe makes no other.
-func (r *Reconciler) finishOutOfSync(ctx context.Context, job engine.Object, wl *kueuev1.Workload, change string) error {
+func (r *Reconciler) finishOutOfSync(ctx context.Context, wl *kueuev1.Workload, change string) error {
 	if Finished(wl) {
 		return nil
 	}

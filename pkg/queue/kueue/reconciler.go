@@ -182,7 +182,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 			return nil // its pods are still going
 		}
 		if _, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
-			return r.finishOutOfSync(ctx, job, wl, change)
+			return r.finishOutOfSync(ctx, wl, change)
 		}
 		return r.deleteWorkload(ctx, job, wl, change)
 	}
