@@ -39,7 +39,7 @@ done
 kubectl --kubeconfig "$mkc" patch --local -f "$EXAMPLE" --type merge -o yaml \
   -p '{"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"team-a"}},"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}' |
   kubectl --kubeconfig "$mkc" patch --local -f - --type json -o yaml \
-    -p '[{"op":"add","path":"/spec/'"$( [[ $kind == ChainerJob ]] && echo master || echo launcher)"'/template/metadata","value":{"annotations":{"troupe.dev/sim-duration":"40s"}}}]' |
+    -p '[{"op":"add","path":"/spec/'"$( [[ $kind == ChainerJob ]] && echo master || echo launcher)"'/template/metadata","value":{"annotations":{"troupe.dev/sim-duration":"20s"}}}]' |
   kubectl --kubeconfig "$mkc" create -f -
 fail() {
   kubectl --kubeconfig "$mkc" get "$job" -o yaml >&2
