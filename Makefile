@@ -316,12 +316,21 @@ images: ## Build the images of images/ with buildah, offline, cached by content 
 ##@ Demo
 
 .PHONY: demo
-demo: ## Start a local simulated cluster, run the operator and the ChainerMN example to Succeeded (EXAMPLE=examples/<file>.yaml: another example; REAL=1: install troupe on a real node, real training).
+demo: ## Start a local simulated cluster, run the operator and the ChainerMN example to Succeeded (EXAMPLE=examples/<file>.yaml: another example; REAL=1: install troupe on a real node, real training; MULTI=1: a manager and a worker cluster, the example dispatched by Kueue's MultiKueue).
+ifeq ($(MULTI),1)
+	EXAMPLE=$(EXAMPLE) hack/demo-multi.sh
+else
 	EXAMPLE=$(EXAMPLE) REAL=$(REAL) hack/demo.sh
+endif
 
 .PHONY: demo-down
-demo-down: ## Stop the demo's operator and cluster.
+demo-down: ## Stop the demo's operator and cluster (MULTI=1: the manager's and the worker's).
+ifeq ($(MULTI),1)
+	CLUSTER_NAME=$${CLUSTER_NAME:-troupe-mk}-worker1 hack/demo-down.sh
+	CLUSTER_NAME=$${CLUSTER_NAME:-troupe-mk} hack/demo-down.sh
+else
 	hack/demo-down.sh
+endif
 
 .PHONY: envtest-assets
 envtest-assets: ## Build (once, cached) kube-apiserver and etcd for envtest.

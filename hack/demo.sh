@@ -173,8 +173,11 @@ if [[ ${REAL:-} == 1 ]]; then
 fi
 
 STAGES=5
+# DEMO_CLUSTER_ONLY=1 (hack/demo-multi.sh): the cluster of CLUSTER_ADDONS and its operator only,
+# no example.
+[[ ${DEMO_CLUSTER_ONLY:-} == 1 ]] && STAGES=4
 export CLUSTER_ADDONS
-CLUSTER_ADDONS=$(example_addons)
+CLUSTER_ADDONS=${CLUSTER_ADDONS-$(example_addons)}
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
 [[ " $CLUSTER_ADDONS " != *" gang "* ]] || components+=(coscheduler volcano-scheduler)
 [[ " $CLUSTER_ADDONS " != *" kueue "* ]] || components+=(kueue)
@@ -233,6 +236,12 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 curl -fsS "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null || { echo "operator not ready; see $DEMO_DIR/operator.log" >&2; exit 1; }
+
+if [[ ${DEMO_CLUSTER_ONLY:-} == 1 ]]; then
+  printf '    (took %ss)\n' "$((SECONDS - stage_start))"
+  echo "KUBECONFIG=$KUBECONFIG"
+  exit 0
+fi
 
 read_example
 stage "running $EXAMPLE to Succeeded" "$([[ ${REAL:-} == 1 ]] && echo "40 to 70 s" || echo "10 to 30 s")"

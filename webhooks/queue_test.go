@@ -136,3 +136,92 @@ func TestManagedByCannotChange(t *testing.T) {
 		t.Errorf("managedBy set on a stored job: %v, want refused at spec.runPolicy.managedBy", err)
 	}
 }
+
+// requestWithStored is an admission request whose stored job is raw.
+func requestWithStored(op admissionv1.Operation, raw string) context.Context {
+	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: op, OldObject: runtime.RawExtension{Raw: []byte(raw)}}})
+}
+
+// Kueue's MultiKueue reads spec.managedBy of a kind it does not know, and clears it on the copy
+// it makes in a worker cluster: runPolicy.managedBy kueue.x-k8s.io/multikueue (kubeflow's place)
+// is stored there. A job MultiKueue dispatches is not suspended at creation: it runs no pod in
+// the manager cluster, and its suspend is the user's. An update moves it only where the stored
+// job has it, so that a job stored while the webhook was down is not refused its own manifest.
+func TestMultiKueueManagedByStoredInSpec(t *testing.T) {
+	const mk = troupev1.ManagedByMultiKueue
+	tests := []struct {
+		name                 string
+		ctx                  context.Context
+		runPolicy, spec      *string
+		wantRunPolicy, wantS *string
+		wantSuspend          bool
+	}{
+		{"runPolicy, created", request(admissionv1.Create, nil), ptr.To(mk), nil, nil, ptr.To(mk), false},
+		{"spec, created", request(admissionv1.Create, nil), nil, ptr.To(mk), nil, ptr.To(mk), false},
+		{"both, created", request(admissionv1.Create, nil), ptr.To(mk), ptr.To(mk), nil, ptr.To(mk), false},
+		{"runPolicy, updated, stored in spec", requestWithStored(admissionv1.Update, `{"spec":{"managedBy":"`+mk+`"}}`),
+			ptr.To(mk), nil, nil, ptr.To(mk), false},
+		{"runPolicy, updated, stored in runPolicy", requestWithStored(admissionv1.Update, `{"spec":{"runPolicy":{"managedBy":"`+mk+`"}}}`),
+			ptr.To(mk), nil, ptr.To(mk), nil, false},
+		{"another controller stays", request(admissionv1.Create, nil), ptr.To("example.com/other"), nil,
+			ptr.To("example.com/other"), nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := queuedChainerJob("ws0")
+			job.Spec.RunPolicy.ManagedBy, job.Spec.ManagedBy = tc.runPolicy, tc.spec
+			if err := (ChainerJob{}).Default(tc.ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			if got := job.Spec.RunPolicy.ManagedBy; ptr.Deref(got, "") != ptr.Deref(tc.wantRunPolicy, "") {
+				t.Errorf("runPolicy.managedBy = %v, want %v", ptr.Deref(got, "<unset>"), ptr.Deref(tc.wantRunPolicy, "<unset>"))
+			}
+			if got := job.Spec.ManagedBy; ptr.Deref(got, "") != ptr.Deref(tc.wantS, "") {
+				t.Errorf("spec.managedBy = %v, want %v", ptr.Deref(got, "<unset>"), ptr.Deref(tc.wantS, "<unset>"))
+			}
+			if got := ptr.Deref(job.Spec.RunPolicy.Suspend, false); got != tc.wantSuspend {
+				t.Errorf("suspend = %v, want %v", got, tc.wantSuspend)
+			}
+		})
+	}
+}
+
+// Two managedBy that disagree are refused, naming spec.managedBy; spec.managedBy cannot change.
+func TestManagedByFieldsAgree(t *testing.T) {
+	o := Options{}
+	job := queuedChainerJob("ws0")
+	job.Spec.ManagedBy = ptr.To(troupev1.ManagedByMultiKueue)
+	job.Spec.RunPolicy.ManagedBy = ptr.To("example.com/other")
+	job.SetDefaults(o.Defaults())
+	if _, err := (ChainerJob{o}).ValidateCreate(context.Background(), job); err == nil || !strings.Contains(err.Error(), "spec.managedBy") {
+		t.Errorf("two controllers: %v, want refused at spec.managedBy", err)
+	}
+
+	stored := queuedChainerJob("ws0")
+	stored.SetDefaults(o.Defaults())
+	updated := stored.DeepCopy()
+	updated.Spec.ManagedBy = ptr.To(troupev1.ManagedByMultiKueue)
+	if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), stored, updated); err == nil || !strings.Contains(err.Error(), "spec.managedBy") {
+		t.Errorf("spec.managedBy set on a stored job: %v, want refused at spec.managedBy", err)
+	}
+	if _, err := (ChainerJob{o}).ValidateUpdate(context.Background(), updated, updated.DeepCopy()); err != nil {
+		t.Errorf("an update that changes nothing: %v", err)
+	}
+}
+
+// A job MultiKueue dispatches without a queue label is dispatched by nobody: the create says so.
+func TestMultiKueueWithoutQueueWarns(t *testing.T) {
+	o := Options{}
+	job := queuedChainerJob("ws0")
+	delete(job.Labels, troupev1.LabelQueueName)
+	job.Spec.ManagedBy = ptr.To(troupev1.ManagedByMultiKueue)
+	job.SetDefaults(o.Defaults())
+	warnings, err := (ChainerJob{o}).ValidateCreate(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(warnings, "\n"), troupev1.LabelQueueName) {
+		t.Errorf("warnings %q, want one naming %s", warnings, troupev1.LabelQueueName)
+	}
+}

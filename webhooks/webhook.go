@@ -54,6 +54,7 @@ func (w Webhook[T, R]) Default(ctx context.Context, job T) error {
 		d.BeforeDefaults(ctx, job)
 	}
 	job.SetDefaults(w.Defaults())
+	multiKueueToSpec(ctx, job)
 	suspendIfQueued(ctx, job)
 	return nil
 }
@@ -61,8 +62,9 @@ func (w Webhook[T, R]) Default(ctx context.Context, job T) error {
 // ValidateCreate refuses a job that could not run as written.
 func (w Webhook[T, R]) ValidateCreate(ctx context.Context, job T) (admission.Warnings, error) {
 	var rules R
-	warnings := append(rules.Warnings(job), managedByWarnings(job.JobRunPolicy())...)
+	warnings := append(rules.Warnings(job), managedByWarnings(job)...)
 	errs := append(validateSize(ctx), rules.Validate(job)...)
+	errs = append(errs, validateManagedBy(job)...)
 	errs = append(errs, w.ValidateClaimVolumeSources(job.JobRunPolicy())...)
 	return warnings, invalid(kindOf[T](), job.GetName(), errs)
 }
@@ -78,6 +80,7 @@ func (w Webhook[T, R]) ValidateUpdate(ctx context.Context, old, job T) (admissio
 	errs := validateSize(ctx)
 	if !equality.Semantic.DeepEqual(specOf(old), specOf(job)) {
 		errs = append(errs, rules.Validate(job)...)
+		errs = append(errs, validateManagedBy(job)...)
 	}
 	errs = append(errs, rules.ValidateUpdate(old, job)...)
 	errs = append(errs, validateQueueUpdate(old, job)...)

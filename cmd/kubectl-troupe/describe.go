@@ -37,6 +37,10 @@ func newDescribeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			d, err := s.dispatchOf(cmd.Context(), j)
+			if err != nil {
+				return err
+			}
 			events, err := s.events(cmd.Context(), j)
 			if err != nil {
 				refused, err := forbidden("Events", err)
@@ -45,7 +49,7 @@ func newDescribeCommand(o *options) *cobra.Command {
 				}
 				c.notShown = append(c.notShown, refused)
 			}
-			return writeStory(o.streams.Out, story{job: j, children: c, events: events}, time.Now())
+			return writeStory(o.streams.Out, story{job: j, children: c, events: events, dispatch: d}, time.Now())
 		},
 	}
 }
@@ -69,6 +73,8 @@ type story struct {
 	job      job
 	children children
 	events   []corev1.Event
+	// dispatch is where Kueue's MultiKueue sent the job; nil for a job that runs here.
+	dispatch *dispatch
 }
 
 const none = "<none>"
@@ -125,6 +131,9 @@ func writeStory(out io.Writer, st story, now time.Time) error {
 	w.printf("Reason:\t%s\n", orNone(status.Reason))
 	w.printf("Message:\t%s\n", orNone(oneLine(phaseMessage(status))))
 	w.printf("Suspend:\t%t\n", suspended(j))
+	if st.dispatch != nil {
+		w.printf("Runs In:\t%s\n", st.dispatch.line())
+	}
 	w.printf("Workers:\t%s\n", orNone(status.Workers))
 	restarts := strconv.Itoa(int(status.Restarts))
 	if status.UncountedRestarts > 0 {

@@ -40,6 +40,26 @@ func newLogsCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A job Kueue's MultiKueue dispatched runs in a worker cluster: its pods are there.
+			d, err := s.dispatchOf(cmd.Context(), j)
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				if d.cluster == "" {
+					return fmt.Errorf("%s runs in no cluster yet: %s", j.ref(), d.line())
+				}
+				ctx := o.workerContext(d.cluster)
+				if ctx == "" {
+					return fmt.Errorf("%s runs in %s: its pods are there. Add a context named %s for that cluster to your kubeconfig "+
+						"(this command then reads them from it), or run: kubectl troupe logs %s -n %s --context <a context of %s>",
+						j.ref(), d.line(), d.cluster, j.ref(), j.obj.GetNamespace(), d.cluster)
+				}
+				_, _ = fmt.Fprintf(o.streams.ErrOut, "%s runs in %s: reading its logs there (context %s)\n", j.ref(), d.line(), ctx)
+				if s, j, err = o.workerOptions(ctx).findJob(cmd, j.ref()); err != nil {
+					return fmt.Errorf("in worker cluster %s: %w", d.cluster, err)
+				}
+			}
 			pods, err := s.pods(cmd.Context(), j)
 			if err != nil {
 				return err

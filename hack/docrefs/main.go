@@ -37,7 +37,7 @@ var externalFlags = setOf(
 	"wait", "tail", "set", "create-namespace", "request-timeout", "field-manager", "cascade", "for",
 	"timeout", "selector", "all-namespaces", "output", "values", "version", "replicas", "type",
 	"from-file", "from-literal", "overwrite", "ignore-not-found", "show-managed-fields", "prune",
-	"follow", "container", "previous", "since", "watch", "kustomize", "raw", "subresource",
+	"follow", "container", "previous", "since", "watch", "kustomize", "raw", "subresource", "flatten", "minify",
 	"patch", "validate", "server", "token", "insecure-skip-tls-verify", "help", "disable-eviction",
 	// mpirun, horovodrun, ssh and the MPI launchers' arguments.
 	"hostfile", "mca", "prefix", "bind-to", "map-by", "np", "allow-run-as-root", "tag-output",

@@ -1,5 +1,5 @@
-// Command kueueframeworks writes, in place, the externalFrameworks list of a Kueue
-// Configuration from troupe's kinds registry:
+// Command kueueframeworks writes, in place, the externalFrameworks lists of a Kueue
+// Configuration (integrations' and MultiKueue's) from troupe's kinds registry:
 //
 //	go run ./hack/kueueframeworks hack/controlplane/kueue-config.yaml
 //
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/kinds"
@@ -55,20 +56,38 @@ func frameworks() []string {
 	return names
 }
 
-// listKey finds the externalFrameworks key (its indentation in group 1) and the entries that
-// follow it, each "<indentation>- <name>" on its own line.
+// listKey finds each externalFrameworks key (its indentation in group 1) and the entries that
+// follow it, each "<indentation>- <entry>" on its own line.
 var listKey = regexp.MustCompile(`(?m)^( *)externalFrameworks:\n((?:[ ]*- .*\n)*)`)
 
-// withFrameworks is config with the entries of its externalFrameworks list replaced by names.
+// nameForm is the entry form of MultiKueue's list (multiKueue.externalFrameworks), an object
+// per kind, where integrations.externalFrameworks has plain names.
+const nameForm = "name: "
+
+// withFrameworks is config with the entries of each of its externalFrameworks lists replaced
+// by names: integrations.externalFrameworks (Kueue knows the kinds) and, when the file has it,
+// multiKueue.externalFrameworks (MultiKueue dispatches them). A list whose first entry is
+// "- name: X" gets its entries in that form.
 func withFrameworks(config []byte, names []string) ([]byte, error) {
-	loc := listKey.FindSubmatchIndex(config)
-	if loc == nil {
+	locs := listKey.FindAllSubmatchIndex(config, -1)
+	if locs == nil {
 		return nil, fmt.Errorf("no externalFrameworks list")
 	}
-	indent := string(config[loc[2]:loc[3]])
-	var list bytes.Buffer
-	for _, n := range names {
-		fmt.Fprintf(&list, "%s- %s\n", indent, n)
+	var out bytes.Buffer
+	last := 0
+	for _, loc := range locs {
+		indent := string(config[loc[2]:loc[3]])
+		entries := string(config[loc[4]:loc[5]])
+		prefix := ""
+		if strings.HasPrefix(strings.TrimLeft(entries, " "), "- "+nameForm) {
+			prefix = nameForm
+		}
+		out.Write(config[last:loc[4]])
+		for _, n := range names {
+			fmt.Fprintf(&out, "%s- %s%s\n", indent, prefix, n)
+		}
+		last = loc[5]
 	}
-	return bytes.Join([][]byte{config[:loc[4]], list.Bytes(), config[loc[5]:]}, nil), nil
+	out.Write(config[last:])
+	return out.Bytes(), nil
 }

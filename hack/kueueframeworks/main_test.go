@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Only the list's entries change: the comments around it and the keys after it stay.
+// Only the lists' entries change, each in its own form: the comments around it and the keys after it stay.
 func TestWithFrameworks(t *testing.T) {
 	in := `integrations:
   frameworks:
@@ -18,6 +18,9 @@ func TestWithFrameworks(t *testing.T) {
 # after
 waitForPodsReady:
   timeout: 20s
+multiKueue:
+  externalFrameworks:
+  - name: Old.v1alpha1.troupe.dev
 `
 	want := `integrations:
   frameworks:
@@ -29,6 +32,10 @@ waitForPodsReady:
 # after
 waitForPodsReady:
   timeout: 20s
+multiKueue:
+  externalFrameworks:
+  - name: A.v1alpha1.troupe.dev
+  - name: B.v1alpha1.troupe.dev
 `
 	got, err := withFrameworks([]byte(in), []string{"A.v1alpha1.troupe.dev", "B.v1alpha1.troupe.dev"})
 	if err != nil {

@@ -78,12 +78,13 @@ const conflictRecheck = 10 * time.Second
 // about 16 minutes.
 const refusedRecheck = 30 * time.Second
 
-// managedElsewhere reports whether the job's runPolicy.managedBy gives it to another controller
-// (a MultiKueue dispatcher, say): the engine then neither creates its children nor writes its
-// status, as the Job controller does for a batch Job with spec.managedBy.
+// managedElsewhere reports whether the job's spec.managedBy or runPolicy.managedBy gives it to
+// another controller (Kueue's MultiKueue, which dispatches it to a worker cluster, say): the
+// engine then neither creates its children nor writes its status, as the Job controller does for
+// a batch Job with spec.managedBy.
 func managedElsewhere(job Object) bool {
 	q, ok := job.(troupev1.QueuedJob)
-	return ok && q.JobRunPolicy().ManagedElsewhere()
+	return ok && troupev1.ManagedElsewhere(q)
 }
 
 // The FailedCreate lookups (podCreateFailures) are uncached LISTs in the operator's shared API

@@ -103,6 +103,7 @@ type ChainerWorkerSet struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.workerSets) ? self.workerSets.size() : 0) == (has(oldSelf.workerSets) ? oldSelf.workerSets.size() : 0) && (!has(self.workerSets) || self.workerSets.all(k, has(oldSelf.workerSets) && k in oldSelf.workerSets))",fieldPath=".workerSets",reason=FieldValueForbidden,message="worker sets cannot be added, removed or renamed once the job exists; change their replicas instead"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.failurePolicy)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy) && self.runPolicy.failurePolicy == oldSelf.runPolicy.failurePolicy) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy))",message="runPolicy.failurePolicy: cannot change once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",fieldPath=".managedBy",message="cannot change once the job exists"
 type ChainerJobSpec struct {
 	// backend is how the processes communicate: mpi (the default) wires the master and the
 	// workers with an MPI hostfile; none runs the master alone. It cannot change.
@@ -126,6 +127,16 @@ type ChainerJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 63 && k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="keys must be worker set names: lower-case DNS labels (letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
 	// +optional
 	WorkerSets map[string]ChainerWorkerSet `json:"workerSets,omitempty"`
+
+	// managedBy names the controller that runs the job, at the place Kueue's MultiKueue reads
+	// it for a kind it does not know (its generic adapter reads and, on the copy it makes in a
+	// worker cluster, removes spec.managedBy): "kueue.x-k8s.io/multikueue" on a manager
+	// cluster lets Kueue dispatch the job to a worker cluster, and this cluster runs none of its
+	// pods. Any other value but troupe's is another controller's, as runPolicy.managedBy; give
+	// one of the two, or the same value in both. It cannot change. See docs/kueue.md.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
 
 	// runPolicy is the lifecycle policy shared by every troupe kind.
 	// +optional

@@ -68,9 +68,10 @@ type RunPolicy struct {
 	// managedBy names the controller that runs the job, as a batch Job's spec.managedBy does:
 	// unset, "troupe.dev/troupe-operator" or kubeflow's "kubeflow.org/mpi-operator" and
 	// "kubeflow.org/training-operator" is troupe;
-	// any other value (for example
-	// "kueue.x-k8s.io/multikueue") leaves the job, its children and its status to that
-	// controller, and troupe-operator does nothing with it. It cannot change.
+	// any other value leaves the job, its children and its status to that controller, and
+	// troupe-operator does nothing with it. Kueue's MultiKueue ("kueue.x-k8s.io/multikueue",
+	// kubeflow's place for it) reads spec.managedBy instead: written here, it is stored there.
+	// It cannot change.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	ManagedBy *string `json:"managedBy,omitempty"`

@@ -241,6 +241,7 @@ func (s *MPIJobSpec) Program() (p MPIProgramSpec, mainContainer string) {
 // +kubebuilder:validation:XValidation:rule="(has(self.launcher) && has(self.launcher.template)) == (has(oldSelf.launcher) && has(oldSelf.launcher.template))",fieldPath=".launcher.template",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.failurePolicy)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy) && self.runPolicy.failurePolicy == oldSelf.runPolicy.failurePolicy) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.failurePolicy))",message="runPolicy.failurePolicy: cannot change once the job exists"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",fieldPath=".managedBy",message="cannot change once the job exists"
 type MPIProgramSpec struct {
 	// worker is the worker pods. Required, but for an MPIJob written in the FFFFFaraway form
 	// (spec.workerTemplate).
@@ -270,6 +271,16 @@ type MPIProgramSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
 	// +optional
 	MPIHome string `json:"mpiHome,omitempty"`
+
+	// managedBy names the controller that runs the job, at the place Kueue's MultiKueue reads
+	// it for a kind it does not know (its generic adapter reads and, on the copy it makes in a
+	// worker cluster, removes spec.managedBy): "kueue.x-k8s.io/multikueue" on a manager
+	// cluster lets Kueue dispatch the job to a worker cluster, and this cluster runs none of its
+	// pods. Any other value but troupe's is another controller's, as runPolicy.managedBy; give
+	// one of the two, or the same value in both. It cannot change. See docs/kueue.md.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
 
 	// runPolicy is the lifecycle policy shared by every troupe kind.
 	// +optional

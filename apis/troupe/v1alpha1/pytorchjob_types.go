@@ -150,7 +150,18 @@ type PyTorchElasticPolicy struct {
 // +kubebuilder:validation:XValidation:rule="has(self.pytorchReplicaSpecs.Master) == has(oldSelf.pytorchReplicaSpecs.Master)",fieldPath=".pytorchReplicaSpecs.Master",reason=FieldValueForbidden,message="cannot be added or removed once the job exists"
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || !has(self.runPolicy) || !has(self.runPolicy.failurePolicy) || (self.runPolicy.failurePolicy.maxRestarts == 0 && (!has(self.runPolicy.failurePolicy.rules) || self.runPolicy.failurePolicy.rules.all(r, r.action == 'Ignore' || r.action == 'FailJob')))",fieldPath=".runPolicy.failurePolicy",message="torch elastic keeps training when workers come and go and is not restarted as a whole: maxRestarts must be 0 and a rule may Ignore a lost worker or FailJob"
 // +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.storage)) ? (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage) && self.runPolicy.storage == oldSelf.runPolicy.storage) : !(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.storage))",message="runPolicy.storage: cannot change once the job exists"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",fieldPath=".managedBy",message="cannot change once the job exists"
 type PyTorchJobSpec struct {
+	// managedBy names the controller that runs the job, at the place Kueue's MultiKueue reads
+	// it for a kind it does not know (its generic adapter reads and, on the copy it makes in a
+	// worker cluster, removes spec.managedBy): "kueue.x-k8s.io/multikueue" on a manager
+	// cluster lets Kueue dispatch the job to a worker cluster, and this cluster runs none of its
+	// pods. Any other value but troupe's is another controller's, as runPolicy.managedBy; give
+	// one of the two, or the same value in both. It cannot change. See docs/kueue.md.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
+
 	// runPolicy is the lifecycle policy: kubeflow's fields (cleanPodPolicy, default None here
 	// as in kubeflow; ttlSecondsAfterFinished, activeDeadlineSeconds, backoffLimit, suspend,
 	// schedulingPolicy, managedBy) and troupe's.
@@ -236,6 +247,12 @@ var _ QueuedJob = &PyTorchJob{}
 
 // JobRunPolicy returns the job's run policy.
 func (j *PyTorchJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// JobManagedBy returns spec.managedBy.
+func (j *PyTorchJob) JobManagedBy() *string { return j.Spec.ManagedBy }
+
+// SetJobManagedBy sets spec.managedBy.
+func (j *PyTorchJob) SetJobManagedBy(v *string) { j.Spec.ManagedBy = v }
 
 // PyTorchPodSetMaster names a PyTorchJob's master pod set.
 const PyTorchPodSetMaster = "master"

@@ -30,6 +30,19 @@ const ManagedByKubeflowMPIOperator = "kubeflow.org/mpi-operator"
 // (its kubeflow.org/v1 PyTorchJobs and MPIJobs): where troupe serves the kind, it means troupe.
 const ManagedByKubeflowTrainingOperator = "kubeflow.org/training-operator"
 
+// ManagedByMultiKueue is Kueue's MultiKueue controller: a job of a manager cluster it dispatches
+// to a worker cluster (spec.managedBy, docs/kueue.md).
+const ManagedByMultiKueue = "kueue.x-k8s.io/multikueue"
+
+// Kueue's labels on the copy of a job MultiKueue makes in a worker cluster.
+const (
+	// LabelPrebuiltWorkload names the Workload, made by MultiKueue beside the copy, that admits
+	// it: the operator makes no Workload of its own for the job and runs it under that one.
+	LabelPrebuiltWorkload = "kueue.x-k8s.io/prebuilt-workload-name"
+	// LabelMultiKueueOrigin names the manager cluster the copy came from.
+	LabelMultiKueueOrigin = "kueue.x-k8s.io/multikueue-origin"
+)
+
 // Reasons of ConditionAdmitted besides Kueue's own eviction reasons (Preempted, ...).
 const (
 	ReasonQueued   = "Pending"
@@ -66,6 +79,9 @@ const (
 // +kubebuilder:object:generate=false
 type QueuedJob interface {
 	JobRunPolicy() *RunPolicy
+	// JobManagedBy is spec.managedBy, where Kueue's MultiKueue reads the job's controller.
+	JobManagedBy() *string
+	SetJobManagedBy(*string)
 	PodSets() []PodSet
 	// EditPodSetTemplate calls edit with the template of the named pod set, in the spec; it does
 	// nothing for a pod set without a template of its own (or of another name).
@@ -78,14 +94,47 @@ var (
 	_ QueuedJob = &HorovodJob{}
 )
 
-// ManagedElsewhere reports whether runPolicy.managedBy gives the job to another controller.
-func (p *RunPolicy) ManagedElsewhere() bool {
-	return p.ManagedBy != nil && *p.ManagedBy != ManagedByTroupeOperator && *p.ManagedBy != ManagedByKubeflowMPIOperator &&
-		*p.ManagedBy != ManagedByKubeflowTrainingOperator
+// Controller is the controller the job names: spec.managedBy, else runPolicy.managedBy; ""
+// when it names none.
+func Controller(j QueuedJob) string {
+	if v := j.JobManagedBy(); v != nil {
+		return *v
+	}
+	if v := j.JobRunPolicy().ManagedBy; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// ManagedElsewhere reports whether spec.managedBy or runPolicy.managedBy gives the job to
+// another controller.
+func ManagedElsewhere(j QueuedJob) bool {
+	switch Controller(j) {
+	case "", ManagedByTroupeOperator, ManagedByKubeflowMPIOperator, ManagedByKubeflowTrainingOperator:
+		return false
+	}
+	return true
+}
+
+// DispatchedByMultiKueue reports whether the job is Kueue's MultiKueue's to dispatch to a
+// worker cluster: in this (the manager) cluster it runs no pod.
+func DispatchedByMultiKueue(j QueuedJob) bool { return Controller(j) == ManagedByMultiKueue }
+
+// PrebuiltWorkload is the Workload a job names with LabelPrebuiltWorkload, if any: the copy
+// MultiKueue made in a worker cluster runs under it.
+func PrebuiltWorkload(labels map[string]string) (string, bool) {
+	w, ok := labels[LabelPrebuiltWorkload]
+	return w, ok && w != ""
 }
 
 // JobRunPolicy returns the job's run policy.
 func (j *ChainerJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// JobManagedBy returns spec.managedBy.
+func (j *ChainerJob) JobManagedBy() *string { return j.Spec.ManagedBy }
+
+// SetJobManagedBy sets spec.managedBy.
+func (j *ChainerJob) SetJobManagedBy(v *string) { j.Spec.ManagedBy = v }
 
 // PodSets are the master and the worker sets in name order.
 func (j *ChainerJob) PodSets() []PodSet {
@@ -111,6 +160,12 @@ func (j *ChainerJob) EditPodSetTemplate(name string, edit func(*corev1.PodTempla
 // JobRunPolicy returns the job's run policy.
 func (j *MPIJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
 
+// JobManagedBy returns spec.managedBy.
+func (j *MPIJob) JobManagedBy() *string { return j.Spec.ManagedBy }
+
+// SetJobManagedBy sets spec.managedBy.
+func (j *MPIJob) SetJobManagedBy(v *string) { j.Spec.ManagedBy = v }
+
 // PodSets are the launcher and the workers, in either form of the spec.
 func (j *MPIJob) PodSets() []PodSet {
 	if j.Spec.IsWorkerTemplateForm() {
@@ -135,6 +190,12 @@ func (j *MPIJob) EditPodSetTemplate(name string, edit func(*corev1.PodTemplateSp
 
 // JobRunPolicy returns the job's run policy.
 func (j *HorovodJob) JobRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+
+// JobManagedBy returns spec.managedBy.
+func (j *HorovodJob) JobManagedBy() *string { return j.Spec.ManagedBy }
+
+// SetJobManagedBy sets spec.managedBy.
+func (j *HorovodJob) SetJobManagedBy(v *string) { j.Spec.ManagedBy = v }
 
 // PodSets are the launcher and the workers.
 func (j *HorovodJob) PodSets() []PodSet { return j.Spec.podSets() }

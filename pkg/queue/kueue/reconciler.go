@@ -2,8 +2,10 @@ package kueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -43,6 +45,9 @@ const (
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
+// prebuiltRecheck is how often MultiKueue's copy of a job looks again for the Workload it names.
+const prebuiltRecheck = 5 * time.Second
+
 // Reconciler drives the Workload of every queued job of one kind.
 type Reconciler struct {
 	client   client.Client
@@ -60,6 +65,12 @@ type Reconciler struct {
 // suspended and its quota handed back; finished, its Workload is marked Finished.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	held, err := r.reconcile(ctx, req)
+	if errors.Is(err, errPrebuiltMissing) {
+		// MultiKueue makes the Workload before the copy: it is gone, or the cache is behind.
+		// The operator watches only Workloads of its jobs, so it looks again.
+		ctrl.LoggerFrom(ctx).V(2).Info("waiting for the Workload MultiKueue made", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: prebuiltRecheck}, nil
+	}
 	if apierrors.IsConflict(err) {
 		// The job or its Workload changed under us: the watch event of the newer version
 		// reconciles again.
@@ -84,12 +95,21 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (held bool
 	}
 	qj, ok := job.(troupev1.QueuedJob)
 	queue, queued := troupev1.Queued(job.GetLabels())
-	if !ok || !queued || qj.JobRunPolicy().ManagedElsewhere() {
+	if !ok || !queued {
+		return false, nil
+	}
+	dispatched := troupev1.DispatchedByMultiKueue(qj)
+	if troupev1.ManagedElsewhere(qj) && !dispatched {
 		return false, nil
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(job)))
-	if !r.integration.Served() {
+	switch {
+	case !r.integration.Served() && dispatched:
+		return true, nil // it runs nowhere until Kueue dispatches it
+	case !r.integration.Served():
 		return true, r.holdWithoutKueue(ctx, job, qj, queue)
+	case dispatched:
+		return false, r.reconcileDispatched(ctx, job, qj, queue)
 	}
 	return false, r.reconcileQueued(ctx, job, qj, queue)
 }
@@ -138,6 +158,10 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		if active(job) {
 			return nil // its pods are still going
 		}
+		if name, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
+			// MultiKueue's copy runs under the Workload made for it, never one of ours.
+			return fmt.Errorf("%w: %s", errPrebuiltMissing, name)
+		}
 		return r.createWorkload(ctx, job, queue)
 	}
 
@@ -156,6 +180,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 			return r.suspend(ctx, job, qj, "its pod sets changed ("+change+"); Kueue admits it again at its new size")
 		case active(job):
 			return nil // its pods are still going
+		}
+		if _, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
+			return r.finishOutOfSync(ctx, wl, change)
 		}
 		return r.deleteWorkload(ctx, job, wl, change)
 	}
@@ -221,8 +248,12 @@ func (r *Reconciler) setPodsReady(ctx context.Context, wl *kueuev1.Workload, rea
 	return nil
 }
 
-// workload returns the job's Workload, or nil.
+// workload returns the job's Workload, or nil: the one the operator makes, or for MultiKueue's
+// copy of a job the one MultiKueue made for it (adopted: see prebuiltWorkload).
 func (r *Reconciler) workload(ctx context.Context, job engine.Object) (*kueuev1.Workload, error) {
+	if name, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
+		return r.prebuiltWorkload(ctx, job, name)
+	}
 	wl := &kueuev1.Workload{}
 	key := client.ObjectKey{Namespace: job.GetNamespace(), Name: WorkloadName(r.gvk, job.GetName(), job.GetUID())}
 	if err := r.client.Get(ctx, key, wl); err != nil {
@@ -332,26 +363,37 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, job engine.Object, wl *
 	return nil // the deletion's watch event brings the pass that lets Kueue's finalizer go
 }
 
-// createWorkload makes the job's Workload from its spec as the adapter describes it.
+// createWorkload makes the job's Workload from its spec as the adapter describes it, and says
+// so on its Admitted condition.
 func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
+	wl, err := r.makeWorkload(ctx, job, queue)
+	if err != nil || wl == nil {
+		return err
+	}
+	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+}
+
+// makeWorkload makes the job's Workload from its spec as the adapter describes it; nil when the
+// spec cannot run.
+func (r *Reconciler) makeWorkload(ctx context.Context, job engine.Object, queue string) (*kueuev1.Workload, error) {
 	s := r.describe(ctx, job)
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	prio, err := r.priority(ctx, job, s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wl, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), queue, prio)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Workload %s: %w", wl.Name, err)
+		return nil, fmt.Errorf("create Workload %s: %w", wl.Name, err)
 	}
 	r.recorder.Eventf(job, wl, corev1.EventTypeNormal, EventCreatedWorkload, "Queue",
 		"created Workload %s in LocalQueue %s", wl.Name, queue)
-	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
+	return wl, nil
 }
 
 // priority is the Workload's priority: the WorkloadPriorityClass the job's
