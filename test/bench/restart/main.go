@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -193,6 +194,17 @@ func launcherRetry(ctx context.Context, c client.Client, ns string, workers int)
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 			return false, err
+		}
+		var job troupev1.MPIJob
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "train"}, &job); err != nil {
+			return false, err
+		}
+		if st := job.Status; st.Phase == troupev1.JobFailed || st.Phase == troupev1.JobRestarting {
+			c := meta.FindStatusCondition(st.Conditions, string(st.Phase))
+			if c == nil {
+				c = meta.FindStatusCondition(st.Conditions, troupev1.ConditionRestarting)
+			}
+			return false, fmt.Errorf("the job is %s while its launcher is retried: %v", st.Phase, c)
 		}
 		running, newLauncher := 0, false
 		for _, p := range pods.Items {
