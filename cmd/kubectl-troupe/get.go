@@ -83,7 +83,11 @@ func newGetCommand(o *options) *cobra.Command {
 				}
 				return err
 			}
-			return printTable(o.streams.Out, getHeader(allNamespaces), getRows(jobs, allNamespaces, time.Now(), false))
+			header, rows := getHeader(allNamespaces), getRows(jobs, allNamespaces, time.Now(), false)
+			if header, rows, err = s.withRunsIn(cmd.Context(), jobs, header, rows); err != nil {
+				return err
+			}
+			return printTable(o.streams.Out, header, rows)
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace.")

@@ -59,6 +59,35 @@ func (s *session) dispatchOf(ctx context.Context, j job) (*dispatch, error) {
 	return &dispatch{message: "no Workload yet"}, nil
 }
 
+// withRunsIn adds the column RUNS IN to a table of jobs when one of them is dispatched by
+// MultiKueue: the worker cluster that runs it, "(waiting)" before it is dispatched, "-" for a
+// job this cluster runs itself.
+func (s *session) withRunsIn(ctx context.Context, jobs []job, header []string, rows [][]string) ([]string, [][]string, error) {
+	cells := make([]string, len(jobs))
+	dispatched := false
+	for i, j := range jobs {
+		d, err := s.dispatchOf(ctx, j)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case d == nil:
+			cells[i] = "-"
+		case d.cluster != "":
+			cells[i], dispatched = d.cluster, true
+		default:
+			cells[i], dispatched = "(waiting)", true
+		}
+	}
+	if !dispatched {
+		return header, rows, nil
+	}
+	for i := range rows {
+		rows[i] = append(rows[i], cells[i])
+	}
+	return append(header, "RUNS IN"), rows, nil
+}
+
 // line is how describe says it: "cluster w1 (Kueue MultiKueue, Workload x)" or why not yet.
 func (d *dispatch) line() string {
 	switch {

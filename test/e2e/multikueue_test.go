@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -117,6 +118,7 @@ func multiKueueEveryKind(t *testing.T, w *workerCluster, kc client.Client, ns st
 	for _, job := range jobs {
 		expectRunningInWorker(t, w, kc, job)
 	}
+	pluginSaysWhereItRuns(t, w, ns, chainer.Name)
 	for _, job := range jobs {
 		waitPhase(t, job, troupev1.JobSucceeded)
 		got := job.DeepCopyObject().(queuedJob)
@@ -437,4 +439,43 @@ func kwokctlPath(t *testing.T) string {
 		t.Fatalf("kwokctl's path: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// pluginSaysWhereItRuns runs kubectl troupe against the manager, as a user there would, while
+// the ChainerJob name runs in the worker: get's RUNS IN column and describe's Runs In line name
+// the worker cluster, and logs, without a context for that cluster in the kubeconfig, says
+// where the pods are and how to read them.
+func pluginSaysWhereItRuns(t *testing.T, w *workerCluster, ns, name string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kubectl-troupe")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/kubectl-troupe")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-troupe: %v\n%s", err, out)
+	}
+	plugin := func(args ...string) (string, error) {
+		out, err := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := plugin("get")
+	if err != nil {
+		t.Fatalf("kubectl troupe get: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasSuffix(strings.TrimSpace(lines[0]), "RUNS IN") {
+		t.Errorf("kubectl troupe get in the manager has no RUNS IN column:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 0 && f[len(f)-1] != w.name {
+			t.Errorf("kubectl troupe get: a dispatched job's row does not end with the worker %s: %q", w.name, l)
+		}
+	}
+	if out, err = plugin("describe", "chainerjob/"+name); err != nil || !regexp.MustCompile(`Runs In:\s+worker cluster `+w.name+` `).MatchString(out) {
+		t.Errorf("kubectl troupe describe: %v; want a Runs In line naming worker cluster %s:\n%s", err, w.name, out)
+	}
+	if out, err = plugin("logs", "chainerjob/"+name); err == nil || !strings.Contains(out, "runs in worker cluster "+w.name) ||
+		!strings.Contains(out, "Add a context named "+w.name) {
+		t.Errorf("kubectl troupe logs without a context for the worker: %v; want it to say where the pods are and how to read them:\n%s", err, out)
+	}
+	t.Logf("kubectl troupe get in the manager:\n%s", strings.Join(lines, "\n"))
 }
