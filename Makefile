@@ -294,7 +294,7 @@ test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, 
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster, scraped by Prometheus.
 	hack/dataplane-deps.sh
 	hack/controlplane/build.sh prometheus
-	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/...
+	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
 .PHONY: test-demo
 test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.
