@@ -240,7 +240,7 @@ bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and
 # simulated cluster at Kubernetes' default client rates. BENCH_RESTART_FLAGS go to the program
 # (-workers, -repeats).
 .PHONY: bench-restart
-bench-restart: cluster-assets ## A 1+64 MPIJob on the simulated cluster: every pod Running after the create, and again after a worker fails (a whole-job restart), 3 rounds.
+bench-restart: cluster-assets ## A 1+64 MPIJob on the simulated cluster: every pod Running after the create, again after a worker fails (a whole-job restart), again after the launcher fails (its workers kept), 3 rounds.
 	go run ./test/bench/restart $(BENCH_RESTART_FLAGS)
 
 .PHONY: bench-smoke
