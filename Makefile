@@ -249,7 +249,8 @@ bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three side
 
 .PHONY: test-bench-smoke
 test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe with -watch-floor, 2 rounds on the Kubernetes-defaults profile (no mpi-operator build).
-	$(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -repeats 2 -profiles defaults -cluster $(BENCH_CLUSTER)-smoke -out $$(mktemp -d)
+	out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
+	  $(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -repeats 2 -profiles defaults -cluster $(BENCH_CLUSTER)-smoke -out "$$out"
 
 # make chaos: troupe jobs of every kind run twice on the harness's own simulated cluster
 # (CHAOS_CLUSTER), undisturbed and then under faults (operator SIGKILLs, kube-apiserver and
