@@ -11,10 +11,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// autoscaleTarget is the CPU utilization (percent of the workers' request) the autoscaler of
-// TestHPAScalesElasticPyTorch keeps the workers at: one training worker uses several times its
-// request of 100m, so it asks for the job's maximum.
-const autoscaleTarget = 50
+// autoscaleTarget is the CPU utilization (percent of the workers' request of 100m) the autoscaler
+// of TestHPAScalesElasticPyTorch keeps the workers at: twice the request, which a worker waiting
+// in its rendezvous or importing torch stays under, and one that trains (up to its limit of
+// 600m) goes over.
+const autoscaleTarget = 200
 
 // hpaStatus is what the test reads of the job's HorizontalPodAutoscaler (autoscaling/v2).
 type hpaStatus struct {
@@ -107,7 +108,7 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 	since := func() float64 { return time.Since(start).Seconds() }
 
 	var (
-		firstMetric, scaled, running, world2 time.Duration
+		firstMetric, world1, scaled, running, world2 time.Duration
 		firstUtil, scaleUtil                 int32
 		firstValue                           string
 		hpa                                  hpaStatus
@@ -156,9 +157,13 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 				t.Logf("kubectl top pods:\n%s", top)
 			}
 		}
-		if running != 0 {
+		if world1 == 0 || running != 0 {
 			logs := strings.Join(slices.Collect(maps.Values(podLogs(t, ns, job))), "\n")
-			if strings.Contains(logs, "world size 2") {
+			if world1 == 0 && strings.Contains(logs, "world size 1") {
+				world1 = time.Since(start)
+				t.Logf("%.0fs: one worker trains (world size 1)", since())
+			}
+			if running != 0 && strings.Contains(logs, "world size 2") {
 				world2 = time.Since(start)
 				t.Logf("%.0fs: the training goes on with world size 2", since())
 			}
@@ -176,8 +181,11 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 	if scaleUtil <= autoscaleTarget {
 		t.Errorf("the autoscaler's reading before the scale was %d%%, not above its target %d%%", scaleUtil, autoscaleTarget)
 	}
-	t.Logf("from the create: first CPU reading %.0fs (%d%%, %s per pod), workers 1 -> 2 at %.0fs (%d%%), second worker Running %.0fs, world size 2 %.0fs; %s",
-		firstMetric.Seconds(), firstUtil, firstValue, scaled.Seconds(), scaleUtil, running.Seconds(), world2.Seconds(), strings.TrimSpace(events))
+	if world1 == 0 || world1 > scaled {
+		t.Errorf("the job was scaled at %v, before its one worker trained (world size 1 at %v)", scaled, world1)
+	}
+	t.Logf("from the create: first CPU reading %.0fs (%d%%, %s per pod), one worker training %.0fs, workers 1 -> 2 at %.0fs (%d%%), second worker Running %.0fs, world size 2 %.0fs; %s",
+		firstMetric.Seconds(), firstUtil, firstValue, world1.Seconds(), scaled.Seconds(), scaleUtil, running.Seconds(), world2.Seconds(), strings.TrimSpace(events))
 }
 
 // needNodeMetrics waits until the resource metrics API (metrics-server, CLUSTER_ADDONS=metrics)
