@@ -118,8 +118,20 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 		if time.Now().After(deadline) {
 			out, _ := kubectl("", "get", "hpa,pods", "-n", ns, "-o", "wide")
 			top, _ := kubectl("", "top", "pods", "-n", ns)
-			t.Fatalf("after %.0fs: first metric at %v (%d%%), scaled at %v, second worker Running at %v, world size 2 at %v\n%s\nkubectl top pods:\n%s",
-				since(), firstMetric, firstUtil, scaled, running, world2, out, top)
+			t.Fatalf("after %.0fs: first metric at %v (%d%%), one worker training at %v, scaled at %v, second worker Running at %v, world size 2 at %v\n%s\nkubectl top pods:\n%s",
+				since(), firstMetric, firstUtil, world1, scaled, running, world2, out, top)
+		}
+		// Rank 0's log first: a training seen in the same round as the scale came before it.
+		if world1 == 0 || running != 0 {
+			logs := strings.Join(slices.Collect(maps.Values(podLogs(t, ns, job))), "\n")
+			if world1 == 0 && strings.Contains(logs, "world size 1") {
+				world1 = time.Since(start)
+				t.Logf("%.0fs: one worker trains (world size 1)", since())
+			}
+			if running != 0 && strings.Contains(logs, "world size 2") {
+				world2 = time.Since(start)
+				t.Logf("%.0fs: the training goes on with world size 2", since())
+			}
 		}
 		out, err := kubectl("", "get", "hpa", job, "-n", ns, "-o", "json")
 		if err == nil {
@@ -155,17 +167,6 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 				t.Logf("%.0fs: the second worker's pod is Running", since())
 				top, _ := kubectl("", "top", "pods", "-n", ns)
 				t.Logf("kubectl top pods:\n%s", top)
-			}
-		}
-		if world1 == 0 || running != 0 {
-			logs := strings.Join(slices.Collect(maps.Values(podLogs(t, ns, job))), "\n")
-			if world1 == 0 && strings.Contains(logs, "world size 1") {
-				world1 = time.Since(start)
-				t.Logf("%.0fs: one worker trains (world size 1)", since())
-			}
-			if running != 0 && strings.Contains(logs, "world size 2") {
-				world2 = time.Since(start)
-				t.Logf("%.0fs: the training goes on with world size 2", since())
 			}
 		}
 		time.Sleep(time.Second)
