@@ -109,9 +109,9 @@ func TestHPAScalesElasticPyTorch(t *testing.T) {
 
 	var (
 		firstMetric, world1, scaled, running, world2 time.Duration
-		firstUtil, scaleUtil                 int32
-		firstValue                           string
-		hpa                                  hpaStatus
+		firstUtil, scaleUtil                         int32
+		firstValue                                   string
+		hpa                                          hpaStatus
 	)
 	deadline := start.Add(150 * time.Second)
 	for world2 == 0 {
