@@ -74,7 +74,8 @@ APISERVER_BIND_ADDRESS=127.0.0.1
 [[ ${REAL_NODE:-} != 1 ]] || APISERVER_BIND_ADDRESS=0.0.0.0
 
 # What the cluster is made from; a cluster made from anything else is recreated.
-fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" | sha256sum | cut -c1-16)-${CLUSTER_ADDONS// /+}-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$METRICS_SERVER_VERSION-$APISERVER_BIND_ADDRESS
+fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" | sha256sum | cut -c1-16)-${CLUSTER_ADDONS// /+}-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
+! addon metrics || fingerprint+=-metrics-server-$METRICS_SERVER_VERSION
 # A cluster started without the client limits (DISABLE_QPS_LIMITS=1, make bench's unthrottled
 # profile) is not the same cluster as one at Kubernetes' defaults: neither is reused for the other.
 [[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || fingerprint+=-unthrottled
