@@ -29,6 +29,10 @@ KUEUE_VERSION ?= v0.15.2
 # 3.16.0): the e2e suite scrapes the operator with it as the shipped ServiceMonitor has it
 # scraped and runs the Grafana dashboard's queries on it (test/e2e/prometheus_test.go).
 PROMETHEUS_VERSION ?= v0.316.0
+# metrics-server (cmd/metrics-server of its module), the resource metrics API the local cluster
+# serves with CLUSTER_ADDONS=metrics (kwokctl runs it and registers its APIService): the HPA of an
+# elastic PyTorchJob reads its pods' CPU from it (test/realnode/autoscale_test.go).
+METRICS_SERVER_VERSION ?= v0.8.0
 
 # The local cluster's real node (REAL_NODE=1): CoreDNS, for the pods' DNS, built from its module;
 # the OCI registry its containerd pulls docker.io images through (test/tools/registry, on

@@ -4,7 +4,7 @@
 #   COMPONENT: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
 #              oldest-kube-apiserver oldest-kubectl
 #              coscheduler volcano-scheduler kubelet kube-proxy coredns registry mpi-operator kueue
-#              prometheus
+#              prometheus metrics-server
 #   $TROUPE_CACHE/kube-$KUBE_VERSION/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy}
 #   $TROUPE_CACHE/kube-$KUBE_OLDEST_VERSION/bin/{kube-apiserver,kubectl}
 #   $TROUPE_CACHE/etcd-$ETCD_VERSION/bin/etcd
@@ -16,6 +16,7 @@
 #   $TROUPE_CACHE/mpi-operator-$MPI_OPERATOR_VERSION/{bin/mpi-operator,crds/kubeflow.org_mpijobs.yaml}
 #   $TROUPE_CACHE/kueue-$KUEUE_VERSION/{bin/kueue,crds/*.yaml,webhooks.yaml}
 #   $TROUPE_CACHE/prometheus-$PROMETHEUS_VERSION/bin/prometheus
+#   $TROUPE_CACHE/metrics-server-$METRICS_SERVER_VERSION/bin/metrics-server
 # Versions come from hack/versions.mk (environment variables override it). Each binary is built
 # from a small module under test/tools/ whose committed go.mod/go.sum pin every dependency;
 # hack/controlplane/update-modules.sh rewrites those after a version bump.
@@ -217,6 +218,15 @@ for c in "$@"; do
       check_pin "$TOOLS_MODULES/prometheus" github.com/prometheus/prometheus "$PROMETHEUS_VERSION" PROMETHEUS_VERSION
       build "$c" "$PROMETHEUS_BIN" "$TOOLS_MODULES/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
         -tags remove_all_sd -ldflags "-s -w"
+      ;;
+    # metrics-server, the resource metrics API of the local cluster's metrics add-on (HPA, kubectl
+    # top). Stamped as its release is (client-go's version package): kwokctl reads the version
+    # from --version.
+    metrics-server)
+      [[ -x $METRICS_SERVER_BIN/$c ]] && continue
+      check_pin "$TOOLS_MODULES/metrics-server" sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION" METRICS_SERVER_VERSION
+      build "$c" "$METRICS_SERVER_BIN" "$TOOLS_MODULES/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server \
+        -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION"
       ;;
     *) log "unknown component $c"; exit 2 ;;
   esac

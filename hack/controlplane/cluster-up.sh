@@ -9,9 +9,11 @@
 #                 (kwokctl --disable-qps-limits; kwok itself is never throttled): make bench's
 #                 "unthrottled" profile. Without it the cluster runs at Kubernetes' defaults
 #                 (kube-controller-manager QPS 20 burst 30, kube-scheduler 50 / 100)
-#   CLUSTER_ADDONS  what runs beside the control plane: "gang" (the two gang schedulers) and
-#                 "kueue" (Kueue's manager), space-separated; default "gang kueue", "" for a plain
-#                 cluster (make demo's, for an example that needs neither: three fewer builds)
+#   CLUSTER_ADDONS  what runs beside the control plane: "gang" (the two gang schedulers),
+#                 "kueue" (Kueue's manager) and "metrics" (metrics-server, the resource metrics
+#                 API of HorizontalPodAutoscalers and kubectl top: real numbers only from a real
+#                 node), space-separated; default "gang kueue", "" for a plain cluster (make
+#                 demo's, for an example that needs neither: three fewer builds)
 #   REAL_NODE=1   also join this machine to the cluster as a real node (realnode-up.sh): pods
 #                 that tolerate troupe.dev/real-node run there in containers
 # A real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet, garbage collector...)
@@ -45,7 +47,7 @@ troupe_dir=$cluster_dir/troupe
 CLUSTER_ADDONS=${CLUSTER_ADDONS-gang kueue}
 addon() { [[ " $CLUSTER_ADDONS " == *" $1 "* ]]; }
 for a in $CLUSTER_ADDONS; do
-  [[ $a == gang || $a == kueue ]] || { log "CLUSTER_ADDONS: unknown add-on $a (gang, kueue)"; exit 2; }
+  [[ $a == gang || $a == kueue || $a == metrics ]] || { log "CLUSTER_ADDONS: unknown add-on $a (gang, kueue, metrics)"; exit 2; }
 done
 # What the cluster's add-ons are made from (the fingerprint's files): the gang schedulers' CRDs and
 # Volcano's default Queue, Kueue's CRDs and webhooks; the CRDs (files under crds/) are installed.
@@ -56,6 +58,7 @@ if addon gang; then
   components+=(coscheduler volcano-scheduler)
 fi
 addon kueue && components+=(kueue)
+addon metrics && components+=(metrics-server)
 # Kueue's CRDs whose versions (v1beta1 stored, v1beta2 served) Kueue's webhook converts.
 kueue_converted=(localqueues clusterqueues cohorts workloads multikueueclusters)
 start=$SECONDS
@@ -72,6 +75,7 @@ APISERVER_BIND_ADDRESS=127.0.0.1
 
 # What the cluster is made from; a cluster made from anything else is recreated.
 fingerprint=$(cat "${configs[@]}" "${templates[@]:1}" "$NODES" "${crds[@]}" | sha256sum | cut -c1-16)-${CLUSTER_ADDONS// /+}-$KUBE_VERSION-$ETCD_VERSION-$KWOK_VERSION-$SCHEDULER_PLUGINS_VERSION-$VOLCANO_VERSION-$KUEUE_VERSION-$APISERVER_BIND_ADDRESS
+! addon metrics || fingerprint+=-metrics-server-$METRICS_SERVER_VERSION
 # A cluster started without the client limits (DISABLE_QPS_LIMITS=1, make bench's unthrottled
 # profile) is not the same cluster as one at Kubernetes' defaults: neither is reused for the other.
 [[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || fingerprint+=-unthrottled
@@ -226,6 +230,9 @@ printf 'COSCHEDULER_PORT=%s\nVOLCANO_PORT=%s\nKUEUE_WEBHOOK_PORT=%s\nKUEUE_HEALT
 
 config_flags=()
 [[ ${DISABLE_QPS_LIMITS:-} != 1 ]] || config_flags+=(--disable-qps-limits)
+# metrics-server is kwokctl's own component: kwokctl runs it (its flags, and ours from the
+# componentsPatches of kwokctl.yaml) and registers the APIService v1beta1.metrics.k8s.io.
+! addon metrics || config_flags+=(--enable metrics-server --metrics-server-binary "$METRICS_SERVER_BIN/metrics-server")
 for c in "$troupe_dir/kwokctl.yaml" "${configs[@]:1}"; do config_flags+=(--config "$c"); done
 "$kwokctl" create cluster --name "$CLUSTER_NAME" --runtime binary --kubeconfig "$contexts" \
   "${config_flags[@]}" \

@@ -35,6 +35,7 @@ KUEUE_BIN=$TROUPE_CACHE/kueue-${KUEUE_VERSION:?}/bin
 # Kueue's CRDs (crds/) and the local cluster's webhook configurations for it (webhooks.yaml).
 KUEUE_MANIFESTS=$TROUPE_CACHE/kueue-$KUEUE_VERSION
 PROMETHEUS_BIN=$TROUPE_CACHE/prometheus-${PROMETHEUS_VERSION:?}/bin
+METRICS_SERVER_BIN=$TROUPE_CACHE/metrics-server-${METRICS_SERVER_VERSION:?}/bin
 
 log() { echo "[controlplane] $*" >&2; }
 

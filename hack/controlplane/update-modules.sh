@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # update-modules.sh: (re)write the tool modules under test/tools/ from hack/versions.mk.
 # Run it after changing a version there (every module, or only those named: kube kube-oldest etcd kwok coredns registry
-# scheduler-plugins volcano mpi-operator kueue prometheus), then commit test/tools/*/go.mod and go.sum. build.sh only ever
+# scheduler-plugins volcano mpi-operator kueue prometheus metrics-server), then commit test/tools/*/go.mod and go.sum. build.sh only ever
 # builds from those committed files (-mod=readonly), so a build is reproducible and never edits
 # them.
 set -euo pipefail
@@ -169,7 +169,15 @@ update_prometheus() {
   (cd "$dir" && go get -tool "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" && go mod tidy)
 }
 
-all=(kube kube-oldest etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue prometheus)
+# metrics-server: the resource metrics API (cmd/metrics-server), built with its own requirements
+# (v0.8.0 has no replace list), for the local cluster's metrics add-on.
+update_metrics_server() {
+  local dir=$TOOLS_MODULES/metrics-server
+  new_module "$dir" github.com/troupe-dev/troupe/test/tools/metrics-server
+  (cd "$dir" && go get -tool "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" && go mod tidy)
+}
+
+all=(kube kube-oldest etcd kwok scheduler-plugins volcano coredns registry mpi-operator kueue prometheus metrics-server)
 (($#)) || set -- "${all[@]}"
 for t in "$@"; do
   case $t in
@@ -177,6 +185,7 @@ for t in "$@"; do
     kube-oldest) update_kube_oldest ;;
     scheduler-plugins) update_scheduler_plugins ;;
     mpi-operator) update_mpi_operator ;;
+    metrics-server) update_metrics_server ;;
     *) log "unknown module $t (want one of ${all[*]})"; exit 2 ;;
   esac
 done

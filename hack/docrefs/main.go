@@ -53,6 +53,9 @@ var externalFlags = setOf(
 	"bcast-bytes", "ssh-identity-file", "all", "host-discovery-script", "daemonize", "clusterrole", "role",
 	"manage-nodes-with-annotation-selector", "cleanup", "force", "mount", "check", "ignore-missing",
 	"node-monitor-grace-period", "manage-nodes-with-label-selector",
+	// metrics-server (the local cluster's add-on metrics), and kwokctl's flags that run it.
+	"kubelet-insecure-tls", "kubelet-use-node-status-port", "kubelet-preferred-address-types",
+	"metric-resolution", "enable", "metrics-server-binary",
 )
 
 func setOf(names ...string) map[string]bool {

@@ -68,7 +68,9 @@ func run(m *testing.M) int {
 	}()
 	defer down()
 
-	out, err := script("hack/controlplane/cluster-up.sh", "CLUSTER_NAME="+cluster, "REAL_NODE=1")
+	// The cluster's default add-ons and metrics-server, whose resource metrics the autoscaler of
+	// TestHPAScalesElasticPyTorch reads (the other suites' clusters run without it).
+	out, err := script("hack/controlplane/cluster-up.sh", "CLUSTER_NAME="+cluster, "REAL_NODE=1", "CLUSTER_ADDONS=gang kueue metrics")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster-up: %v\n%s", err, out)
 		return 1
