@@ -297,6 +297,13 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 	hack/controlplane/build.sh prometheus
 	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
+# make test-autoscale: the real-node cluster with metrics-server (CLUSTER_ADDONS=metrics, built
+# from Go modules: minutes, cold) and the HPA of an elastic PyTorchJob scaling it on real CPU
+# readings. Not part of make test, which skips TestHPAScalesElasticPyTorch.
+.PHONY: test-autoscale
+test-autoscale: $(HELM) ## An elastic PyTorchJob's HPA scales it 1 -> 2 workers on the real node's CPU, read by metrics-server (root; about 5 min, plus metrics-server's build once).
+	TROUPE_REALNODE_METRICS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestHPAScalesElasticPyTorch'"
+
 .PHONY: test-demo
 test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.
 	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/demo/...

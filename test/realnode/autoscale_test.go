@@ -3,6 +3,7 @@ package realnode
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +88,9 @@ func autoscaledJob(t *testing.T, name string, cmd []string) string {
 // target and sets the job's worker count to 2 through the scale subresource; troupe adds the
 // second worker's Job, its pod runs, and torchrun re-forms the group with world size 2.
 func TestHPAScalesElasticPyTorch(t *testing.T) {
+	if os.Getenv("TROUPE_REALNODE_METRICS") != "1" {
+		t.Skip("needs the cluster's metrics-server: make test-autoscale")
+	}
 	needOperator(t)
 	needTrainImage(t)
 	needNodeMetrics(t)
