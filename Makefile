@@ -172,7 +172,7 @@ test-integration-oldest: envtest-assets-oldest ## The same suites on the oldest 
 # in ASSETS, verbose into a log, with go test FLAGS.
 define integration
 	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	KUBEBUILDER_ASSETS=$(1) go test $(2) $(GO_TEST_FLAGS) -count=1 -v $(INTEGRATION_SUITES) >"$$log" 2>&1 \
+	KUBEBUILDER_ASSETS=$(1) go test $(2) $(GO_TEST_FLAGS) -count=1 -timeout 25m -v $(INTEGRATION_SUITES) >"$$log" 2>&1 \
 	  || { cat "$$log"; exit 1; }; \
 	grep -E '^(ok |FAIL)|kubectl flows|^\s+--- SKIP' "$$log"
 endef
