@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -160,7 +161,17 @@ spec:
 	if retry, err = launcherRetry(ctx, c, ns, workers); err != nil {
 		return 0, 0, 0, err
 	}
-	return fresh, restart, retry, c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	// The next round starts once this one's namespace is gone: 65 pods deleted by the
+	// namespace controller beside the next round's creates made its whole-job restart meet
+	// pods of its new attempt deleted under it (twice, round 1, on a loaded machine).
+	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return 0, 0, 0, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	return fresh, restart, retry, err
 }
 
 // launcherRetry fails the running launcher's pod as mpirun exits on a crashed rank (exit code
