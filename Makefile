@@ -249,8 +249,8 @@ bench-smoke: cluster-assets ## make bench at 3 jobs x (1+2) pods, all three side
 
 .PHONY: test-bench-smoke
 test-bench-smoke: cluster-assets ## The bench harness at 3 jobs x (1+2) pods, limit and troupe with -watch-floor, 2 rounds on the Kubernetes-defaults profile (no mpi-operator build).
-	out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
-	  $(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -repeats 2 -profiles defaults -cluster $(BENCH_CLUSTER)-smoke -out "$$out"
+	out=$$(mktemp -d) && \
+	  $(BENCH_GO) -jobs 3 -workers 2 -sides limit,troupe -watch-floor -repeats 2 -profiles defaults -cluster $(BENCH_CLUSTER)-smoke -out "$$out" && rm -rf "$$out"
 
 # make chaos: troupe jobs of every kind run twice on the harness's own simulated cluster
 # (CHAOS_CLUSTER), undisturbed and then under faults (operator SIGKILLs, kube-apiserver and
@@ -267,8 +267,9 @@ chaos: cluster-assets ## 100 jobs, 50 operator SIGKILLs, kube-apiserver and etcd
 
 .PHONY: test-chaos-smoke
 test-chaos-smoke: cluster-assets ## make chaos at 12 jobs, 5 kills, one kube-apiserver restart: a couple of minutes.
-	$(CHAOS_GO) -cluster $(CHAOS_CLUSTER)-smoke -jobs 12 -kills 5 -apiserver-restarts 1 -etcd-restarts 0 \
-	  -webhook-down 10s -window 20s -min-run 5s -max-run 15s -timeout 10m -out $$(mktemp -d) $(CHAOS_FLAGS)
+	out=$$(mktemp -d) && \
+	  $(CHAOS_GO) -cluster $(CHAOS_CLUSTER)-smoke -jobs 12 -kills 5 -apiserver-restarts 1 -etcd-restarts 0 \
+	  -webhook-down 10s -window 20s -min-run 5s -max-run 15s -timeout 10m -out "$$out" $(CHAOS_FLAGS) && rm -rf "$$out"
 
 .PHONY: bench-webhook
 bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behind a real kube-apiserver.
