@@ -213,18 +213,15 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, d de
 				return acted, err
 			case made:
 				acted.Created = append(acted.Created, want)
-				switch {
-				case s.isMasterJob(want) && s.masterRestartsInPlace():
+				if s.isMasterJob(want) && s.masterRestartOverridden() {
+					retries := "each retry is a new pod"
+					if s.masterRestartsInPlace() {
+						retries = "its containers restart in place for the other exit codes (container restart rules), up to the Job's backoffLimit"
+					}
 					r.recorder.Eventf(job, want, corev1.EventTypeWarning, troupev1.EventRestartPolicyOverridden, "Create",
-						"the master's template says restartPolicy OnFailure; Job %s runs its pods with Never, because runPolicy.failurePolicy.rules "+
-							"act on its exit codes (a pod failure policy needs pods not restarted in place); its containers restart in place "+
-							"for the other exit codes (container restart rules), up to the Job's backoffLimit",
-						want.GetName())
-				case s.isMasterJob(want) && s.masterRestartOverridden():
-					r.recorder.Eventf(job, want, corev1.EventTypeWarning, troupev1.EventRestartPolicyOverridden, "Create",
-						"the master's template says restartPolicy OnFailure; Job %s runs its pods with Never, each retry a new pod, "+
-							"because runPolicy.failurePolicy.rules act on its exit codes (a pod failure policy needs pods not restarted in place)",
-						want.GetName())
+						"the master's template says restartPolicy OnFailure; Job %s runs its pods with Never because runPolicy.failurePolicy.rules "+
+							"act on its exit codes (a pod failure policy needs pods not restarted in place); %s",
+						want.GetName(), retries)
 				}
 				continue
 			case conflict:
