@@ -11,15 +11,21 @@ import (
 )
 
 // crashOnceLauncher is the launcher of kubeflow's pi.yaml made to lose a rank once: rank 1
-// exits 3 the first time it runs (a marker in its worker pod's /tmp, which outlives the
-// launcher), and mpirun with it. The launcher prints when it starts, rank 1 when it crashes (in
-// nanoseconds since the epoch), so that the restart's cost is read from the logs.
-const crashOnceLauncher = `echo "launcher starts $(date +%s%N)"
-exec mpirun -n 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ] && [ ! -e /tmp/crashed ]; then touch /tmp/crashed; echo "rank 1 crashes $(date +%s%N)"; exit 3; fi; exec /home/mpiuser/pi'`
+// exits 3 the first time it runs, and mpirun with it. Rank 1 keeps when the first launcher
+// started and when it crashed (nanoseconds since the epoch) in a marker in its worker pod's
+// /tmp, which outlives the launcher, and prints them when it runs again; so the last launcher's
+// log holds the whole story. The first run's own log is no witness: once the last run ends,
+// the kubelet may remove the first container, its log and termination message with it.
+const crashOnceLauncher = `export STARTED=$(date +%s%N); echo "launcher starts $STARTED"
+exec mpirun -n 2 -x STARTED sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+  if [ ! -e /tmp/crashed ]; then echo "first run: launcher started $STARTED, rank 1 crashed $(date +%s%N)" > /tmp/crashed; exit 3; fi
+  cat /tmp/crashed
+fi
+exec /home/mpiuser/pi'`
 
 var (
-	launcherStarts = regexp.MustCompile(`launcher starts (\d+)`)
-	rankCrashes    = regexp.MustCompile(`rank 1 crashes (\d+)`)
+	lastStart = regexp.MustCompile(`(?m)^launcher starts (\d+)`)
+	firstRun  = regexp.MustCompile(`first run: launcher started (\d+), rank 1 crashed (\d+)`)
 )
 
 // crashOncePi is kubeflow's pi.yaml (troupe.dev, 500m a pod: the node has 2 CPUs) with the
@@ -50,14 +56,15 @@ func crashOncePi(t *testing.T, launcherRestart string) string {
 	return string(out)
 }
 
-// nanos reads the first match of re in s as a time of nanoseconds since the epoch.
-func nanos(t *testing.T, re *regexp.Regexp, s, what string) time.Time {
+// nanos reads match i of the first match of re in the last launcher's log as a time of
+// nanoseconds since the epoch.
+func nanos(t *testing.T, re *regexp.Regexp, i int, log string) time.Time {
 	t.Helper()
-	m := re.FindStringSubmatch(s)
+	m := re.FindStringSubmatch(log)
 	if m == nil {
-		t.Fatalf("no %q in the %s log:\n%s", re, what, s)
+		t.Fatalf("no %q in the last launcher's log:\n%s", re, log)
 	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
+	n, err := strconv.ParseInt(m[i], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +94,6 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			describeOnFailure(t, ns)
 			created := time.Now()
 			mustKubectl(t, crashOncePi(t, tt.restartPolicy), "apply", "-n", ns, "-f", "-")
-			var first string
-			if tt.launcherPods == 1 {
-				// The first run's log, read once its container restarted and while the second
-				// runs: the kubelet removes a completed pod's earlier containers.
-				waitJSONPath(t, ns, "mpijob/pi", "{.status.phase}", "Running", 2*time.Minute)
-				launcher := strings.TrimSpace(mustKubectl(t, "", "get", "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name=pi-launcher", "-o", "name"))
-				waitJSONPath(t, ns, launcher, "{.status.containerStatuses[0].restartCount}", "1", 2*time.Minute)
-				first = mustKubectl(t, "", "logs", "-n", ns, launcher, "-c", "mpi-launcher", "--previous")
-			}
 			if _, err := waitCondition(t, ns, "mpijob/pi", "Succeeded", 4*time.Minute); err != nil {
 				t.Fatalf("the job did not succeed: %v", err)
 			}
@@ -104,18 +102,14 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			if len(launchers) != tt.launcherPods {
 				t.Fatalf("launcher pods %v, want %d", launchers, tt.launcherPods)
 			}
-			var last string
+			last := mustKubectl(t, "", "logs", "-n", ns, launchers[len(launchers)-1], "-c", "mpi-launcher")
 			if tt.launcherPods == 1 {
-				last = mustKubectl(t, "", "logs", "-n", ns, launchers[0], "-c", "mpi-launcher")
 				rc := mustKubectl(t, "", "get", "pod", "-n", ns, launchers[0], "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
 				if rc != "1" {
 					t.Errorf("launcher container restarted %s times, want once, in place", rc)
 				}
 				rules := mustKubectl(t, "", "get", "job", "-n", ns, "pi-launcher", "-o", "jsonpath={.spec.template.spec.containers[0].restartPolicyRules}")
 				t.Logf("the launcher Job's container restart rules: %s", rules)
-			} else {
-				first = mustKubectl(t, "", "logs", "-n", ns, launchers[0], "-c", "mpi-launcher")
-				last = mustKubectl(t, "", "logs", "-n", ns, launchers[1], "-c", "mpi-launcher")
 			}
 			if restarts := mustKubectl(t, "", "get", "mpijob", "-n", ns, "pi", "-o", "jsonpath={.status.restarts}"); restarts != "" && restarts != "0" {
 				t.Errorf("restarts %q: the job was restarted as a whole", restarts)
@@ -123,8 +117,7 @@ func TestLauncherRestartsInPlace(t *testing.T) {
 			if !strings.Contains(last, "pi is approximately") {
 				t.Errorf("the last launcher printed no pi:\n%s", last)
 			}
-			started, crashed, again := nanos(t, launcherStarts, first, "first launcher's"), nanos(t, rankCrashes, first, "first launcher's"),
-				nanos(t, launcherStarts, last, "last launcher's")
+			started, crashed, again := nanos(t, firstRun, 1, last), nanos(t, firstRun, 2, last), nanos(t, lastStart, 1, last)
 			t.Logf("%s: the launcher started %.1fs after the create; rank 1 crashed %.1fs later; the next launcher started %.1fs after the crash",
 				tt.name, started.Sub(created).Seconds(), crashed.Sub(started).Seconds(), again.Sub(crashed).Seconds())
 		})
