@@ -305,6 +305,13 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 test-autoscale: $(HELM) ## An elastic PyTorchJob's HPA scales it 1 -> 2 workers on the real node's CPU, read by metrics-server (root; about 5 min, plus metrics-server's build once).
 	TROUPE_REALNODE_METRICS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestHPAScalesElasticPyTorch'"
 
+# make test-long: the tests make test leaves out to keep a cold CI run within its time
+# (testutil.LongOnly; docs/testing.md lists them), each a variant of a path make test walks.
+.PHONY: test-long
+test-long: ## The long variants make test leaves out: the kubectl upgrade under running jobs (real node), MultiKueue's lost worker (e2e).
+	TROUPE_LONG_TESTS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestUpgradeUnderRunningJobs/kubectl'"
+	TROUPE_LONG_TESTS=1 $(MAKE) test-e2e GO_TEST_FLAGS="-v -run 'TestMultiKueue/worker_lost'"
+
 .PHONY: test-demo
 test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.
 	PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/demo/...

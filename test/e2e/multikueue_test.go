@@ -47,7 +47,8 @@ type workerCluster struct {
 // created in the manager with spec.managedBy kueue.x-k8s.io/multikueue, run in the worker under
 // the Workload MultiKueue made (no Workload of troupe's own there) and their status comes back;
 // a job deleted or suspended in the manager leaves nothing in the worker; a worker that stops
-// answering keeps its one copy of the job, which goes on when it answers again.
+// answering keeps its one copy of the job, which goes on when it answers again (a long test:
+// make test-long).
 func TestMultiKueue(t *testing.T) {
 	w := startWorkerCluster(t)
 	ns := newNamespace(t)
@@ -73,7 +74,10 @@ func TestMultiKueue(t *testing.T) {
 	t.Run("every kind runs in the worker", func(t *testing.T) { multiKueueEveryKind(t, w, kc, ns) })
 	t.Run("deleted in the manager", func(t *testing.T) { multiKueueDeleted(t, w, kc, ns) })
 	t.Run("suspended in the manager", func(t *testing.T) { multiKueueSuspended(t, w, kc, ns) })
-	t.Run("worker lost", func(t *testing.T) { multiKueueWorkerLost(t, w, kc, ns) })
+	t.Run("worker lost", func(t *testing.T) {
+		testutil.LongOnly(t) // about 100 s, a worker cluster stopped and started again
+		multiKueueWorkerLost(t, w, kc, ns)
+	})
 }
 
 // dispatched marks a job for MultiKueue: queued in LocalQueue mk, spec.managedBy MultiKueue's.

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 	"github.com/troupe-dev/troupe/test/doccommands"
 )
 
@@ -51,7 +52,8 @@ func previous(t *testing.T) previousRelease {
 // Succeed, the suspended one Succeeds once resumed, the queued one stays queued. The Helm case
 // then rolls back to the previous release (a downgrade) under a new running job and records
 // what that does. Each case ends with the docs' uninstall, after which nothing of troupe may be
-// left.
+// left. The kubectl case is a long test (make test-long): the Helm case walks the same upgrade
+// of the same jobs.
 func TestUpgradeUnderRunningJobs(t *testing.T) {
 	prev := previous(t)
 	stopOperator()
@@ -64,6 +66,7 @@ func TestUpgradeUnderRunningJobs(t *testing.T) {
 
 	var none doccommands.Values // the checkouts' commands have no placeholder
 	t.Run("kubectl", func(t *testing.T) {
+		testutil.LongOnly(t)
 		// The previous release's kustomize install, in its checkout, as CHANGELOG names it; the
 		// upgrade is the docs' upgrade of the kustomize install (config/), then deploy/'s
 		// applied over it; the uninstall is deploy/'s (the installs hold the same objects).
