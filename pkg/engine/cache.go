@@ -271,31 +271,50 @@ func stripFieldsNotRead(in any) (any, error) {
 	return in, nil
 }
 
-// podChanged lets a pod's update queue a pass of its job only when something the engine reads
-// of the pod changed. What the engine reads of a pod is what trimPod keeps, so an update is
-// compared as trimPod leaves both versions: one list of fields (trimPod's) decides both what the
-// cache holds and what wakes a job, and an update that leaves every kept field alike (a
-// kubelet's rewrite of probe times, an annotation set by someone, a container's image ID) costs
-// no pass. The pods the cache hands on are trimmed already; trimming again costs a copy of a few
-// hundred bytes, far less than the pass it saves. Creates and deletes always pass.
-var podChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		older, okOld := e.ObjectOld.(*corev1.Pod)
-		newer, okNew := e.ObjectNew.(*corev1.Pod)
-		return !okOld || !okNew || !sameForEngine(older, newer)
-	},
+// podChanged lets a pod's event queue a pass of a job of the kind whose name label is nameLabel
+// only when the pod is one of that kind's jobs' pods, and an update only when something the
+// engine reads of the pod changed. Every kind's controller watches every troupe pod through the
+// shared informer: a pod of another kind costs each of them one label lookup, and only its own
+// kind compares the two versions. What the engine reads of a pod is what trimPod keeps, so an
+// update compares the versions as trimPod left them in the cache: one list of fields
+// (trimPod's) decides both what the cache holds and what wakes a job, and an update that leaves
+// every kept field alike (a kubelet's rewrite of probe times, an annotation set by someone, a
+// container's image ID) costs no pass.
+func podChanged(nameLabel string) predicate.Funcs {
+	ours := func(o client.Object) bool { return hasLabel(o, nameLabel) }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return ours(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return ours(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return ours(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !ours(e.ObjectOld) && !ours(e.ObjectNew) {
+				return false
+			}
+			older, okOld := e.ObjectOld.(*corev1.Pod)
+			newer, okNew := e.ObjectNew.(*corev1.Pod)
+			return !okOld || !okNew || !sameForEngine(older, newer)
+		},
+	}
 }
 
-// sameForEngine reports whether two versions of a pod agree on everything trimPod keeps but
-// the resourceVersion. Both trimmed pods come from the same decoding, so reflect's equality is
-// exact for them; where it is not (a time with a monotonic reading, in tests) it errs towards a
-// pass.
+// hasLabel says o carries the label key.
+func hasLabel(o client.Object, key string) bool {
+	_, ok := o.GetLabels()[key]
+	return ok
+}
+
+// sameForEngine reports whether two versions of a pod, as trimPod leaves them, agree on all but
+// the resourceVersion. The cache's pods are trimmed already, so they are compared as they are
+// (trimming a trimmed pod gives it back); a pod that was not trimmed (in tests) differs in more
+// fields, which errs towards a pass. Both come from the same decoding, so reflect's equality is
+// exact for them.
 func sameForEngine(a, b *corev1.Pod) bool {
-	ta, _ := trimPod(a)
-	tb, _ := trimPod(b)
-	pa, pb := ta.(*corev1.Pod), tb.(*corev1.Pod)
-	pb.ResourceVersion = pa.ResourceVersion
-	return reflect.DeepEqual(pa, pb)
+	if a.ResourceVersion == b.ResourceVersion {
+		return reflect.DeepEqual(a, b)
+	}
+	bb := *b // a shallow copy: only its resourceVersion differs from b
+	bb.ResourceVersion = a.ResourceVersion
+	return reflect.DeepEqual(a, &bb)
 }
 
 // jobUIDField indexes the operator's cached pods, and worker Jobs, by the value of their job

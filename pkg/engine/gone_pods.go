@@ -11,16 +11,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// recordingDeletes is a pod event handler that records each deleted pod in gone before next
-// handles the event.
+// recordingDeletes is a pod event handler that records each deleted pod of its kind's jobs (a
+// pod carrying nameLabel) in gone before next handles the event. Every kind's controller sees
+// the deletion of every troupe pod; the other kinds' pods are not its to remember.
 type recordingDeletes struct {
 	handler.EventHandler
-	gone *goneWorkers
-	now  func() time.Time
+	nameLabel string
+	gone      *goneWorkers
+	now       func() time.Time
 }
 
 func (h recordingDeletes) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if p, ok := e.Object.(*corev1.Pod); ok {
+	if p, ok := e.Object.(*corev1.Pod); ok && hasLabel(p, h.nameLabel) {
 		h.gone.record(p, h.now())
 	}
 	h.EventHandler.Delete(ctx, e, q)

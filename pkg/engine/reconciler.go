@@ -217,11 +217,20 @@ func (d *deferredWrites) forget(key types.NamespacedName) {
 type goneWorkers struct {
 	mu   sync.Mutex
 	jobs map[types.UID]map[types.UID]goneWorker
+	// recorded lists the entries in the order they were recorded, which is the order of their
+	// times: the expired ones are at its head, so that each record drops them in time
+	// proportional to their number, not to every worker gone within goneWorkerTTL.
+	recorded []goneKey
 }
 
 type goneWorker struct {
 	reason troupev1.FailureReason
 	at     time.Time
+}
+
+type goneKey struct {
+	job, pod types.UID
+	at       time.Time
 }
 
 // goneWorkerTTL is how long a gone worker's reason is kept: far longer than a pass takes to
@@ -241,16 +250,21 @@ func (g *goneWorkers) record(p *corev1.Pod, now time.Time) {
 	reason := podFailure("", p).Reason // as a pass would read the pod
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for j, pods := range g.jobs {
-		for uid, w := range pods {
-			if now.Sub(w.at) > goneWorkerTTL {
-				delete(pods, uid)
+	expired := 0
+	for _, k := range g.recorded {
+		if now.Sub(k.at) <= goneWorkerTTL {
+			break
+		}
+		expired++
+		// Only the entry recorded at that time: a pod recorded again since has a later one.
+		if pods := g.jobs[k.job]; pods != nil && pods[k.pod].at.Equal(k.at) {
+			delete(pods, k.pod)
+			if len(pods) == 0 {
+				delete(g.jobs, k.job)
 			}
 		}
-		if len(pods) == 0 {
-			delete(g.jobs, j)
-		}
 	}
+	g.recorded = append(g.recorded[expired:], goneKey{job: job, pod: p.UID, at: now})
 	if g.jobs[job] == nil {
 		g.jobs[job] = map[types.UID]goneWorker{}
 	}
