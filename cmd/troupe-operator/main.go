@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
-	"runtime/debug"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,7 +43,11 @@ func main() {
 }
 
 func run() error {
-	var err error
+	// Before the caches fill the heap.
+	memoryLimit, err := setMemoryLimit(os.Getenv)
+	if err != nil {
+		return err
+	}
 	var (
 		metricsAddr    string
 		metricsSecure  bool
@@ -243,9 +246,8 @@ func run() error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	v, revision := version.Get()
-	// The memory limit the Go runtime collects against: GOMEMLIMIT, which the manifests set to
-	// the container's limit (math.MaxInt64, none, when unset).
+	// The memory limit the Go runtime collects against (setMemoryLimit; math.MaxInt64: none).
 	ctrl.Log.Info("starting troupe-operator", "version", v, "revision", revision, "go", goruntime.Version(),
-		"memoryLimit", debug.SetMemoryLimit(-1))
+		"memoryLimit", memoryLimit)
 	return mgr.Start(stopping)
 }
