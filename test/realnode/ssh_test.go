@@ -90,7 +90,11 @@ spec:
 
 	prog := `from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; ` +
 		`print("rank", c.rank, "on", socket.gethostname(), "sum", c.allreduce(c.rank + 1), flush=True)`
-	launch := "mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 python3 -c '" + prog + "'"
+	// The launcher waits until both workers' names resolve, as troupe's launcher does (its
+	// troupe-wait): a pod is Ready before its headless Service's record reaches the cluster's
+	// DNS, and on a loaded machine ssh asked first ("Could not resolve hostname").
+	launch := "for h in w0." + domain + " w1." + domain + "; do until getent hosts $h >/dev/null; do sleep 1; done; done; " +
+		"mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 python3 -c '" + prog + "'"
 	// The launcher finds the hostfile and the rsh agent through the dialect's environment.
 	var env strings.Builder
 	env.WriteString("\n    env:")
