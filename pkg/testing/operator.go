@@ -126,3 +126,26 @@ func FreePort() (string, error) {
 	addr := l.Addr().String()
 	return addr, l.Close()
 }
+
+// RemoveOperatorSetup deletes from the cluster of kubeconfig what StartOperator put there for
+// a local operator, which an install of troupe would otherwise find and refuse to take over
+// (Helm does not adopt objects it did not make): the webhook configurations pointing at this
+// machine (hack/webhooks-local.sh), the ClusterRole troupe-metrics-reader and the scraper's
+// ServiceAccount and binding (metricsReaderToken), and the namespace troupe-system with the
+// certificate Secret and the progress Service (hack/progress-local.sh). The CRDs stay: the
+// installs apply their own over them. Call it with the operator stopped.
+func RemoveOperatorSetup(repoRoot, kubeconfig string) error {
+	for _, args := range [][]string{
+		{"delete", "--ignore-not-found", "-f", filepath.Join(repoRoot, "config", "webhook", "manifests.yaml")},
+		{"delete", "--ignore-not-found", "clusterrolebinding", metricsReaderName},
+		{"delete", "--ignore-not-found", "-n", metricsReaderNamespace, "serviceaccount", metricsReaderName},
+		{"delete", "--ignore-not-found", "clusterrole", "troupe-metrics-reader"},
+		{"delete", "--ignore-not-found", "namespace", "troupe-system"},
+	} {
+		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}

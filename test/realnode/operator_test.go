@@ -61,10 +61,10 @@ func needOperator(t *testing.T) {
 	t.Logf("operator ready in %.1fs (log %s)", time.Since(start).Seconds(), p.LogPath)
 }
 
-// stopOperator stops the local operator of needOperator. Its start put the namespace
-// troupe-system in the cluster, holding the Service by which the pods reach its progress
-// endpoint (hack/progress-local.sh); stopOperator deletes it, so that an install that follows
-// creates troupe-system itself as the docs say.
+// stopOperator stops the local operator of needOperator and removes what its start put in the
+// cluster (testutil.RemoveOperatorSetup: its webhook configurations, the metrics reader's
+// ClusterRole, the namespace troupe-system), so that an install that follows makes them itself,
+// as on a cluster troupe was never run on.
 func stopOperator() {
 	operatorMu.Lock()
 	defer operatorMu.Unlock()
@@ -72,8 +72,8 @@ func stopOperator() {
 		operatorProc.Stop()
 		fmt.Fprintln(os.Stderr, "operator log:", operatorProc.LogPath)
 		operatorProc = nil
-		if out, err := kubectl("", "delete", "namespace", operatorNS, "--ignore-not-found"); err != nil {
-			fmt.Fprintf(os.Stderr, "delete the local operator's namespace %s: %v\n%s", operatorNS, err, out)
+		if err := testutil.RemoveOperatorSetup(repoRoot, kubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, "remove the local operator's setup:", err)
 		}
 	}
 }
