@@ -113,15 +113,31 @@ func (r *Reconciler) holdWithoutKueue(ctx context.Context, job engine.Object, qj
 
 // reconcileQueued drives a queued job and its Workload while Kueue's API is served.
 func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, queue string) error {
-	wl, err := r.workload(ctx, job)
+	sl, err := r.slices(ctx, job)
 	if err != nil {
 		return err
 	}
+	wl := sl.Current
 	suspended := ptr.Deref(qj.JobRunPolicy().Suspend, false)
+	if !job.GetDeletionTimestamp().IsZero() {
+		for _, w := range slices.Concat(sl.Retired, sl.Superseded, sl.Unwanted, []*kueuev1.Workload{sl.Current, sl.Pending}) {
+			if err := r.removeFinalizer(ctx, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := r.tidySlices(ctx, job, sl); err != nil {
+		return err
+	}
+	if sl.Pending != nil {
+		// A slice is wanted only while the job still grows by it (growBySlice).
+		if s := r.describe(ctx, job); suspended || !r.growsBySlice(job, s, wl) {
+			return r.withdrawSlice(ctx, job, sl.Pending, "the job no longer grows by it")
+		}
+	}
 
 	switch {
-	case !job.GetDeletionTimestamp().IsZero():
-		return r.removeFinalizer(ctx, wl)
 	case wl != nil && !wl.DeletionTimestamp.IsZero():
 		// Someone deleted the Workload: stop the job; a new Workload follows once it is gone.
 		if !suspended && !job.JobStatus().Phase.Ended() {
@@ -138,7 +154,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		if active(job) {
 			return nil // its pods are still going
 		}
-		return r.createWorkload(ctx, job, queue)
+		return r.createWorkload(ctx, job, sl, queue)
 	}
 
 	// The job's worker counts changed since its Workload was made (kubectl scale, an edit):
@@ -150,6 +166,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		kept, err := r.shrinkWithinAdmission(ctx, job, s, wl, suspended)
 		if err != nil || kept {
 			return err
+		}
+		if !suspended && r.growsBySlice(job, s, wl) {
+			return r.growBySlice(ctx, job, s, sl, queue, change)
 		}
 		switch {
 		case !suspended:
@@ -221,17 +240,18 @@ func (r *Reconciler) setPodsReady(ctx context.Context, wl *kueuev1.Workload, rea
 	return nil
 }
 
-// workload returns the job's Workload, or nil.
-func (r *Reconciler) workload(ctx context.Context, job engine.Object) (*kueuev1.Workload, error) {
-	wl := &kueuev1.Workload{}
-	key := client.ObjectKey{Namespace: job.GetNamespace(), Name: WorkloadName(r.gvk, job.GetName(), job.GetUID())}
-	if err := r.client.Get(ctx, key, wl); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get Workload %s: %w", key.Name, err)
+// slices returns the job's Workloads (JobSlices): those it controls, found by its UID's label.
+func (r *Reconciler) slices(ctx context.Context, job engine.Object) (Slices, error) {
+	list := &kueuev1.WorkloadList{}
+	if err := r.client.List(ctx, list, client.InNamespace(job.GetNamespace()),
+		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
+		return Slices{}, fmt.Errorf("list the Workloads of the job: %w", err)
 	}
-	return wl, nil
+	list.Items = slices.DeleteFunc(list.Items, func(wl kueuev1.Workload) bool {
+		owner := metav1.GetControllerOf(&wl)
+		return owner == nil || owner.UID != job.GetUID()
+	})
+	return JobSlices(list.Items), nil
 }
 
 // active reports whether pods of the job are still pending or running.
@@ -333,7 +353,7 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, job engine.Object, wl *
 }
 
 // createWorkload makes the job's Workload from its spec as the adapter describes it.
-func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
+func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, sl Slices, queue string) error {
 	s := r.describe(ctx, job)
 	if s == nil {
 		return nil
@@ -345,6 +365,11 @@ func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queu
 	wl, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), queue, prio)
 	if err != nil {
 		return err
+	}
+	wl.Name = r.workloadName(job, sl)
+	if SlicesEnabled(job, s) {
+		// An elastic Workload to Kueue, as its own jobs' are.
+		wl.Annotations = map[string]string{troupev1.AnnotationElasticJob: "true"}
 	}
 	if err := r.client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Workload %s: %w", wl.Name, err)
