@@ -45,7 +45,16 @@ func (r *Reconciler) growBySlice(ctx context.Context, job engine.Object, s *engi
 	case pending != nil && PodSetCountsChange(pending.Spec.PodSets, want) != "":
 		// Scaled again while it waited: a slice of the newest size follows once this one is gone.
 		return r.withdrawSlice(ctx, job, pending, "the job's size changed again")
+	case pending != nil && Stuck(pending):
+		return r.withdrawSlice(ctx, job, pending, fmt.Sprintf(
+			"Kueue could not mark Workload %s finished in its place (a write raced it) and left the slice aside; a new slice follows", wl.Name))
 	case pending == nil:
+		// Kueue finishes wl when it admits the slice, with wl's resourceVersion as its cache
+		// holds it: a write of troupe's just before would make that fail (Stuck). So wl's last
+		// write goes first, and the slice on a pass that writes nothing to wl.
+		if wrote, err := r.writePodsReady(ctx, wl, PodsReady(job.JobStatus())); err != nil || wrote {
+			return err
+		}
 		pending = BuildSlice(wl, r.workloadName(job, sl), want)
 		if err := r.client.Create(ctx, pending); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Workload slice %s: %w", pending.Name, err)
@@ -54,10 +63,9 @@ func (r *Reconciler) growBySlice(ctx context.Context, job engine.Object, s *engi
 			"created Workload slice %s in LocalQueue %s to grow the job (%s) in place of Workload %s; it runs at its admitted size until Kueue admits the slice",
 			pending.Name, queue, change, wl.Name)
 	}
+	// wl is not written while the slice waits (its PodsReady stays as it was: the job runs the
+	// pods admitted), for the reason above.
 	if err := r.recordCharged(ctx, job, wl); err != nil {
-		return err
-	}
-	if err := r.setPodsReady(ctx, wl, PodsReady(job.JobStatus())); err != nil {
 		return err
 	}
 	return r.setCondition(ctx, job, GrowingCondition(wl, pending, queue))

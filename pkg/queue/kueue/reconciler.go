@@ -226,18 +226,24 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 // setPodsReady writes the Workload's PodsReady condition when it changed: Kueue's
 // waitForPodsReady evicts an admitted Workload that does not say its pods are ready in time.
 func (r *Reconciler) setPodsReady(ctx context.Context, wl *kueuev1.Workload, ready bool) error {
+	_, err := r.writePodsReady(ctx, wl, ready)
+	return err
+}
+
+// writePodsReady is setPodsReady, saying whether it wrote.
+func (r *Reconciler) writePodsReady(ctx context.Context, wl *kueuev1.Workload, ready bool) (bool, error) {
 	c := PodsReadyCondition(wl, ready)
 	if old := meta.FindStatusCondition(wl.Status.Conditions, c.Type); old != nil &&
 		old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
-		return nil
+		return false, nil
 	}
 	orig := wl.DeepCopy()
 	c.LastTransitionTime = metav1.NewTime(r.clock.Now())
 	meta.SetStatusCondition(&wl.Status.Conditions, c)
 	if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write the PodsReady condition of Workload %s: %w", wl.Name, err)
+		return false, fmt.Errorf("write the PodsReady condition of Workload %s: %w", wl.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // slices returns the job's Workloads (JobSlices): those it controls, found by its UID's label.

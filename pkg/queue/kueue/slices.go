@@ -116,6 +116,15 @@ func JobSlices(items []kueuev1.Workload) Slices {
 	return out
 }
 
+// Stuck reports whether Kueue's scheduler left a slice aside after it failed to mark the Workload
+// it replaces finished: Kueue v0.15.2 then writes the slice's QuotaReserved False, reason
+// Pending, with no message, and keeps it among the inadmissible Workloads until something else
+// in its ClusterQueue changes. A slice that does not fit says why (insufficient quota, ...).
+func Stuck(slice *kueuev1.Workload) bool {
+	c := meta.FindStatusCondition(slice.Status.Conditions, kueuev1.WorkloadQuotaReserved)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Pending" && c.Message == ""
+}
+
 // Grows reports whether a job asking want pods (by pod set) asks, in the same pod sets, more than
 // it is charged for in at least one of them and fewer in none: what a slice is for (Kueue charges
 // a slice each pod set's count less the replaced Workload's).
