@@ -2,7 +2,9 @@ package kueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +16,32 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
+
+// errSwapping: Kueue is between finishing a job's Workload and admitting the slice that replaces
+// it; the job is looked at again after SwapGrace (or on the slice's admission).
+var errSwapping = errors.New("Kueue is admitting the slice that replaces the job's Workload")
+
+// SwapGrace is how long after Kueue finished a job's Workload in place of a slice the job runs
+// on while the slice is not admitted yet: Kueue writes the two one after the other, and if the
+// second write fails (Kueue then queues the slice again), the job is stopped after this.
+const SwapGrace = 15 * time.Second
+
+// Swapping reports whether wl, a slice not admitted, replaces a Workload among retired that Kueue
+// finished for it (WorkloadSliceReplaced) less than SwapGrace before now.
+func Swapping(wl *kueuev1.Workload, retired []*kueuev1.Workload, now time.Time) bool {
+	key := ReplacementFor(wl)
+	if key == "" {
+		return false
+	}
+	for _, old := range retired {
+		c := meta.FindStatusCondition(old.Status.Conditions, kueuev1.WorkloadFinished)
+		if sliceKey(old) == key && c != nil && c.Status == metav1.ConditionTrue && c.Reason == kueuev1.WorkloadSliceReplaced &&
+			now.Sub(c.LastTransitionTime.Time) < SwapGrace {
+			return true
+		}
+	}
+	return false
+}
 
 // EventGrown: Kueue admitted the slice of an elastic job's new size in place of its Workload; the
 // job grows without a stop.
@@ -108,10 +136,13 @@ func (r *Reconciler) tidySlices(ctx context.Context, job engine.Object, sl Slice
 	for _, wl := range sl.Retired {
 		c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadFinished)
 		replaced := c != nil && c.Reason == kueuev1.WorkloadSliceReplaced && HasFinalizer(wl)
+		if replaced && (sl.Current == nil || !Admitted(sl.Current)) {
+			continue // Kueue admits the slice next (Swapping); said once it has
+		}
 		if err := r.removeFinalizer(ctx, wl); err != nil {
 			return err
 		}
-		if replaced && sl.Current != nil {
+		if replaced {
 			r.recorder.Eventf(job, sl.Current, corev1.EventTypeNormal, EventGrown, "Grow",
 				"Kueue admitted Workload slice %s (%s) in place of Workload %s: the job grows without a stop",
 				sl.Current.Name, AdmittedPodSets(sl.Current), wl.Name)

@@ -2,6 +2,7 @@ package kueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -65,6 +66,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// reconciles again.
 		ctrl.LoggerFrom(ctx).V(2).Info("write raced a newer version; reconciling again", "error", err.Error())
 		return ctrl.Result{}, nil
+	}
+	if errors.Is(err, errSwapping) {
+		return ctrl.Result{RequeueAfter: SwapGrace}, nil
 	}
 	if held && err == nil {
 		// Held for want of Kueue: looked at again once the integration may have come on.
@@ -212,6 +216,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
 	}
 	if !Admitted(wl) {
+		if Swapping(wl, sl.Retired, r.clock.Now()) {
+			// Kueue finished the Workload the slice replaces and admits the slice next: the job
+			// runs its admitted pods meanwhile.
+			return errSwapping
+		}
 		return r.suspend(ctx, job, qj, "its Workload is not admitted by a ClusterQueue")
 	}
 	if err := r.recordCharged(ctx, job, wl); err != nil {
