@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,6 +134,9 @@ func (r *Reconciler) tidySlices(ctx context.Context, job engine.Object, sl Slice
 			return err
 		}
 	}
+	if err := r.adopt(ctx, job, sl); err != nil {
+		return err
+	}
 	for _, wl := range sl.Retired {
 		c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadFinished)
 		replaced := c != nil && c.Reason == kueuev1.WorkloadSliceReplaced && HasFinalizer(wl)
@@ -146,6 +150,37 @@ func (r *Reconciler) tidySlices(ctx context.Context, job engine.Object, sl Slice
 			r.recorder.Eventf(job, sl.Current, corev1.EventTypeNormal, EventGrown, "Grow",
 				"Kueue admitted Workload slice %s (%s) in place of Workload %s: the job grows without a stop",
 				sl.Current.Name, AdmittedPodSets(sl.Current), wl.Name)
+		}
+	}
+	return nil
+}
+
+// adopt makes the job the controller of its Workload once Kueue admitted it in place of another
+// (a slice is owned by the Workload it replaces until then), and hands the Workloads it replaced
+// to it, so that the job owns one Workload, the admitted one: Kueue's batch Job integration
+// stops the Jobs of a job whose first owned Workload is not admitted (v0.15.2 reads the first of
+// the list). The replaced ones go with it (garbage collection).
+func (r *Reconciler) adopt(ctx context.Context, job engine.Object, sl Slices) error {
+	cur := sl.Current
+	if cur == nil || !HasQuota(cur) {
+		return nil
+	}
+	if owner := metav1.GetControllerOf(cur); owner == nil || owner.UID != job.GetUID() {
+		orig := cur.DeepCopy()
+		ref := metav1.NewControllerRef(job, r.gvk)
+		cur.OwnerReferences = []metav1.OwnerReference{*ref}
+		if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("make the job the owner of Workload %s: %w", cur.Name, err)
+		}
+	}
+	for _, wl := range slices.Concat(sl.Retired, sl.Superseded) {
+		if owner := metav1.GetControllerOf(wl); owner == nil || owner.UID != job.GetUID() || !wl.DeletionTimestamp.IsZero() {
+			continue
+		}
+		orig := wl.DeepCopy()
+		wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload", Name: cur.Name, UID: cur.UID}}
+		if err := r.client.Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("hand Workload %s to Workload %s: %w", wl.Name, cur.Name, err)
 		}
 	}
 	return nil

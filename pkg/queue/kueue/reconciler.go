@@ -255,17 +255,14 @@ func (r *Reconciler) writePodsReady(ctx context.Context, wl *kueuev1.Workload, r
 	return true, nil
 }
 
-// slices returns the job's Workloads (JobSlices): those it controls, found by its UID's label.
+// slices returns the job's Workloads (JobSlices), found by its UID's label: the one it controls
+// and its slices (owned by the Workload they replace until they are admitted, adopt).
 func (r *Reconciler) slices(ctx context.Context, job engine.Object) (Slices, error) {
 	list := &kueuev1.WorkloadList{}
 	if err := r.client.List(ctx, list, client.InNamespace(job.GetNamespace()),
 		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
 		return Slices{}, fmt.Errorf("list the Workloads of the job: %w", err)
 	}
-	list.Items = slices.DeleteFunc(list.Items, func(wl kueuev1.Workload) bool {
-		owner := metav1.GetControllerOf(&wl)
-		return owner == nil || owner.UID != job.GetUID()
-	})
 	return JobSlices(list.Items), nil
 }
 

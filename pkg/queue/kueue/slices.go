@@ -191,7 +191,10 @@ func BuildSlice(current *kueuev1.Workload, name string, want []kueuev1.PodSet) *
 				troupev1.AnnotationElasticJob: "true",
 				AnnotationSliceReplacementFor: sliceKey(current),
 			},
-			OwnerReferences: slices.Clone(current.OwnerReferences),
+			// Owned by current, not by the job, until Kueue admits it (adopt): Kueue's batch Job
+			// integration stops a job's Jobs unless the first Workload the job owns is admitted.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload",
+				Name: current.Name, UID: current.UID}},
 			Finalizers:      []string{ResourceInUseFinalizer},
 		},
 		Spec: spec,
