@@ -263,7 +263,11 @@ func (r *Reconciler) slices(ctx context.Context, job engine.Object) (Slices, err
 		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
 		return Slices{}, fmt.Errorf("list the Workloads of the job: %w", err)
 	}
-	return JobSlices(list.Items), nil
+	sl := JobSlices(list.Items)
+	if len(list.Items) > 1 {
+		ctrl.LoggerFrom(ctx).V(2).Info("the job's Workloads", "slices", sl.String())
+	}
+	return sl, nil
 }
 
 // active reports whether pods of the job are still pending or running.

@@ -52,6 +52,25 @@ type Slices struct {
 	Retired []*kueuev1.Workload
 }
 
+// String says which Workload is which, for the log.
+func (s Slices) String() string {
+	name := func(wl *kueuev1.Workload) string {
+		if wl == nil {
+			return "-"
+		}
+		return wl.Name
+	}
+	names := func(wls []*kueuev1.Workload) []string {
+		out := make([]string, 0, len(wls))
+		for _, wl := range wls {
+			out = append(out, wl.Name)
+		}
+		return out
+	}
+	return fmt.Sprintf("current %s, pending %s, superseded %v, unwanted %v, retired %v",
+		name(s.Current), name(s.Pending), names(s.Superseded), names(s.Unwanted), names(s.Retired))
+}
+
 // ReplacementFor is the key of the Workload a slice replaces, "" when it is no slice.
 func ReplacementFor(wl *kueuev1.Workload) string {
 	return wl.Annotations[AnnotationSliceReplacementFor]
@@ -195,7 +214,7 @@ func BuildSlice(current *kueuev1.Workload, name string, want []kueuev1.PodSet) *
 			// integration stops a job's Jobs unless the first Workload the job owns is admitted.
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload",
 				Name: current.Name, UID: current.UID}},
-			Finalizers:      []string{ResourceInUseFinalizer},
+			Finalizers: []string{ResourceInUseFinalizer},
 		},
 		Spec: spec,
 	}
