@@ -46,6 +46,18 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	elastic.SetAnnotations(map[string]string{troupev1.AnnotationElasticJob: "true"})
 	createJob(t, elastic)
 	waitPhase(t, elastic, troupev1.JobRunning)
+	// Scaled once it runs steadily: its workers ready and its Workload told so. (Kueue's batch Job
+	// integration stops a Job of the job that changes in the moment between Kueue finishing the
+	// Workload and troupe adopting the slice: docs/kueue.md.)
+	eventually(t, "the elastic job's workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
+		got := &troupev1.PyTorchJob{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
+			return false, err
+		}
+		wl, err := jobWorkload(ctx, kc, elastic)
+		return err == nil && wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady) &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, troupev1.ConditionWorkersReady), err
+	})
 	before := waitWorkers(t, elastic, 2)
 
 	// From here on the job is never suspended: sampled on every poll of the waits below.
