@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -219,24 +218,14 @@ func (t childType) cacheTransform(in any) (any, error) {
 	return out, nil
 }
 
-// controlledByATroupeJob says obj's controller is a troupe job (of any kind), or obj is a Kueue
-// Workload slice troupe made for a job (pkg/queue/kueue): labelled as troupe's and the job's, and
-// owned by the Workload it replaces until Kueue admits it.
+// controlledByATroupeJob says obj's controller is a troupe job (of any kind).
 func controlledByATroupeJob(obj metav1.Object) bool {
 	c := metav1.GetControllerOf(obj)
 	if c == nil {
-		return troupeSlice(obj)
+		return false
 	}
 	gv, err := schema.ParseGroupVersion(c.APIVersion)
 	return err == nil && gv.Group == troupev1.GroupVersion.Group
-}
-
-// troupeSlice says obj is a Workload slice troupe made: no controller, one owner, a Workload,
-// and troupe's labels with a job's UID.
-func troupeSlice(obj metav1.Object) bool {
-	refs, l := obj.GetOwnerReferences(), obj.GetLabels()
-	return len(refs) == 1 && refs[0].Kind == "Workload" && strings.HasPrefix(refs[0].APIVersion, "kueue.x-k8s.io/") &&
-		l[troupev1.LabelManagedBy] == troupev1.ManagedByTroupe && l[troupev1.LabelJobUID] != ""
 }
 
 // engineConditions are the pod conditions the engine reads, without their times: Ready (the WorkersReady condition,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -26,9 +27,10 @@ import (
 // Workload slices (annotation kueue.x-k8s.io/elastic-job, the local Kueue's
 // ElasticJobsViaWorkloadSlices gate on) is scaled up under the queue's 8 CPUs. To 3 x 2 CPUs,
 // which fit: it keeps its 2 pods, is never stopped, its third worker runs, Kueue admits the slice
-// of its new size and finishes the Workload it replaces, and the queue charges it 6 CPUs, so a
-// job of 4 waits. To 5 x 2, which does not fit: it runs its 3 workers and says it waits for the
-// slice. Scaled back to 3, the slice is withdrawn.
+// of its new size and finishes the Workload it replaces, the third pod is made only once the
+// slice is admitted, and the queue charges it 6 CPUs, so a job of 4 waits. To 5 x 2, which does
+// not fit: it runs its 3 workers and says it waits for the slice. Scaled back to 3, the slice is
+// withdrawn; scaled to 2, it hands a worker's 2 CPUs back, still without a stop.
 func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -46,9 +48,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	elastic.SetAnnotations(map[string]string{troupev1.AnnotationElasticJob: "true"})
 	createJob(t, elastic)
 	waitPhase(t, elastic, troupev1.JobRunning)
-	// Scaled once it runs steadily: its workers ready and its Workload told so. (Kueue's batch Job
-	// integration stops a Job of the job that changes in the moment between Kueue finishing the
-	// Workload and troupe adopting the slice: docs/kueue.md.)
+	// Scaled once it runs steadily: its workers ready and its Workload told so.
 	eventually(t, "the elastic job's workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
 		got := &troupev1.PyTorchJob{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
@@ -70,20 +70,18 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 		}
 	}
 
+	start := time.Now()
 	scale(t, elastic, 3)
-	expectEvent(t, ns, elastic.Name, kueue.EventGrown, "(worker=3)")
+	expectEvent(t, ns, elastic.Name, kueue.EventAdmittedSlice, "(worker=3)")
 	eventually(t, "the third worker running beside the first two", func(ctx context.Context) (bool, error) {
 		watchNotSuspended(ctx)
 		pods, err := queuedJobPods(ctx, elastic)
 		running := slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
 		return len(running) == 3, err
 	})
+	grown := time.Since(start)
 	after := waitWorkers(t, elastic, 3)
-	for _, b := range before {
-		if !slices.ContainsFunc(after, func(p corev1.Pod) bool { return p.UID == b.UID }) {
-			t.Errorf("pod %s (%s) is gone after the scale up: the job's running pods must be kept", b.Name, b.UID)
-		}
-	}
+	expectKept(t, before, after, "the scale up")
 	got := &troupev1.PyTorchJob{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
 		t.Fatal(err)
@@ -104,6 +102,18 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	}
 	if len(replaced[0].Finalizers) != 0 {
 		t.Errorf("replaced Workload %s keeps finalizers %v", replaced[0].Name, replaced[0].Finalizers)
+	}
+	// The new worker's pod was made once Kueue admitted the slice, not before.
+	admitted := meta.FindStatusCondition(current[0].Status.Conditions, kueuev1.WorkloadAdmitted)
+	for _, p := range after {
+		if !slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) && admitted != nil &&
+			p.CreationTimestamp.Before(&admitted.LastTransitionTime) {
+			t.Errorf("pod %s made at %s, before Kueue admitted the slice at %s", p.Name, p.CreationTimestamp, admitted.LastTransitionTime)
+		}
+	}
+	if admitted != nil {
+		t.Logf("grown 2 -> 3 workers: slice %s admitted %s after it was made; third worker running %s after kubectl scale; pods kept: %s",
+			current[0].Name, admitted.LastTransitionTime.Sub(current[0].CreationTimestamp.Time), grown.Round(100*time.Millisecond), podUIDs(before))
 	}
 
 	// The queue charges the job its 6 CPUs: a job of 2 x 2 CPUs waits for quota.
@@ -163,6 +173,21 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	})
 	if pods, err := queuedJobPods(ctx, elastic); err != nil || len(pods) != 3 {
 		t.Errorf("pods after the slice was withdrawn: %d (%v), want 3", len(pods), err)
+	}
+
+	// Scaled down to 2: it goes on with 2 of its pods and hands the third worker's 2 CPUs back.
+	scale(t, elastic, 2)
+	expectClusterQueueCPU(t, kc, pool, "4")
+	eventually(t, "the elastic job down to 2 pods", func(ctx context.Context) (bool, error) {
+		watchNotSuspended(ctx)
+		pods, err := queuedJobPods(ctx, elastic)
+		return len(pods) == 2, err
+	})
+	for _, p := range waitWorkers(t, elastic, 2) {
+		if !slices.ContainsFunc(after, func(a corev1.Pod) bool { return a.UID == p.UID }) {
+			t.Errorf("pod %s (%s) is new after the scale down: the job's pods must be kept", p.Name, p.UID)
+		}
+		expectKept(t, []corev1.Pod{p}, []corev1.Pod{p}, "the scale down")
 	}
 
 	if s := suspended.Load(); s != nil {
@@ -241,4 +266,30 @@ func expectClusterQueueCPU(t *testing.T, kc client.Client, cq, cpu string) {
 		}
 		return false, nil
 	})
+}
+
+// expectKept: every pod of kept is among all, the same pod (UID) never restarted.
+func expectKept(t *testing.T, kept, all []corev1.Pod, when string) {
+	t.Helper()
+	for _, k := range kept {
+		i := slices.IndexFunc(all, func(p corev1.Pod) bool { return p.UID == k.UID })
+		if i < 0 {
+			t.Errorf("pod %s (%s) is gone after %s: the job's running pods must be kept", k.Name, k.UID, when)
+			continue
+		}
+		for _, cs := range all[i].Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("pod %s container %s restarted %d times by %s", k.Name, cs.Name, cs.RestartCount, when)
+			}
+		}
+	}
+}
+
+// podUIDs says pods as "name=uid, ...".
+func podUIDs(pods []corev1.Pod) string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Name+"="+string(p.UID))
+	}
+	return strings.Join(out, ", ")
 }

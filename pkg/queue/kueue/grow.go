@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,16 +43,15 @@ func Swapping(wl *kueuev1.Workload, retired []*kueuev1.Workload, now time.Time) 
 	return false
 }
 
-// EventGrown: Kueue admitted the slice of an elastic job's new size in place of its Workload; the
-// job grows without a stop.
-const EventGrown = "AdmittedSlice"
-
 // growsBySlice reports whether the job, admitted under wl, grows by a Workload slice rather than
 // by a stop: it opted in (SlicesEnabled), is running, and asks more than wl is charged for in
 // the same pod sets, none fewer; wl is admitted, not evicted nor deleted, and Sliceable.
 func (r *Reconciler) growsBySlice(job engine.Object, s *engine.Spec, wl *kueuev1.Workload) bool {
 	if !SlicesEnabled(job, s) || wl == nil || job.JobStatus().Phase.Ended() {
 		return false
+	}
+	if _, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
+		return false // MultiKueue's copy runs under the one Workload MultiKueue made for it
 	}
 	if !wl.DeletionTimestamp.IsZero() || !Admitted(wl) || Evicted(wl) != nil || !Sliceable(wl) {
 		return false
@@ -134,9 +132,6 @@ func (r *Reconciler) tidySlices(ctx context.Context, job engine.Object, sl Slice
 			return err
 		}
 	}
-	if err := r.adopt(ctx, job, sl); err != nil {
-		return err
-	}
 	for _, wl := range sl.Retired {
 		c := meta.FindStatusCondition(wl.Status.Conditions, kueuev1.WorkloadFinished)
 		replaced := c != nil && c.Reason == kueuev1.WorkloadSliceReplaced && HasFinalizer(wl)
@@ -147,40 +142,9 @@ func (r *Reconciler) tidySlices(ctx context.Context, job engine.Object, sl Slice
 			return err
 		}
 		if replaced {
-			r.recorder.Eventf(job, sl.Current, corev1.EventTypeNormal, EventGrown, "Grow",
+			r.recorder.Eventf(job, sl.Current, corev1.EventTypeNormal, EventAdmittedSlice, "Grow",
 				"Kueue admitted Workload slice %s (%s) in place of Workload %s: the job grows without a stop",
 				sl.Current.Name, AdmittedPodSets(sl.Current), wl.Name)
-		}
-	}
-	return nil
-}
-
-// adopt makes the job the controller of its Workload once Kueue admitted it in place of another
-// (a slice is owned by the Workload it replaces until then), and hands the Workloads it replaced
-// to it, so that the job owns one Workload, the admitted one: Kueue's batch Job integration
-// stops the Jobs of a job whose first owned Workload is not admitted (v0.15.2 reads the first of
-// the list). The replaced ones go with it (garbage collection).
-func (r *Reconciler) adopt(ctx context.Context, job engine.Object, sl Slices) error {
-	cur := sl.Current
-	if cur == nil || !HasQuota(cur) {
-		return nil
-	}
-	if owner := metav1.GetControllerOf(cur); owner == nil || owner.UID != job.GetUID() {
-		orig := cur.DeepCopy()
-		ref := metav1.NewControllerRef(job, r.gvk)
-		cur.OwnerReferences = []metav1.OwnerReference{*ref}
-		if err := r.client.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("make the job the owner of Workload %s: %w", cur.Name, err)
-		}
-	}
-	for _, wl := range slices.Concat(sl.Retired, sl.Superseded) {
-		if owner := metav1.GetControllerOf(wl); owner == nil || owner.UID != job.GetUID() || !wl.DeletionTimestamp.IsZero() {
-			continue
-		}
-		orig := wl.DeepCopy()
-		wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload", Name: cur.Name, UID: cur.UID}}
-		if err := r.client.Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("hand Workload %s to Workload %s: %w", wl.Name, cur.Name, err)
 		}
 	}
 	return nil

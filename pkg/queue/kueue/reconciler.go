@@ -36,6 +36,9 @@ const (
 	// EventReclaimed: an elastic job that shrank handed the quota of the pods it no longer runs
 	// back to Kueue, and goes on.
 	EventReclaimed = "ReclaimedPods"
+	// EventAdmittedSlice: Kueue admitted the Workload slice of an elastic job's new size in place
+	// of its Workload; the job grows without a stop (growBySlice).
+	EventAdmittedSlice = "AdmittedSlice"
 )
 
 // The Workload and the job's spec are ours to write; ResourceFlavors, WorkloadPriorityClasses

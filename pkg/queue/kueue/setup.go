@@ -9,18 +9,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	kueuev1 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -152,47 +146,16 @@ func Setup(mgr ctrl.Manager, a engine.Adapter, integration *Integration) error {
 		integration: integration,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named(strings.ToLower(gvk.Kind) + "-kueue").For(a.NewObject())
-	toJob := handler.TypedEnqueueRequestsFromMapFunc(workloadJob(mgr.GetClient(), gvk))
 	if integration.Served() {
-		return b.WatchesRawSource(source.Kind(mgr.GetCache(), &kueuev1.Workload{}, toJob)).Complete(r)
+		return b.Owns(&kueuev1.Workload{}).Complete(r)
 	}
 	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
 	integration.onServed(func() error {
-		return c.Watch(source.Kind(mgr.GetCache(), &kueuev1.Workload{}, toJob))
+		return c.Watch(source.Kind(mgr.GetCache(), &kueuev1.Workload{},
+			handler.TypedEnqueueRequestForOwner[*kueuev1.Workload](mgr.GetScheme(), mgr.GetRESTMapper(), a.NewObject(), handler.OnlyControllerOwner())))
 	})
 	return nil
-}
-
-// workloadJob maps a Workload to the job of kind gvk it is for: its controller, or, for a slice
-// not admitted yet (owned by the Workload it replaces), that Workload's controller.
-func workloadJob(c client.Reader, gvk schema.GroupVersionKind) handler.TypedMapFunc[*kueuev1.Workload, reconcile.Request] {
-	jobOf := func(refs []metav1.OwnerReference, ns string) (reconcile.Request, bool) {
-		for _, ref := range refs {
-			if ptr.Deref(ref.Controller, false) && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String() {
-				return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
-			}
-		}
-		return reconcile.Request{}, false
-	}
-	return func(ctx context.Context, wl *kueuev1.Workload) []reconcile.Request {
-		if req, ok := jobOf(wl.OwnerReferences, wl.Namespace); ok {
-			return []reconcile.Request{req}
-		}
-		for _, ref := range wl.OwnerReferences {
-			if ref.Kind != "Workload" || ref.APIVersion != kueuev1.GroupVersion.String() {
-				continue
-			}
-			owner := &kueuev1.Workload{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner); err != nil || owner.UID != ref.UID {
-				continue
-			}
-			if req, ok := jobOf(owner.OwnerReferences, wl.Namespace); ok {
-				return []reconcile.Request{req}
-			}
-		}
-		return nil
-	}
 }

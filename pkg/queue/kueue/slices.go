@@ -15,7 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/pkg/engine"
 )
 
-// Workload slices (Kueue's ElasticJobsViaWorkloadSlices, alpha in v0.15): an admitted elastic job
+// Workload slices (Kueue's ElasticJobsViaWorkloadSlices, alpha in v0.17): an admitted elastic job
 // grows by a second Workload, a slice, that names the admitted one in
 // AnnotationSliceReplacementFor. Kueue's scheduler charges the slice only for what it adds to the
 // Workload it replaces, and when it admits the slice it marks the replaced one Finished
@@ -136,9 +136,9 @@ func JobSlices(items []kueuev1.Workload) Slices {
 }
 
 // Stuck reports whether Kueue's scheduler left a slice aside after it failed to mark the Workload
-// it replaces finished: Kueue v0.15.2 then writes the slice's QuotaReserved False, reason
-// Pending, with no message, and keeps it among the inadmissible Workloads until something else
-// in its ClusterQueue changes. A slice that does not fit says why (insufficient quota, ...).
+// it replaces finished: Kueue (seen with v0.15.2; v0.17.0's scheduler takes the same path) then
+// writes the slice's QuotaReserved False, reason Pending, with no message, and keeps it among the
+// inadmissible Workloads until something else in its ClusterQueue changes. A slice that does not fit says why (insufficient quota, ...).
 func Stuck(slice *kueuev1.Workload) bool {
 	c := meta.FindStatusCondition(slice.Status.Conditions, kueuev1.WorkloadQuotaReserved)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Pending" && c.Message == ""
@@ -187,8 +187,8 @@ func SliceName(first string, generation int64) string {
 
 // BuildSlice returns the slice that grows a job whose Workload is current to the counts of want:
 // current's pod sets (templates, topology requests) with want's counts, its queue, priority,
-// labels and owner, named name, marking current as the Workload it replaces. Both are elastic
-// Workloads to Kueue (troupev1.AnnotationElasticJob).
+// labels and owner (the job), named name, marking current as the Workload it replaces. Both are
+// elastic Workloads to Kueue (troupev1.AnnotationElasticJob).
 func BuildSlice(current *kueuev1.Workload, name string, want []kueuev1.PodSet) *kueuev1.Workload {
 	counts := map[kueuev1.PodSetReference]int32{}
 	for _, ps := range want {
@@ -210,11 +210,11 @@ func BuildSlice(current *kueuev1.Workload, name string, want []kueuev1.PodSet) *
 				troupev1.AnnotationElasticJob: "true",
 				AnnotationSliceReplacementFor: sliceKey(current),
 			},
-			// Owned by current, not by the job, until Kueue admits it (adopt): Kueue's batch Job
-			// integration stops a job's Jobs unless the first Workload the job owns is admitted.
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: kueuev1.GroupVersion.String(), Kind: "Workload",
-				Name: current.Name, UID: current.UID}},
-			Finalizers: []string{ResourceInUseFinalizer},
+			// Owned by the job, as current is: Kueue's batch Job integration (v0.15.4 and later)
+			// keeps the job's Jobs running while the newest unfinished Workload the job owns, the
+			// slice, is not evicted, also between finishing current and admitting the slice.
+			OwnerReferences: slices.Clone(current.OwnerReferences),
+			Finalizers:      []string{ResourceInUseFinalizer},
 		},
 		Spec: spec,
 	}
