@@ -204,11 +204,12 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	}
 }
 
-// scale sets the PyTorchJob's workers with kubectl scale, as a user would.
-func scale(t *testing.T, job *troupev1.PyTorchJob, n int) {
+// scale sets the job's workers with kubectl scale, as a user would.
+func scale(t *testing.T, job queuedJob, n int) {
 	t.Helper()
-	if out, err := kubectl("scale", "pytorchjob", job.Name, "-n", job.Namespace, fmt.Sprintf("--replicas=%d", n)); err != nil {
-		t.Fatalf("kubectl scale pytorchjob --replicas=%d: %v\n%s", n, err, out)
+	kind := strings.ToLower(jobKind(job))
+	if out, err := kubectl("scale", kind, job.GetName(), "-n", job.GetNamespace(), fmt.Sprintf("--replicas=%d", n)); err != nil {
+		t.Fatalf("kubectl scale %s --replicas=%d: %v\n%s", kind, n, err, out)
 	}
 }
 
@@ -292,4 +293,85 @@ func podUIDs(pods []corev1.Pod) string {
 		out = append(out, p.Name+"="+string(p.UID))
 	}
 	return strings.Join(out, ", ")
+}
+
+// TestKueueElasticHorovodGrowsInPlace: an admitted elastic HorovodJob (its launcher and 2
+// workers of 1 CPU) that opted in to Workload slices is scaled to 3 workers under the queue's 8
+// CPUs: its launcher and its 2 workers keep their pods without a restart, it is never stopped,
+// Kueue admits the slice of launcher=1,worker=3 in place of its Workload, and the third worker's
+// pod is made once the slice is admitted.
+func TestKueueElasticHorovodGrowsInPlace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	pool := "kueue-" + ns
+	gangPool(t, pool)
+	kc := kueueClient(t)
+	low, _ := kueueQueue(t, kc, ns, pool)
+
+	job := testutil.Load[*troupev1.HorovodJob](t, filepath.Join(repoRoot, "examples", "horovodjob-elastic.yaml"), ns)
+	job.Spec.Worker.Replicas = ptr.To[int32](2)
+	requestCPU(&job.Spec.Worker.Template, "1")
+	job.Spec.Worker.Template.Annotations = map[string]string{simDurationAnnot: "300s"}
+	job.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
+	job.SetAnnotations(map[string]string{troupev1.AnnotationElasticJob: "true"})
+	createJob(t, job)
+	waitPhase(t, job, troupev1.JobRunning)
+	eventually(t, "the elastic HorovodJob's workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
+		got := &troupev1.HorovodJob{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+			return false, err
+		}
+		wl, err := jobWorkload(ctx, kc, job)
+		return err == nil && wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady) &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, troupev1.ConditionWorkersReady), err
+	})
+	before := waitWorkers(t, job, 3) // the launcher and 2 workers
+
+	var stopped atomic.Value
+	watchNotSuspended := func(ctx context.Context) {
+		got := &troupev1.HorovodJob{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err == nil &&
+			(ptr.Deref(got.Spec.RunPolicy.Suspend, false) || got.Status.Phase != troupev1.JobRunning) {
+			stopped.Store(fmt.Sprintf("suspend %v, phase %s", ptr.Deref(got.Spec.RunPolicy.Suspend, false), got.Status.Phase))
+		}
+	}
+	start := time.Now()
+	scale(t, job, 3)
+	expectEvent(t, ns, job.Name, kueue.EventAdmittedSlice, "(launcher=1,worker=3)")
+	eventually(t, "the third worker running beside the launcher and the first two", func(ctx context.Context) (bool, error) {
+		watchNotSuspended(ctx)
+		pods, err := queuedJobPods(ctx, job)
+		running := slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
+		return len(running) == 4, err
+	})
+	grown := time.Since(start)
+	after := waitWorkers(t, job, 4)
+	expectKept(t, before, after, "the scale up")
+
+	got := &troupev1.HorovodJob{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Annotations[troupev1.AnnotationAdmittedPodSets]; a != "launcher=1,worker=3" {
+		t.Errorf("admitted pod sets %q after the slice was admitted, want launcher=1,worker=3", a)
+	}
+	current, replaced := jobSlices(t, kc, job)
+	if len(current) != 1 || len(replaced) != 1 {
+		t.Fatalf("Workloads of the job: %d live, %d replaced; want 1 and 1", len(current), len(replaced))
+	}
+	admitted := meta.FindStatusCondition(current[0].Status.Conditions, kueuev1.WorkloadAdmitted)
+	if admitted == nil || admitted.Status != metav1.ConditionTrue {
+		t.Fatalf("slice %s not admitted: %v", current[0].Name, admitted)
+	}
+	for _, p := range after {
+		if !slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) &&
+			p.CreationTimestamp.Before(&admitted.LastTransitionTime) {
+			t.Errorf("pod %s made at %s, before Kueue admitted the slice at %s", p.Name, p.CreationTimestamp, admitted.LastTransitionTime)
+		}
+	}
+	t.Logf("grown to 3 workers: slice %s admitted %s after it was made; the third worker running %s after kubectl scale; pods kept: %s",
+		current[0].Name, admitted.LastTransitionTime.Sub(current[0].CreationTimestamp.Time), grown.Round(100*time.Millisecond), podUIDs(before))
+	if s := stopped.Load(); s != nil {
+		t.Errorf("the elastic HorovodJob was stopped while it grew: %s", s)
+	}
 }
