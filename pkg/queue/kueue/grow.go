@@ -19,7 +19,7 @@ import (
 
 // errSwapping: Kueue is between finishing a job's Workload and admitting the slice that replaces
 // it; the job is looked at again after SwapGrace (or on the slice's admission).
-var errSwapping = errors.New("Kueue is admitting the slice that replaces the job's Workload")
+var errSwapping = errors.New("waiting for Kueue to admit the slice that replaces the job's Workload")
 
 // SwapGrace is how long after Kueue finished a job's Workload in place of a slice the job runs
 // on while the slice is not admitted yet: Kueue writes the two one after the other, and if the
