@@ -24,7 +24,7 @@ VOLCANO_VERSION ?= v1.10.0
 MPI_OPERATOR_VERSION ?= v0.8.2
 # Kueue's manager runs beside the gang schedulers on the local cluster (docs/kueue.md): built from
 # its module (cmd/kueue), its CRDs and webhook manifests from the same module.
-KUEUE_VERSION ?= v0.15.2
+KUEUE_VERSION ?= v0.17.0
 # Prometheus (cmd/prometheus of its module; module version v0.3XX.Y is release 3.XX.Y, here
 # 3.16.0): the e2e suite scrapes the operator with it as the shipped ServiceMonitor has it
 # scraped and runs the Grafana dashboard's queries on it (test/e2e/prometheus_test.go).

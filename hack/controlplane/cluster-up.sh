@@ -59,7 +59,8 @@ if addon gang; then
 fi
 addon kueue && components+=(kueue)
 addon metrics && components+=(metrics-server)
-# Kueue's CRDs whose versions (v1beta1 stored, v1beta2 served) Kueue's webhook converts.
+# Kueue's CRDs whose versions (v1beta2 stored since Kueue v0.16, v1beta1 still served) Kueue's webhook
+# converts (the CRDs its own kustomization patches with the conversion webhook).
 kueue_converted=(localqueues clusterqueues cohorts workloads multikueueclusters)
 start=$SECONDS
 

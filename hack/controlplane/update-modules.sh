@@ -153,7 +153,7 @@ update_mpi_operator() {
   (cd "$dir" && go get -tool "$mod/cmd/mpi-operator@$MPI_OPERATOR_VERSION" && go mod tidy)
 }
 
-# kueue: Kueue's manager (cmd/kueue), whose module builds with its own requirements (v0.15.2 has
+# kueue: Kueue's manager (cmd/kueue), whose module builds with its own requirements (v0.17.0 has
 # no replace list); the local cluster runs it beside the gang schedulers (docs/kueue.md).
 update_kueue() {
   local dir=$TOOLS_MODULES/kueue

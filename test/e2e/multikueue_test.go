@@ -280,7 +280,7 @@ func setSuspend(t *testing.T, job *troupev1.ChainerJob, suspend bool) {
 
 // A worker whose API server stops answering while a job runs there, for longer than MultiKueue's
 // workerLostTimeout (20 s on the local clusters): with no other worker to dispatch to, Kueue
-// v0.15.2 keeps the job where it is (MultiKueue reconciles no Workload of a MultiKueueConfig
+// (v0.15.2, v0.17.0) keeps the job where it is (MultiKueue reconciles no Workload of a MultiKueueConfig
 // without a connected cluster, so the timeout never fires), the manager's Workload admitted in
 // the worker. Once the worker answers again, the same single copy goes on there and succeeds.
 func multiKueueWorkerLost(t *testing.T, w *workerCluster, kc client.Client, ns string) {

@@ -4,12 +4,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Kueue's labels, read on the job itself (docs/kueue.md).
+// Kueue's labels and annotation, read on the job itself (docs/kueue.md).
 const (
 	// LabelQueueName names the Kueue LocalQueue, in the job's namespace, the job waits in.
 	LabelQueueName = "kueue.x-k8s.io/queue-name"
 	// LabelWorkloadPriorityClass names the Kueue WorkloadPriorityClass of the job's Workload.
 	LabelWorkloadPriorityClass = "kueue.x-k8s.io/priority-class"
+	// AnnotationElasticJob "true" on an elastic job (PyTorch elasticPolicy, elastic Horovod)
+	// lets it grow without a stop through Kueue's Workload slices, which Kueue's
+	// ElasticJobsViaWorkloadSlices feature gate must allow; Kueue's own annotation for its kinds.
+	AnnotationElasticJob = "kueue.x-k8s.io/elastic-job"
 )
 
 // AnnotationAdmittedPodSets records, on a queued job Kueue admitted, the pod counts of its

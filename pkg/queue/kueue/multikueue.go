@@ -46,7 +46,7 @@ func (r *Reconciler) reconcileDispatched(ctx context.Context, job engine.Object,
 	case job.JobStatus().Phase.Ended():
 		return r.finish(ctx, job, wl)
 	case wl == nil:
-		_, err := r.makeWorkload(ctx, job, queue)
+		_, err := r.makeWorkload(ctx, job, queue, WorkloadName(r.gvk, job.GetName(), job.GetUID()), nil)
 		return err
 	}
 	if active := !ptr.Deref(qj.JobRunPolicy().Suspend, false); ptr.Deref(wl.Spec.Active, true) != active {

@@ -36,6 +36,9 @@ const (
 	// EventReclaimed: an elastic job that shrank handed the quota of the pods it no longer runs
 	// back to Kueue, and goes on.
 	EventReclaimed = "ReclaimedPods"
+	// EventAdmittedSlice: Kueue admitted the Workload slice of an elastic job's new size in place
+	// of its Workload; the job grows without a stop (growBySlice).
+	EventAdmittedSlice = "AdmittedSlice"
 )
 
 // The Workload and the job's spec are ours to write; ResourceFlavors, WorkloadPriorityClasses
@@ -76,6 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// reconciles again.
 		ctrl.LoggerFrom(ctx).V(2).Info("write raced a newer version; reconciling again", "error", err.Error())
 		return ctrl.Result{}, nil
+	}
+	if errors.Is(err, errSwapping) {
+		return ctrl.Result{RequeueAfter: SwapGrace}, nil
 	}
 	if held && err == nil {
 		// Held for want of Kueue: looked at again once the integration may have come on.
@@ -133,15 +139,31 @@ func (r *Reconciler) holdWithoutKueue(ctx context.Context, job engine.Object, qj
 
 // reconcileQueued drives a queued job and its Workload while Kueue's API is served.
 func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj troupev1.QueuedJob, queue string) error {
-	wl, err := r.workload(ctx, job)
+	sl, err := r.slices(ctx, job)
 	if err != nil {
 		return err
 	}
+	wl := sl.Current
 	suspended := ptr.Deref(qj.JobRunPolicy().Suspend, false)
+	if !job.GetDeletionTimestamp().IsZero() {
+		for _, w := range slices.Concat(sl.Retired, sl.Superseded, sl.Unwanted, []*kueuev1.Workload{sl.Current, sl.Pending}) {
+			if err := r.removeFinalizer(ctx, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := r.tidySlices(ctx, job, sl); err != nil {
+		return err
+	}
+	if sl.Pending != nil {
+		// A slice is wanted only while the job still grows by it (growBySlice).
+		if s := r.describe(ctx, job); suspended || !r.growsBySlice(job, s, wl) {
+			return r.withdrawSlice(ctx, job, sl.Pending, "the job no longer grows by it")
+		}
+	}
 
 	switch {
-	case !job.GetDeletionTimestamp().IsZero():
-		return r.removeFinalizer(ctx, wl)
 	case wl != nil && !wl.DeletionTimestamp.IsZero():
 		// Someone deleted the Workload: stop the job; a new Workload follows once it is gone.
 		if !suspended && !job.JobStatus().Phase.Ended() {
@@ -162,7 +184,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 			// MultiKueue's copy runs under the Workload made for it, never one of ours.
 			return fmt.Errorf("%w: %s", errPrebuiltMissing, name)
 		}
-		return r.createWorkload(ctx, job, queue)
+		return r.createWorkload(ctx, job, sl, queue)
 	}
 
 	// The job's worker counts changed since its Workload was made (kubectl scale, an edit):
@@ -174,6 +196,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		kept, err := r.shrinkWithinAdmission(ctx, job, s, wl, suspended)
 		if err != nil || kept {
 			return err
+		}
+		if !suspended && r.growsBySlice(job, s, wl) {
+			return r.growBySlice(ctx, job, s, sl, queue, change)
 		}
 		switch {
 		case !suspended:
@@ -220,6 +245,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 		return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
 	}
 	if !Admitted(wl) {
+		if Swapping(wl, sl.Retired, r.clock.Now()) {
+			// Kueue finished the Workload the slice replaces and admits the slice next: the job
+			// runs its admitted pods meanwhile.
+			return errSwapping
+		}
 		return r.suspend(ctx, job, qj, "its Workload is not admitted by a ClusterQueue")
 	}
 	if err := r.recordCharged(ctx, job, wl); err != nil {
@@ -234,18 +264,24 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, job engine.Object, qj 
 // setPodsReady writes the Workload's PodsReady condition when it changed: Kueue's
 // waitForPodsReady evicts an admitted Workload that does not say its pods are ready in time.
 func (r *Reconciler) setPodsReady(ctx context.Context, wl *kueuev1.Workload, ready bool) error {
+	_, err := r.writePodsReady(ctx, wl, ready)
+	return err
+}
+
+// writePodsReady is setPodsReady, saying whether it wrote.
+func (r *Reconciler) writePodsReady(ctx context.Context, wl *kueuev1.Workload, ready bool) (bool, error) {
 	c := PodsReadyCondition(wl, ready)
 	if old := meta.FindStatusCondition(wl.Status.Conditions, c.Type); old != nil &&
 		old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
-		return nil
+		return false, nil
 	}
 	orig := wl.DeepCopy()
 	c.LastTransitionTime = metav1.NewTime(r.clock.Now())
 	meta.SetStatusCondition(&wl.Status.Conditions, c)
 	if err := r.client.Status().Patch(ctx, wl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write the PodsReady condition of Workload %s: %w", wl.Name, err)
+		return false, fmt.Errorf("write the PodsReady condition of Workload %s: %w", wl.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // workload returns the job's Workload, or nil: the one the operator makes, or for MultiKueue's
@@ -263,6 +299,25 @@ func (r *Reconciler) workload(ctx context.Context, job engine.Object) (*kueuev1.
 		return nil, fmt.Errorf("get Workload %s: %w", key.Name, err)
 	}
 	return wl, nil
+}
+
+// slices returns the job's Workloads (JobSlices), found by its UID's label: the one it controls
+// and its slices. MultiKueue's copy of a job has one, the Workload MultiKueue made for it.
+func (r *Reconciler) slices(ctx context.Context, job engine.Object) (Slices, error) {
+	if name, ok := troupev1.PrebuiltWorkload(job.GetLabels()); ok {
+		wl, err := r.prebuiltWorkload(ctx, job, name)
+		return Slices{Current: wl}, err
+	}
+	list := &kueuev1.WorkloadList{}
+	if err := r.client.List(ctx, list, client.InNamespace(job.GetNamespace()),
+		client.MatchingLabels{troupev1.LabelJobUID: string(job.GetUID())}); err != nil {
+		return Slices{}, fmt.Errorf("list the Workloads of the job: %w", err)
+	}
+	sl := JobSlices(list.Items)
+	if len(list.Items) > 1 {
+		ctrl.LoggerFrom(ctx).V(2).Info("the job's Workloads", "slices", sl.String())
+	}
+	return sl, nil
 }
 
 // active reports whether pods of the job are still pending or running.
@@ -364,18 +419,20 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, job engine.Object, wl *
 }
 
 // createWorkload makes the job's Workload from its spec as the adapter describes it, and says
-// so on its Admitted condition.
-func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, queue string) error {
-	wl, err := r.makeWorkload(ctx, job, queue)
+// so on its Admitted condition. An elastic job that grows by slices (SlicesEnabled) has an
+// elastic Workload, as Kueue's own kinds have.
+func (r *Reconciler) createWorkload(ctx context.Context, job engine.Object, sl Slices, queue string) error {
+	wl, err := r.makeWorkload(ctx, job, queue, r.workloadName(job, sl), SlicesEnabled)
 	if err != nil || wl == nil {
 		return err
 	}
 	return r.setCondition(ctx, job, AdmittedCondition(wl, queue))
 }
 
-// makeWorkload makes the job's Workload from its spec as the adapter describes it; nil when the
-// spec cannot run.
-func (r *Reconciler) makeWorkload(ctx context.Context, job engine.Object, queue string) (*kueuev1.Workload, error) {
+// makeWorkload makes the job's Workload, named name, from its spec as the adapter describes it,
+// marked elastic to Kueue when elastic says so; nil when the spec cannot run.
+func (r *Reconciler) makeWorkload(ctx context.Context, job engine.Object, queue, name string,
+	elastic func(metav1.Object, *engine.Spec) bool) (*kueuev1.Workload, error) {
 	s := r.describe(ctx, job)
 	if s == nil {
 		return nil, nil
@@ -387,6 +444,10 @@ func (r *Reconciler) makeWorkload(ctx context.Context, job engine.Object, queue 
 	wl, err := BuildWorkload(s, r.gvk, job.(troupev1.QueuedJob).PodSets(), queue, prio)
 	if err != nil {
 		return nil, err
+	}
+	wl.Name = name
+	if elastic != nil && elastic(job, s) {
+		wl.Annotations = map[string]string{troupev1.AnnotationElasticJob: "true"}
 	}
 	if err := r.client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create Workload %s: %w", wl.Name, err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -255,7 +256,8 @@ func TopologyRequest(annotations map[string]string, indexLabel string) (*kueuev1
 	if indexLabel != "" {
 		req.PodIndexLabel = &indexLabel
 	}
-	if *req == (kueuev1.PodSetTopologyRequest{}) {
+	// Compared as a whole: Kueue v0.17's request holds a list (podsetSliceRequiredTopologyConstraints).
+	if equality.Semantic.DeepEqual(*req, kueuev1.PodSetTopologyRequest{}) {
 		return nil, nil
 	}
 	return req, nil
