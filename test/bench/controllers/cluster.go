@@ -109,7 +109,13 @@ func troupeBinary(ctx context.Context, o *options, side, ref string) (bin, desc 
 	if out, err := archive.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("git archive %s: %w\n%s", commit, err, out)
 	}
-	return bin, "revision " + ref + " (" + commit + ")", goBuild(ctx, src, bin, "./cmd/troupe-operator")
+	err = goBuild(ctx, src, bin, "./cmd/troupe-operator")
+	// The sources served the build only: left in the results (inside the checkout's
+	// bench-results/), a second copy of the repository is walked by its checks (docrefs).
+	if rmErr := os.RemoveAll(src); err == nil {
+		err = rmErr
+	}
+	return bin, "revision " + ref + " (" + commit + ")", err
 }
 
 func goBuild(ctx context.Context, dir, bin, pkg string) error {
