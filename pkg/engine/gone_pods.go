@@ -11,18 +11,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// recordingDeletes is a pod event handler that records each deleted pod of its kind's jobs (a
-// pod carrying nameLabel) in gone before next handles the event. Every kind's controller sees
-// the deletion of every troupe pod; the other kinds' pods are not its to remember.
+// recordingDeletes is a pod event handler that records each deleted pod in gone before next
+// handles the event. The watch's filter (podChanged) hands it only the pods of its kind's jobs:
+// every kind's controller sees the deletion of every troupe pod, and the other kinds' are not
+// its to remember.
 type recordingDeletes struct {
 	handler.EventHandler
-	nameLabel string
-	gone      *goneWorkers
-	now       func() time.Time
+	gone *goneWorkers
+	now  func() time.Time
 }
 
 func (h recordingDeletes) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if p, ok := e.Object.(*corev1.Pod); ok && hasLabel(p, h.nameLabel) {
+	if p, ok := e.Object.(*corev1.Pod); ok {
 		h.gone.record(p, h.now())
 	}
 	h.EventHandler.Delete(ctx, e, q)

@@ -157,7 +157,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.gvk.Kind).
 		For(r.adapter.NewObject()).
-		Watches(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, nameLabel: podToJob.nameLabel, gone: r.gone, now: r.clock.Now},
+		Watches(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, gone: r.gone, now: r.clock.Now},
 			builder.WithPredicates(podChanged(podToJob.nameLabel)))
 	for _, t := range childTypes {
 		if t.progressDelayed {
