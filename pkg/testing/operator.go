@@ -139,7 +139,7 @@ func RemoveOperatorSetup(repoRoot, kubeconfig string) error {
 		{"delete", "--ignore-not-found", "-f", filepath.Join(repoRoot, "config", "webhook", "manifests.yaml")},
 		{"delete", "--ignore-not-found", "clusterrolebinding", metricsReaderName},
 		{"delete", "--ignore-not-found", "-n", metricsReaderNamespace, "serviceaccount", metricsReaderName},
-		{"delete", "--ignore-not-found", "clusterrole", "troupe-metrics-reader"},
+		{"delete", "--ignore-not-found", "-f", filepath.Join(repoRoot, "config", "rbac", "operator", "metrics_reader.yaml")},
 		{"delete", "--ignore-not-found", "namespace", "troupe-system"},
 	} {
 		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
