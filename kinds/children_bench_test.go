@@ -1,7 +1,6 @@
 package kinds
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -14,15 +13,7 @@ import (
 func BenchmarkChildren(b *testing.B) {
 	for _, ex := range examples(b) {
 		b.Run(filepath.Base(ex.file), func(b *testing.B) {
-			data, _ := json.Marshal(ex.obj)
-			job := ex.kind.NewObject()
-			if err := json.Unmarshal(data, job); err != nil {
-				b.Fatal(err)
-			}
-			job.SetNamespace("bench")
-			if errs := ex.kind.Admit(job, fuzzWebhookOptions); len(errs) > 0 {
-				b.Fatalf("refused: %v", errs)
-			}
+			job := ex.admitted(b, "bench")
 			adapter := ex.kind.Adapter(fuzzAdapterOptions)
 			b.ReportAllocs()
 			for b.Loop() {

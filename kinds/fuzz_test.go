@@ -120,18 +120,25 @@ func FuzzAdmittedJobsRun(f *testing.F) {
 func TestExamplesRun(t *testing.T) {
 	for _, ex := range examples(t) {
 		t.Run(filepath.Base(ex.file), func(t *testing.T) {
-			data, _ := json.Marshal(ex.obj)
-			job := ex.kind.NewObject()
-			if err := json.Unmarshal(data, job); err != nil {
-				t.Fatal(err)
-			}
-			job.SetNamespace("fuzz")
-			if errs := ex.kind.Admit(job, fuzzWebhookOptions); len(errs) > 0 {
-				t.Fatalf("the example is refused: %v", errs)
-			}
-			checkRuns(t, ex.kind, job)
+			checkRuns(t, ex.kind, ex.admitted(t, "fuzz"))
 		})
 	}
+}
+
+// admitted is the example as its kind, in namespace ns, as admission stores it (defaulted); an
+// example admission refuses fails tb.
+func (ex example) admitted(tb testing.TB, ns string) engine.Object {
+	tb.Helper()
+	data, _ := json.Marshal(ex.obj)
+	job := ex.kind.NewObject()
+	if err := json.Unmarshal(data, job); err != nil {
+		tb.Fatal(err)
+	}
+	job.SetNamespace(ns)
+	if errs := ex.kind.Admit(job, fuzzWebhookOptions); len(errs) > 0 {
+		tb.Fatalf("the example is refused: %v", errs)
+	}
+	return job
 }
 
 // describeSpec is the Spec the engine hands a kind's adapter: the identity it owns.

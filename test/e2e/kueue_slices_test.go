@@ -48,33 +48,17 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	elastic.SetAnnotations(map[string]string{troupev1.AnnotationElasticJob: "true"})
 	createJob(t, elastic)
 	waitPhase(t, elastic, troupev1.JobRunning)
-	// Scaled once it runs steadily: its workers ready and its Workload told so.
-	eventually(t, "the elastic job's workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
-		got := &troupev1.PyTorchJob{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
-			return false, err
-		}
-		wl, err := jobWorkload(ctx, kc, elastic)
-		return err == nil && wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady) &&
-			meta.IsStatusConditionTrue(got.Status.Conditions, troupev1.ConditionWorkersReady), err
-	})
+	waitSteady(t, kc, elastic)
 	before := waitWorkers(t, elastic, 2)
 
 	// From here on the job is never suspended: sampled on every poll of the waits below.
-	var suspended atomic.Value
-	watchNotSuspended := func(ctx context.Context) {
-		got := &troupev1.PyTorchJob{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err == nil &&
-			(ptr.Deref(got.Spec.RunPolicy.Suspend, false) || got.Status.Phase != troupev1.JobRunning) {
-			suspended.Store(fmt.Sprintf("suspend %v, phase %s", ptr.Deref(got.Spec.RunPolicy.Suspend, false), got.Status.Phase))
-		}
-	}
+	stops := stopWatch{job: elastic}
 
 	start := time.Now()
 	scale(t, elastic, 3)
 	expectEvent(t, ns, elastic.Name, kueue.EventAdmittedSlice, "(worker=3)")
 	eventually(t, "the third worker running beside the first two", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		pods, err := queuedJobPods(ctx, elastic)
 		running := slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
 		return len(running) == 3, err
@@ -105,13 +89,8 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	}
 	// The new worker's pod was made once Kueue admitted the slice, not before.
 	admitted := meta.FindStatusCondition(current[0].Status.Conditions, kueuev1.WorkloadAdmitted)
-	for _, p := range after {
-		if !slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) && admitted != nil &&
-			p.CreationTimestamp.Before(&admitted.LastTransitionTime) {
-			t.Errorf("pod %s made at %s, before Kueue admitted the slice at %s", p.Name, p.CreationTimestamp, admitted.LastTransitionTime)
-		}
-	}
 	if admitted != nil {
+		expectNewPodsAfter(t, before, after, admitted)
 		t.Logf("grown 2 -> 3 workers: slice %s admitted %s after it was made; third worker running %s after kubectl scale; pods kept: %s",
 			current[0].Name, admitted.LastTransitionTime.Sub(current[0].CreationTimestamp.Time), grown.Round(100*time.Millisecond), podUIDs(before))
 	}
@@ -126,7 +105,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	waiting.SetLabels(map[string]string{troupev1.LabelQueueName: "lq", troupev1.LabelWorkloadPriorityClass: low})
 	createJob(t, waiting)
 	eventually(t, "waiting refused for quota", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		wl, err := jobWorkload(ctx, kc, waiting)
 		if err != nil || wl == nil {
 			return false, err
@@ -142,7 +121,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	// 5 x 2 CPUs do not fit the 8: the slice waits, and so do the pods beyond the 3 admitted.
 	scale(t, elastic, 5)
 	eventually(t, "the job says its new size waits for its slice", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		got := &troupev1.PyTorchJob{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
 			return false, err
@@ -162,7 +141,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	scale(t, elastic, 3)
 	expectEvent(t, ns, elastic.Name, "DeletedWorkload", "the job no longer grows by it")
 	eventually(t, "one live Workload again, the job plainly admitted", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		got := &troupev1.PyTorchJob{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(elastic), got); err != nil {
 			return false, err
@@ -179,7 +158,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 	scale(t, elastic, 2)
 	expectClusterQueueCPU(t, kc, pool, "4")
 	eventually(t, "the elastic job down to 2 pods", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		pods, err := queuedJobPods(ctx, elastic)
 		return len(pods) == 2, err
 	})
@@ -190,7 +169,7 @@ func TestKueueElasticJobGrowsInPlace(t *testing.T) {
 		expectKept(t, []corev1.Pod{p}, []corev1.Pod{p}, "the scale down")
 	}
 
-	if s := suspended.Load(); s != nil {
+	if s := stops.seen.Load(); s != nil {
 		t.Errorf("the elastic job was stopped while it grew: %s", s)
 	}
 	var events eventsv1.EventList
@@ -286,6 +265,50 @@ func expectKept(t *testing.T, kept, all []corev1.Pod, when string) {
 	}
 }
 
+// waitSteady waits until the job runs steadily, as it must before it is scaled: its workers
+// ready and its Workload told so (PodsReady).
+func waitSteady(t *testing.T, kc client.Client, job queuedJob) {
+	t.Helper()
+	eventually(t, job.GetName()+"'s workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
+		got := job.DeepCopyObject().(queuedJob)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+			return false, err
+		}
+		wl, err := jobWorkload(ctx, kc, job)
+		return err == nil && wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady) &&
+			meta.IsStatusConditionTrue(got.JobStatus().Conditions, troupev1.ConditionWorkersReady), err
+	})
+}
+
+// stopWatch remembers whether its job was ever seen suspended or out of Running, each time it is
+// sampled (on every poll of a wait while the job grows or shrinks).
+type stopWatch struct {
+	job  queuedJob
+	seen atomic.Value // what was seen, as "suspend <bool>, phase <phase>"
+}
+
+func (w *stopWatch) sample(ctx context.Context) {
+	got := w.job.DeepCopyObject().(queuedJob)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w.job), got); err != nil {
+		return
+	}
+	if suspend := ptr.Deref(got.JobRunPolicy().Suspend, false); suspend || got.JobStatus().Phase != troupev1.JobRunning {
+		w.seen.Store(fmt.Sprintf("suspend %v, phase %s", suspend, got.JobStatus().Phase))
+	}
+}
+
+// expectNewPodsAfter: every pod of after that is not in before was made once Kueue admitted the
+// slice (admitted, its Admitted condition), not before.
+func expectNewPodsAfter(t *testing.T, before, after []corev1.Pod, admitted *metav1.Condition) {
+	t.Helper()
+	for _, p := range after {
+		if !slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) &&
+			p.CreationTimestamp.Before(&admitted.LastTransitionTime) {
+			t.Errorf("pod %s made at %s, before Kueue admitted the slice at %s", p.Name, p.CreationTimestamp, admitted.LastTransitionTime)
+		}
+	}
+}
+
 // podUIDs says pods as "name=uid, ...".
 func podUIDs(pods []corev1.Pod) string {
 	out := make([]string, 0, len(pods))
@@ -316,30 +339,15 @@ func TestKueueElasticHorovodGrowsInPlace(t *testing.T) {
 	job.SetAnnotations(map[string]string{troupev1.AnnotationElasticJob: "true"})
 	createJob(t, job)
 	waitPhase(t, job, troupev1.JobRunning)
-	eventually(t, "the elastic HorovodJob's workers ready, its Workload PodsReady", func(ctx context.Context) (bool, error) {
-		got := &troupev1.HorovodJob{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
-			return false, err
-		}
-		wl, err := jobWorkload(ctx, kc, job)
-		return err == nil && wl != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueuev1.WorkloadPodsReady) &&
-			meta.IsStatusConditionTrue(got.Status.Conditions, troupev1.ConditionWorkersReady), err
-	})
+	waitSteady(t, kc, job)
 	before := waitWorkers(t, job, 3) // the launcher and 2 workers
 
-	var stopped atomic.Value
-	watchNotSuspended := func(ctx context.Context) {
-		got := &troupev1.HorovodJob{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), got); err == nil &&
-			(ptr.Deref(got.Spec.RunPolicy.Suspend, false) || got.Status.Phase != troupev1.JobRunning) {
-			stopped.Store(fmt.Sprintf("suspend %v, phase %s", ptr.Deref(got.Spec.RunPolicy.Suspend, false), got.Status.Phase))
-		}
-	}
+	stops := stopWatch{job: job}
 	start := time.Now()
 	scale(t, job, 3)
 	expectEvent(t, ns, job.Name, kueue.EventAdmittedSlice, "(launcher=1,worker=3)")
 	eventually(t, "the third worker running beside the launcher and the first two", func(ctx context.Context) (bool, error) {
-		watchNotSuspended(ctx)
+		stops.sample(ctx)
 		pods, err := queuedJobPods(ctx, job)
 		running := slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
 		return len(running) == 4, err
@@ -363,15 +371,10 @@ func TestKueueElasticHorovodGrowsInPlace(t *testing.T) {
 	if admitted == nil || admitted.Status != metav1.ConditionTrue {
 		t.Fatalf("slice %s not admitted: %v", current[0].Name, admitted)
 	}
-	for _, p := range after {
-		if !slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) &&
-			p.CreationTimestamp.Before(&admitted.LastTransitionTime) {
-			t.Errorf("pod %s made at %s, before Kueue admitted the slice at %s", p.Name, p.CreationTimestamp, admitted.LastTransitionTime)
-		}
-	}
+	expectNewPodsAfter(t, before, after, admitted)
 	t.Logf("grown to 3 workers: slice %s admitted %s after it was made; the third worker running %s after kubectl scale; pods kept: %s",
 		current[0].Name, admitted.LastTransitionTime.Sub(current[0].CreationTimestamp.Time), grown.Round(100*time.Millisecond), podUIDs(before))
-	if s := stopped.Load(); s != nil {
+	if s := stops.seen.Load(); s != nil {
 		t.Errorf("the elastic HorovodJob was stopped while it grew: %s", s)
 	}
 }
