@@ -151,7 +151,12 @@ func envOr(key, def string) string {
 	return def
 }
 
-func newNamespace(t *testing.T) string { return testutil.NewNamespace(t, k8s, "e2e-") }
+// newNamespace makes a namespace for one test, whose state the test prints if it fails.
+func newNamespace(t *testing.T) string {
+	ns := testutil.NewNamespace(t, k8s, "e2e-")
+	reportOnFailure(t, ns)
+	return ns
+}
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
