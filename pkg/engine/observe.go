@@ -262,14 +262,17 @@ func (r *Reconciler) surplusWorkerJobs(ctx context.Context, job Object, s *Spec)
 	if len(wanted) == 0 {
 		return nil, nil
 	}
+	// The cache's own objects, read and not copied: every pass reads all of a job's worker
+	// Jobs (500 for a large PyTorchJob) to find the few it no longer wants, and copies those.
 	var list batchv1.JobList
-	if err := r.client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingFields{jobUIDField: string(job.GetUID())}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingFields{jobUIDField: string(job.GetUID())},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list worker Jobs: %w", err)
 	}
 	var out []*batchv1.Job
 	for i := range list.Items {
 		if j := &list.Items[i]; isWorkerJob(j) && !wanted[j.Name] && metav1.IsControlledBy(j, job) {
-			out = append(out, j)
+			out = append(out, j.DeepCopy())
 		}
 	}
 	return out, nil
