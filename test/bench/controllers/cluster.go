@@ -205,15 +205,26 @@ func (e *cluster) down() {
 	}
 }
 
-// controllerManagerPID is the pid of the cluster's kube-controller-manager (kwokctl's pid file
-// beside the kubeconfig), 0 if it cannot be read.
-func (e *cluster) controllerManagerPID() int {
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.kubeconfig), "pids", "kube-controller-manager.pid"))
+// clusterPIDs are the pids of the simulated cluster's processes (kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler, kwok-controller), by name, from kwokctl's pid files
+// beside the kubeconfig; those it cannot read are left out.
+func (e *cluster) clusterPIDs() map[string]int {
+	dir := filepath.Join(filepath.Dir(e.kubeconfig), "pids")
+	files, err := filepath.Glob(filepath.Join(dir, "*.pid"))
 	if err != nil {
-		return 0
+		return nil
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	pids := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		}
+	}
+	return pids
 }
 
 // proxyKubeconfig writes a kubeconfig that reaches the API server through the counting proxy,

@@ -41,6 +41,9 @@ type result struct {
 	settings           string  // the side's client and work-queue settings (sideSettings)
 	cpuSeconds         float64 // operator CPU from first create to every job final; <0 no operator
 	kcmCPUSeconds      float64 // kube-controller-manager's CPU over the same time; <0 unknown
+	clusterCPUSeconds  float64 // the simulated cluster's processes' CPU (kcmCPUSeconds among them); <0 unknown
+	machineCPUSeconds  float64 // the whole machine's busy CPU time (/proc/stat) over the same time; <0 unknown
+	kcmQueues          string  // kube-controller-manager's busiest work queues over the same time (busiestQueues)
 	peakRSS            int64   // operator VmHWM, bytes
 	floorCPUSeconds    float64 // -watch-floor: the watchfloor process's CPU over the same time; <0 none
 	floorPeakRSS       int64   // -watch-floor: its VmHWM, bytes
@@ -113,13 +116,20 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 		defer floor.stop()
 	}
 	res := &result{side: k.name, profile: run.profile, round: run.round, settings: o.sideSettings(k.name),
-		jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1, kcmCPUSeconds: -1}
+		jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1, kcmCPUSeconds: -1,
+		clusterCPUSeconds: -1, machineCPUSeconds: -1}
 	e.proxy.reset()
-	kcm := e.controllerManagerPID()
-	var cpu0, floorCPU0, kcmCPU0 float64
-	if kcm > 0 {
-		kcmCPU0 = cpuSeconds(kcm)
+	// The cluster shares the machine with the side: what each side costs the cluster and the
+	// machine says whether the machine's cores, not the side's own work, set the pace.
+	clusterPIDs := e.clusterPIDs()
+	clusterCPU0 := map[string]float64{}
+	for name, pid := range clusterPIDs {
+		clusterCPU0[name] = cpuSeconds(pid)
 	}
+	machineCPU0 := machineBusySeconds()
+	kcmMetrics := kcmMetricsURL(clusterPIDs["kube-controller-manager"])
+	kcmQueues0 := readQueueWork(ctx, kcmMetrics)
+	var cpu0, floorCPU0 float64
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
 	}
@@ -182,8 +192,21 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	}
 	ctx = outer
 	res.allFinal = time.Since(start)
-	if kcm > 0 {
-		res.kcmCPUSeconds = cpuSeconds(kcm) - kcmCPU0
+	if len(clusterPIDs) > 0 {
+		res.clusterCPUSeconds = 0
+		for name, pid := range clusterPIDs {
+			used := cpuSeconds(pid) - clusterCPU0[name]
+			res.clusterCPUSeconds += used
+			if name == "kube-controller-manager" {
+				res.kcmCPUSeconds = used
+			}
+		}
+	}
+	res.kcmQueues = busiestQueues(kcmQueues0, readQueueWork(ctx, kcmMetrics), 6)
+	if machineCPU0 >= 0 {
+		if now := machineBusySeconds(); now >= 0 {
+			res.machineCPUSeconds = now - machineCPU0
+		}
 	}
 	if proc != nil {
 		if proc.exited() {
@@ -526,6 +549,30 @@ func cpuSeconds(pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// machineBusySeconds is the CPU time the whole machine has spent busy since it started, every
+// core's (/proc/stat: user, nice, system, irq, softirq, steal; not idle or iowait); <0 when it
+// cannot be read.
+func machineBusySeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return -1
+		}
+		busy += v
+	}
+	return busy / 100
 }
 
 // peakRSS is pid's peak resident set size (VmHWM), in bytes.

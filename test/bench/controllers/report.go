@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -43,6 +44,16 @@ func (r *result) line() string {
 	if r.kcmCPUSeconds >= 0 {
 		s += fmt.Sprintf("; kube-controller-manager CPU %.1fs (%.3fs/job)", r.kcmCPUSeconds, r.kcmCPUSeconds/float64(r.jobs))
 	}
+	if r.clusterCPUSeconds >= 0 {
+		s += fmt.Sprintf("; the cluster's CPU %.1fs (%.3fs/job)", r.clusterCPUSeconds, r.clusterCPUSeconds/float64(r.jobs))
+	}
+	if r.machineCPUSeconds >= 0 && r.allFinal > 0 {
+		s += fmt.Sprintf("; the machine's CPU %.1fs (%.3fs/job, %.0f%% of its %d cores busy)", r.machineCPUSeconds,
+			r.machineCPUSeconds/float64(r.jobs), 100*r.machineCPUSeconds/(float64(runtime.NumCPU())*r.allFinal.Seconds()), runtime.NumCPU())
+	}
+	if r.kcmQueues != "" {
+		s += "; kube-controller-manager's busiest work queues: " + r.kcmQueues
+	}
 	if r.floorCPUSeconds >= 0 {
 		s += fmt.Sprintf("; its watches alone (watchfloor): CPU %.1fs (%.3fs/job), peak RSS %.0f MiB",
 			r.floorCPUSeconds, r.floorCPUSeconds/float64(r.jobs), float64(r.floorPeakRSS)/(1<<20))
@@ -63,7 +74,7 @@ func writeResults(dir string, results []*result, o *options) error {
 	summary := [][]string{{"profile", "round", "side", "jobs", "pods", "all_running_s", "all_final_s", "released_s",
 		"job_running_p50_s", "job_running_p99_s", "status_lag_p50_s", "status_lag_p99_s",
 		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "cpu_s", "peak_rss_bytes",
-		"controller_manager_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail",
+		"controller_manager_cpu_s", "cluster_cpu_s", "machine_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail", "controller_manager_queues",
 		"settings", "cluster_settings"}}
 	timeline := [][]string{{"profile", "round", "side", "seconds", "pods_running", "jobs_final"}}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -73,8 +84,8 @@ func writeResults(dir string, results []*result, o *options) error {
 			f(r.ttrP50.Seconds()), f(r.ttrP99.Seconds()), f(r.lagP50.Seconds()), f(r.lagP99.Seconds()),
 			f(r.jcP50.Seconds()), f(r.jcP99.Seconds()), strconv.Itoa(r.writes.writes), strconv.Itoa(r.writes.events), strconv.Itoa(r.writes.leases),
 			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
-			f(r.kcmCPUSeconds), f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished),
-			r.writes.detail, r.writes.readDetail, r.settings, clusterProfiles[r.profile].settings})
+			f(r.kcmCPUSeconds), f(r.clusterCPUSeconds), f(r.machineCPUSeconds), f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished),
+			r.writes.detail, r.writes.readDetail, r.kcmQueues, r.settings, clusterProfiles[r.profile].settings})
 		for _, s := range r.timeline {
 			timeline = append(timeline, []string{r.profile, strconv.Itoa(r.round), r.side, f(s.at.Seconds()), strconv.Itoa(s.running), strconv.Itoa(s.final)})
 		}
@@ -124,6 +135,10 @@ var ratioPairs = []struct{ a, b, figure string }{
 	{"troupe", "mpi-operator", "all jobs final"},
 	{"troupe", "mpi-operator", "CPU/job"},
 	{"troupe", "mpi-operator", "peak RSS"},
+	// What each side costs the whole shared machine (operator, cluster, bench): where the
+	// cores are busy throughout, the time to Running follows it.
+	{"troupe", "limit", "machine CPU/job"},
+	{"troupe", "mpi-operator", "machine CPU/job"},
 }
 
 // summarize prints, per profile, each side's medians and ranges, the ratios with both sides'

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -36,6 +37,17 @@ var figures = []figure{
 	{"peak RSS", " MiB", "%.0f", func(r *result) (float64, bool) { return float64(r.peakRSS) / (1 << 20), r.cpuSeconds >= 0 }},
 	{"controller-manager CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
 		return r.kcmCPUSeconds / float64(r.jobs), r.kcmCPUSeconds >= 0
+	}},
+	{"cluster CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
+		return r.clusterCPUSeconds / float64(r.jobs), r.clusterCPUSeconds >= 0
+	}},
+	{"machine CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
+		return r.machineCPUSeconds / float64(r.jobs), r.machineCPUSeconds >= 0
+	}},
+	// How much of the machine's cores the run kept busy, from its first create to every job
+	// final: near 100% the cores set the pace for every side.
+	{"machine busy", "%", "%.0f", func(r *result) (float64, bool) {
+		return 100 * r.machineCPUSeconds / (float64(runtime.NumCPU()) * r.allFinal.Seconds()), r.machineCPUSeconds >= 0 && r.allFinal > 0
 	}},
 	{"watch floor CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
 		return r.floorCPUSeconds / float64(r.jobs), r.floorCPUSeconds >= 0

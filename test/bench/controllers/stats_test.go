@@ -34,6 +34,7 @@ func TestMedianLineLeavesOutWhatASideHasNot(t *testing.T) {
 	limit := []*result{runOf("limit", 1, 20*time.Second, -1), runOf("limit", 2, 22*time.Second, -1), runOf("limit", 3, 30*time.Second, -1)}
 	for i := range limit {
 		limit[i].kcmCPUSeconds, limit[i].floorCPUSeconds = -1, -1
+		limit[i].clusterCPUSeconds, limit[i].machineCPUSeconds = -1, -1
 	}
 	got := medianLine("limit", limit)
 	if !strings.Contains(got, "all pods Running 22.0s [20.0-30.0]") {
