@@ -733,26 +733,18 @@ func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observ
 	if !look {
 		return found, wait, nil
 	}
-	// One LIST per lookup, however many children lack pods: the one child's events, or the
-	// namespace's FailedCreate events matched to the children here (a large PyTorchJob has
-	// thousands of worker Jobs; a LIST each would spend the operator's whole API budget).
-	fields := client.MatchingFields{"reason": reasonFailedCreate}
-	if len(children) == 1 {
-		fields["involvedObject.uid"] = string(children[0].GetUID())
-	}
-	var events corev1.EventList
-	if err := r.apiReader.List(ctx, &events, client.InNamespace(s.Namespace), fields); err != nil {
-		return nil, 0, fmt.Errorf("list FailedCreate events of %s: %w", s.Name, err)
-	}
-	byChild := map[types.UID][]corev1.Event{}
-	for _, e := range events.Items {
-		byChild[e.InvolvedObject.UID] = append(byChild[e.InvolvedObject.UID], e)
+	// The namespace's FailedCreate events, one LIST shared by all its jobs (failedCreateEvents),
+	// matched to the children here: a large PyTorchJob has thousands of worker Jobs.
+	newest, err := r.podCreates.events.newestByObject(ctx, r.apiReader, s.Namespace, now)
+	if err != nil {
+		return nil, 0, fmt.Errorf("FailedCreate events of %s: %w", s.Name, err)
 	}
 	for _, child := range children {
-		if e := newestEvent(byChild[child.GetUID()]); e != nil {
-			failures = append(failures, fmt.Sprintf("%s %s: %s", keyOf(child).Kind, child.GetName(), strings.TrimSpace(e.Message)))
+		if msg, ok := newest[child.GetUID()]; ok {
+			failures = append(failures, fmt.Sprintf("%s %s: %s", keyOf(child).Kind, child.GetName(), msg))
 		}
 	}
+	r.podCreates.events.forgetIdle(now)
 	return failures, r.podCreates.looked(key, now, failures), nil
 }
 

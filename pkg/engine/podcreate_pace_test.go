@@ -31,10 +31,12 @@ func (c *countingLists) List(ctx context.Context, list client.ObjectList, opts .
 	return c.Reader.List(ctx, list, opts...)
 }
 
-// 500 jobs stuck for 10 minutes (each a worker set whose pods the API server refuses), each
-// reconciled every second, look their refusals up at most 7 times each: after 5 s, then 10 s
-// later, doubling to every 5 min (podcreate_pace.go). Before, they looked on every pass: 600
-// LISTs a job. Between lookups each job still reports what the last one found.
+// 500 jobs of one namespace stuck for 10 minutes (each a worker set whose pods the API server
+// refuses), each reconciled every second, look their refusals up at most 7 times each: after
+// 5 s, then 10 s later, doubling to every 5 min (podCreatePace). Before, they looked on every
+// pass: 600 LISTs a job. And the lookups of the namespace's jobs share a LIST of its events,
+// at most one per failedCreateSnapshotAge, however many jobs look (before, one a lookup: up to
+// 3,500 here). Between lookups each job still reports what the last one found.
 func TestStuckJobsLookUpRefusalsRarely(t *testing.T) {
 	const jobs, minutes = 500, 10
 	refusal := &corev1.Event{
@@ -82,8 +84,8 @@ func TestStuckJobsLookUpRefusalsRarely(t *testing.T) {
 	}
 	lists := reader.lists.Load()
 	t.Logf("%d jobs stuck for %d min, a pass a second each: %d LISTs of events (%.1f a job)", jobs, minutes, lists, float64(lists)/jobs)
-	if lists > 7*jobs {
-		t.Errorf("%d LISTs, want at most %d (7 a job)", lists, 7*jobs)
+	if most := int64(minutes*time.Minute/failedCreateSnapshotAge) + 1; lists > most {
+		t.Errorf("%d LISTs of one namespace's events, want at most %d (one per %v)", lists, most, failedCreateSnapshotAge)
 	}
 
 	// A job whose pods came is forgotten; lacking pods again, it waits its grace first.
@@ -138,5 +140,42 @@ func TestRefusalLookupOfALargeJobIsOneList(t *testing.T) {
 	}
 	if len(failures) != 5 || !strings.HasPrefix(failures[0], "Job big-worker-0: ") || !strings.Contains(failures[4], "big-worker-4000-x") {
 		t.Errorf("failures %q, want the 5 refused worker Jobs named", failures)
+	}
+}
+
+// A namespace's snapshot of refusals answers its jobs for failedCreateSnapshotAge only, and
+// never another namespace's: a refusal recorded after a LIST is found by the next one.
+func TestRefusalSnapshotIsPerNamespaceAndShortLived(t *testing.T) {
+	refusal := func(ns, uid string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "refused-" + uid, Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{UID: types.UID(uid)}, Reason: reasonFailedCreate, Message: "refused " + uid}
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(refusal("a", "sts-a")).
+		WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} }).
+		Build()
+	reader := &countingLists{Reader: c}
+	events := newFailedCreateEvents()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+
+	got, err := events.newestByObject(ctx, reader, "a", now)
+	if err != nil || got["sts-a"] != "refused sts-a" {
+		t.Fatalf("namespace a: %v %v, want sts-a's refusal", got, err)
+	}
+	if got, _ := events.newestByObject(ctx, reader, "b", now); len(got) != 0 {
+		t.Errorf("namespace b answered with %v, namespace a's", got)
+	}
+	if err := c.Create(ctx, refusal("a", "sts-a2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge-time.Second)); got["sts-a2"] != "" || reader.lists.Load() != 2 {
+		t.Errorf("within the snapshot's age: %v after %d LISTs, want the snapshot (2 LISTs: a and b)", got, reader.lists.Load())
+	}
+	if got, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge)); got["sts-a2"] != "refused sts-a2" {
+		t.Errorf("after the snapshot's age: %v, want the new refusal found", got)
+	}
+	events.forgetIdle(now.Add(2 * failedCreateSnapshotAge))
+	if len(events.namespaces) != 0 {
+		t.Errorf("%d snapshots kept after every namespace went idle", len(events.namespaces))
 	}
 }

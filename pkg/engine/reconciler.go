@@ -104,6 +104,8 @@ const (
 type podCreatePace struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*podCreateLookups
+	// events answers the lookups of a namespace's jobs with one LIST.
+	events *failedCreateEvents
 }
 
 type podCreateLookups struct {
@@ -115,7 +117,7 @@ type podCreateLookups struct {
 }
 
 func newPodCreatePace() *podCreatePace {
-	return &podCreatePace{jobs: map[types.NamespacedName]*podCreateLookups{}}
+	return &podCreatePace{jobs: map[types.NamespacedName]*podCreateLookups{}, events: newFailedCreateEvents()}
 }
 
 // due reports whether the job lacking pods should look now; if not, what the last lookup found

@@ -189,4 +189,4 @@ func chance(n, m int) float64 {
 
 // abFigures are the figures an A/B run gives a verdict on.
 var abFigures = []string{"all pods Running", "all jobs final", "job to Running p99", "status lag p99",
-	"writes/job", "reads/job", "CPU/job", "peak RSS"}
+	"writes/job", "reads/job", "CPU/job", "peak RSS", "machine CPU/job"}
