@@ -12,6 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// reasonFailedCreate is the event reason of the Job and StatefulSet controllers for a pod the
+// API server refused.
+const reasonFailedCreate = "FailedCreate"
+
 // failedCreateSnapshotAge is how long one LIST of a namespace's FailedCreate events answers
 // every job of the namespace that looks its refusals up.
 const failedCreateSnapshotAge = 5 * time.Second
@@ -86,4 +90,25 @@ func (f *failedCreateEvents) forgetIdle(now time.Time) {
 			snap.mu.Unlock()
 		}
 	}
+}
+
+// newestEvent is the event seen last (events are deduplicated: lastTimestamp moves, or the
+// series' time for events.k8s.io writers).
+func newestEvent(events []corev1.Event) *corev1.Event {
+	var newest *corev1.Event
+	var newestAt time.Time
+	for i := range events {
+		e := &events[i]
+		at := e.LastTimestamp.Time
+		if e.Series != nil && e.Series.LastObservedTime.After(at) {
+			at = e.Series.LastObservedTime.Time
+		}
+		if e.EventTime.After(at) {
+			at = e.EventTime.Time
+		}
+		if newest == nil || at.After(newestAt) {
+			newest, newestAt = e, at
+		}
+	}
+	return newest
 }

@@ -674,10 +674,6 @@ func podReady(p *corev1.Pod) bool {
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 
-// reasonFailedCreate is the event reason of the Job and StatefulSet controllers for a pod the
-// API server refused.
-const reasonFailedCreate = "FailedCreate"
-
 // childrenLackingPods are the job's StatefulSets and Jobs that have fewer pods than they ask
 // for: a worker StatefulSet whose status counts fewer pods than its replicas, a worker Job that
 // is neither suspended nor finished and counts no pod, a master Job that is neither suspended
@@ -746,27 +742,6 @@ func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observ
 	}
 	r.podCreates.events.forgetIdle(now)
 	return failures, r.podCreates.looked(key, now, failures), nil
-}
-
-// newestEvent is the event seen last (events are deduplicated: lastTimestamp moves, or the
-// series' time for events.k8s.io writers).
-func newestEvent(events []corev1.Event) *corev1.Event {
-	var newest *corev1.Event
-	var newestAt time.Time
-	for i := range events {
-		e := &events[i]
-		at := e.LastTimestamp.Time
-		if e.Series != nil && e.Series.LastObservedTime.After(at) {
-			at = e.Series.LastObservedTime.Time
-		}
-		if e.EventTime.After(at) {
-			at = e.EventTime.Time
-		}
-		if newest == nil || at.After(newestAt) {
-			newest, newestAt = e, at
-		}
-	}
-	return newest
 }
 
 // withPodCreateFailures is the ReplicaFailure condition: refused pods come first, since a job
