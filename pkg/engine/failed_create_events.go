@@ -32,13 +32,12 @@ type failedCreateEvents struct {
 }
 
 // failedCreateSnapshot is, per involved object, the message of its newest FailedCreate event,
-// as one LIST found them; a lookup in flight holds its lock, and the namespace's other jobs wait
-// for its answer instead of sending LISTs of their own.
+// as one LIST found them (nil before the first); a lookup in flight holds its lock, and the
+// namespace's other jobs wait for its answer instead of sending LISTs of their own.
 type failedCreateSnapshot struct {
-	mu      sync.Mutex
-	at      time.Time
-	newest  map[types.UID]string
-	fetched bool
+	mu     sync.Mutex
+	at     time.Time
+	newest map[types.UID]string
 }
 
 func newFailedCreateEvents() *failedCreateEvents {
@@ -58,7 +57,7 @@ func (f *failedCreateEvents) newestByObject(ctx context.Context, reader client.R
 
 	snap.mu.Lock()
 	defer snap.mu.Unlock()
-	if snap.fetched && now.Sub(snap.at) < failedCreateSnapshotAge {
+	if snap.newest != nil && now.Sub(snap.at) < failedCreateSnapshotAge {
 		return snap.newest, nil
 	}
 	var events corev1.EventList
@@ -73,7 +72,7 @@ func (f *failedCreateEvents) newestByObject(ctx context.Context, reader client.R
 	for uid, es := range byObject {
 		snap.newest[uid] = strings.TrimSpace(newestEvent(es).Message)
 	}
-	snap.at, snap.fetched = now, true
+	snap.at = now
 	return snap.newest, nil
 }
 

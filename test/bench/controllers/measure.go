@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -549,6 +550,15 @@ func cpuSeconds(pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// machineBusyPercent is how much of the machine's cores the run kept busy, from its first
+// create to every job final; ok false when the machine's CPU is unknown.
+func (r *result) machineBusyPercent() (busy float64, ok bool) {
+	if r.machineCPUSeconds < 0 || r.allFinal <= 0 {
+		return 0, false
+	}
+	return 100 * r.machineCPUSeconds / (float64(runtime.NumCPU()) * r.allFinal.Seconds()), true
 }
 
 // machineBusySeconds is the CPU time the whole machine has spent busy since it started, every

@@ -47,9 +47,9 @@ func (r *result) line() string {
 	if r.clusterCPUSeconds >= 0 {
 		s += fmt.Sprintf("; the cluster's CPU %.1fs (%.3fs/job)", r.clusterCPUSeconds, r.clusterCPUSeconds/float64(r.jobs))
 	}
-	if r.machineCPUSeconds >= 0 && r.allFinal > 0 {
+	if busy, ok := r.machineBusyPercent(); ok {
 		s += fmt.Sprintf("; the machine's CPU %.1fs (%.3fs/job, %.0f%% of its %d cores busy)", r.machineCPUSeconds,
-			r.machineCPUSeconds/float64(r.jobs), 100*r.machineCPUSeconds/(float64(runtime.NumCPU())*r.allFinal.Seconds()), runtime.NumCPU())
+			r.machineCPUSeconds/float64(r.jobs), busy, runtime.NumCPU())
 	}
 	if r.kcmQueues != "" {
 		s += "; kube-controller-manager's busiest work queues: " + r.kcmQueues

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 )
@@ -46,9 +45,7 @@ var figures = []figure{
 	}},
 	// How much of the machine's cores the run kept busy, from its first create to every job
 	// final: near 100% the cores set the pace for every side.
-	{"machine busy", "%", "%.0f", func(r *result) (float64, bool) {
-		return 100 * r.machineCPUSeconds / (float64(runtime.NumCPU()) * r.allFinal.Seconds()), r.machineCPUSeconds >= 0 && r.allFinal > 0
-	}},
+	{"machine busy", "%", "%.0f", (*result).machineBusyPercent},
 	{"watch floor CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
 		return r.floorCPUSeconds / float64(r.jobs), r.floorCPUSeconds >= 0
 	}},
