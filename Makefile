@@ -275,19 +275,22 @@ test-chaos-smoke: cluster-assets ## make chaos at 12 jobs, 5 kills, one kube-api
 bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behind a real kube-apiserver.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/webhook -rate 50 -duration 60s
 
-# TestInstallFromRelease installs a release built here at a version no other image carries (both
-# image platforms; the plugin for this machine only, to keep make test short).
+# TestInstallFromRelease installs a release built here at a version no other image carries. Its
+# images are of this machine's platform alone and so is the plugin, to keep make test short (a cold
+# arm64 build of the operator is about 6 minutes of CI); make test-long builds make release's two.
 RELEASE_TEST_VERSION = $(VERSION)-realnode
 RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
+RELEASE_TEST_PLATFORMS ?= $(shell go env GOOS)/$(shell go env GOARCH)
 
 .PHONY: test-realnode
 test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release; an upgrade from the previous release under running jobs (root).
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
 	HELM=$(HELM) GO_RELEASE_MIN=$(GO_RELEASE_MIN) ALLOW_UNPATCHED_GO=1 PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) \
-	  hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
+	  IMAGE_PLATFORMS="$(RELEASE_TEST_PLATFORMS)" hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
 	prev=$$(hack/previous-release.sh $(TROUPE_CACHE)/previous-release); \
 	HELM=$(HELM) TROUPE_RELEASE_DIST=$(RELEASE_TEST_DIST) TROUPE_RELEASE_VERSION=$(RELEASE_TEST_VERSION) \
+	  TROUPE_RELEASE_PLATFORMS="$(RELEASE_TEST_PLATFORMS)" \
 	  TROUPE_PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) TROUPE_PREVIOUS_RELEASE_SRC=$$(sed -n 's/^SRC=//p' <<<"$$prev") \
 	  TROUPE_PREVIOUS_RELEASE_IMAGES="$$(sed -n 's/^troupe-[a-z]*=//p' <<<"$$prev" | tr '\n' ' ')" \
 	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
@@ -305,12 +308,13 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 test-autoscale: $(HELM) ## An elastic PyTorchJob's HPA scales it 1 -> 2 workers on the real node's CPU, read by metrics-server (root; about 5 min, plus metrics-server's build once).
 	TROUPE_REALNODE_METRICS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestHPAScalesElasticPyTorch'"
 
-# make test-long: the tests make test leaves out to keep a cold CI run within its time
-# (testutil.LongOnly; docs/testing.md lists them), each a variant of a path make test walks.
+# make test-long: the real-node and e2e suites whole, with the tests make test leaves out to keep a
+# cold CI run within its time (testutil.LongOnly; docs/testing.md lists them and what make test
+# keeps of each path) and the test release of make release's two image platforms.
 .PHONY: test-long
-test-long: ## The long variants make test leaves out: the kubectl upgrade under running jobs (real node), MultiKueue's lost worker (e2e).
-	TROUPE_LONG_TESTS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestUpgradeUnderRunningJobs/kubectl'"
-	TROUPE_LONG_TESTS=1 $(MAKE) test-e2e GO_TEST_FLAGS="-v -run 'TestMultiKueue/worker_lost'"
+test-long: ## The real-node and e2e suites whole, with the long tests make test leaves out (docs/testing.md).
+	TROUPE_LONG_TESTS=1 $(MAKE) test-realnode RELEASE_TEST_PLATFORMS="linux/amd64 linux/arm64"
+	TROUPE_LONG_TESTS=1 $(MAKE) test-e2e
 
 .PHONY: test-demo
 test-demo: cluster-assets ## make demo twice at once (two clusters, two operators on ports of their own), then demo-down.

@@ -200,6 +200,7 @@ func TestNoGangSplitsJobs(t *testing.T) {
 func TestGangMPIJobs(t *testing.T) {
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
+			t.Parallel() // each scheduler with a namespace (and a pool) of its own
 			ns := newNamespace(t)
 			gangPool(t, ns)
 			jobs := [2]string{"mpi-a", "mpi-b"}

@@ -230,6 +230,7 @@ func pytorchExample(t *testing.T, ns string) *troupev1.PyTorchJob {
 func TestGangPyTorchJobs(t *testing.T) {
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
+			t.Parallel() // each scheduler with a namespace (and a pool) of its own
 			ns := newNamespace(t)
 			gangPool(t, ns)
 			jobs := [2]string{"ptj-a", "ptj-b"}
@@ -262,6 +263,7 @@ func TestGangPyTorchJobs(t *testing.T) {
 func TestGangPyTorchJobMasterRetryAfterWorkersFinished(t *testing.T) {
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
+			t.Parallel() // each scheduler with a namespace of its own
 			ns := newNamespace(t)
 			history := watchPods(t, ns)
 			job := pytorchExample(t, ns)

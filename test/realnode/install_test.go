@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 	"github.com/troupe-dev/troupe/pkg/version"
 	"github.com/troupe-dev/troupe/test/doccommands"
 )
@@ -55,6 +56,7 @@ func TestInstall(t *testing.T) {
 	// Its two install commands are alternatives: one install each.
 	for i, install := range docs(t, doccommands.Deploy, doccommands.Install, none) {
 		t.Run(fmt.Sprintf("deploy-%d", i), func(t *testing.T) {
+			testutil.LongOnly(t) // the same objects as kustomize's and the release's troupe.yaml
 			runDoc(t, repoRoot, install)
 			t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Deploy, none) })
 			checkInstall(t)
@@ -98,6 +100,7 @@ func TestInstall(t *testing.T) {
 		checkInstall(t)
 	})
 	t.Run("namespaced", func(t *testing.T) {
+		testutil.LongOnly(t) // TestInstallFromRelease/namespaced installs the same, checked the same
 		t.Cleanup(func() { uninstallWithDocs(t, repoRoot, doccommands.Namespaced, none) })
 		runDocs(t, repoRoot, doccommands.Namespaced, doccommands.PrepareNamespace, none)
 		runDocs(t, repoRoot, doccommands.Namespaced, doccommands.Install, none)

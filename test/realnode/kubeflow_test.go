@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 var (
@@ -101,6 +103,9 @@ func TestKubeflowPi(t *testing.T) {
 		{"pi-mpich.yaml", "MPICH"},
 	} {
 		t.Run(example.file, func(t *testing.T) {
+			if example.mpi == "MPICH" {
+				testutil.LongOnly(t) // MPICH 4.2 over SSH is TestMPI5AndMPICH42/mpich42-ssh's too
+			}
 			ns := namespace(t, "realnode-kubeflow-"+strings.TrimSuffix(example.file, ".yaml"))
 			runKubeflowPi(t, ns, example.file, example.mpi)
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // progressRow is a job's row of kubectl get: its PHASE, PROGRESS and ETA columns as printed
@@ -137,6 +138,7 @@ func TestTrainingReportsProgress(t *testing.T) {
 		checkReported(t, ns, "pytorchjob.troupe.dev/pytorch-digits", percents, etas, final)
 	})
 	t.Run("ChainerJob", func(t *testing.T) {
+		testutil.LongOnly(t) // the same report to the operator as the PyTorchJob's, from an MPI rank
 		ns := namespace(t, "realnode-progress-mpi")
 		describeOnFailure(t, ns)
 		data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "chainerjob-mn-realnode.yaml"))

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // ddpArgs keep a DDP training to seconds, as trainArgs do train.py's.
@@ -160,6 +162,7 @@ func TestPyTorchDDP(t *testing.T) {
 // scale while it trains: the new worker's Job joins the rendezvous, torchrun restarts the group
 // with world size 3, and the job succeeds once every worker has, training ended with 3 ranks.
 func TestPyTorchElasticScale(t *testing.T) {
+	testutil.LongOnly(t) // e2e's TestPyTorchJobElasticScale walks the operator's side of a scale
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-elastic")

@@ -12,6 +12,7 @@ import (
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 	"github.com/troupe-dev/troupe/pkg/backend/mpi"
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // TestSSHJobs: the SSH transport's other user-reachable shapes, with the training program.
@@ -25,6 +26,7 @@ func TestSSHJobs(t *testing.T) {
 	mca := "--mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0"
 
 	t.Run("chainerjob", func(t *testing.T) {
+		testutil.LongOnly(t) // Open MPI over the job's SSH keys is TestMPIJobTraining/openmpi's too
 		ns := namespace(t, "realnode-ssh-chainer")
 		describeOnFailure(t, ns)
 		mustKubectl(t, fmt.Sprintf(`apiVersion: troupe.dev/v1alpha1

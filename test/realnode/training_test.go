@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	testutil "github.com/troupe-dev/troupe/pkg/testing"
 )
 
 // trainArgs keep the training to seconds: the digits set is small and each epoch a few dozen
@@ -151,15 +153,19 @@ func TestMPIJobTraining(t *testing.T) {
 		name, impl string
 		extra      string // more of the job's spec
 		env        string // more of the worker container
+		long       bool   // only in make test-long: MPICH's run is TestMPI5AndMPICH42's too
 	}{
 		{name: "openmpi", impl: "OpenMPI", extra: `
   mca: {btl: "self,vader,tcp", btl_tcp_if_include: eth0, oob_tcp_if_include: eth0}`},
 		// MPICH reads no MCA parameters; the generated launcher's "mpiexec" must be Hydra's.
-		{name: "mpich", impl: "MPICH", env: `
+		{name: "mpich", impl: "MPICH", long: true, env: `
           env:
           - {name: PATH, value: "/opt/mpich/bin:/usr/local/bin:/usr/bin:/bin"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.long {
+				testutil.LongOnly(t)
+			}
 			// With MPICH the job ends only because troupe-mpi preloads mpich-pmi-progress:
 			// without it the ranks of Debian's MPICH 4.0.2 hang in MPI_Finalize across pods
 			// (docs/mpi.md), and the wait for Succeeded below times out.
