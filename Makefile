@@ -148,7 +148,7 @@ verify: generate manifests ## Fail when a generated file is stale, a build outpu
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-fuzz test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
+test: test-unit test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -189,8 +189,11 @@ test-dockerfile: ## The Dockerfile's troupe-operator and troupe-agent, built wit
 	hack/container-deps.sh
 	hack/images/dockerfile-test.sh
 
+# make test runs each fuzz target's seeds and regression inputs with the unit tests (go test runs
+# them without -fuzz); fuzzing itself builds every package again with coverage instrumentation
+# (8.5 minutes of a cold CI run, 2026-11-29), so it is make test-long's.
 .PHONY: test-fuzz
-test-fuzz: ## A short run of every fuzz target (make fuzz runs them longer).
+test-fuzz: ## A short run of every fuzz target, 3,000 inputs each (make test-long; make fuzz runs them longer).
 	@for t in $(FUZZ_TARGETS); do go test $${t%%:*}/ -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZ_TIME) || exit 1; done
 
 .PHONY: fuzz
@@ -308,11 +311,12 @@ test-e2e: cluster-assets ## End-to-end tests: the operator process on a local si
 test-autoscale: $(HELM) ## An elastic PyTorchJob's HPA scales it 1 -> 2 workers on the real node's CPU, read by metrics-server (root; about 5 min, plus metrics-server's build once).
 	TROUPE_REALNODE_METRICS=1 $(MAKE) test-realnode GO_TEST_FLAGS="-v -run 'TestHPAScalesElasticPyTorch'"
 
-# make test-long: the real-node and e2e suites whole, with the tests make test leaves out to keep a
-# cold CI run within its time (testutil.LongOnly; docs/testing.md lists them and what make test
-# keeps of each path) and the test release of make release's two image platforms.
+# make test-long: what make test leaves out to keep a CI run within its time: the fuzz targets
+# fuzzed, and the real-node and e2e suites whole, with their long tests (testutil.LongOnly;
+# docs/testing.md lists them and what make test keeps of each path) and the test release of make
+# release's two image platforms.
 .PHONY: test-long
-test-long: ## The real-node and e2e suites whole, with the long tests make test leaves out (docs/testing.md).
+test-long: test-fuzz ## The fuzz targets, the real-node and e2e suites whole, with the long tests make test leaves out (docs/testing.md).
 	TROUPE_LONG_TESTS=1 $(MAKE) test-realnode RELEASE_TEST_PLATFORMS="linux/amd64 linux/arm64"
 	TROUPE_LONG_TESTS=1 $(MAKE) test-e2e
 

@@ -32,37 +32,54 @@ type failedCreateEvents struct {
 }
 
 // failedCreateSnapshot is, per involved object, the message of its newest FailedCreate event,
-// as one LIST found them (nil before the first); a lookup in flight holds its lock, and the
-// namespace's other jobs wait for its answer instead of sending LISTs of their own.
+// as one LIST found them (nil before the first). One job of the namespace makes the LIST; the
+// others do not wait for it (a LIST of events reads every event of the namespace from etcd, and
+// on a loaded API server takes long enough to hold up the passes of every job that waited): they
+// take the snapshot before it, or, when there is none yet, look again shortly.
 type failedCreateSnapshot struct {
-	mu     sync.Mutex
-	at     time.Time
-	newest map[types.UID]string
+	mu      sync.Mutex
+	at      time.Time
+	newest  map[types.UID]string
+	listing bool // a LIST of the namespace's events is in flight
 }
+
+// failedCreateListPending is how soon a job looks again when another job's LIST of its
+// namespace's events was in flight and no earlier snapshot could answer.
+const failedCreateListPending = time.Second
 
 func newFailedCreateEvents() *failedCreateEvents {
 	return &failedCreateEvents{namespaces: map[string]*failedCreateSnapshot{}}
 }
 
 // newestByObject returns, per involved object of ns, the message of its newest FailedCreate
-// event, from a LIST made no longer than failedCreateSnapshotAge before now.
-func (f *failedCreateEvents) newestByObject(ctx context.Context, reader client.Reader, ns string, now time.Time) (map[types.UID]string, error) {
+// event, from a LIST made no longer than failedCreateSnapshotAge before now, or from the last
+// one while another job's LIST is in flight. ok is false when there is no answer yet: the first
+// LIST of the namespace is in flight.
+func (f *failedCreateEvents) newestByObject(ctx context.Context, reader client.Reader, ns string, now time.Time) (newest map[types.UID]string, ok bool, err error) {
 	f.mu.Lock()
-	snap, ok := f.namespaces[ns]
-	if !ok {
+	snap, found := f.namespaces[ns]
+	if !found {
 		snap = &failedCreateSnapshot{}
 		f.namespaces[ns] = snap
 	}
 	f.mu.Unlock()
 
 	snap.mu.Lock()
-	defer snap.mu.Unlock()
-	if snap.newest != nil && now.Sub(snap.at) < failedCreateSnapshotAge {
-		return snap.newest, nil
+	if snap.listing || (snap.newest != nil && now.Sub(snap.at) < failedCreateSnapshotAge) {
+		newest := snap.newest
+		snap.mu.Unlock()
+		return newest, newest != nil, nil
 	}
+	snap.listing = true
+	snap.mu.Unlock()
+
 	var events corev1.EventList
-	if err := reader.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"reason": reasonFailedCreate}); err != nil {
-		return nil, fmt.Errorf("list FailedCreate events of namespace %s: %w", ns, err)
+	err = reader.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"reason": reasonFailedCreate})
+	snap.mu.Lock()
+	defer snap.mu.Unlock()
+	snap.listing = false
+	if err != nil {
+		return nil, false, fmt.Errorf("list FailedCreate events of namespace %s: %w", ns, err)
 	}
 	byObject := map[types.UID][]corev1.Event{}
 	for _, e := range events.Items {
@@ -73,7 +90,7 @@ func (f *failedCreateEvents) newestByObject(ctx context.Context, reader client.R
 		snap.newest[uid] = strings.TrimSpace(newestEvent(es).Message)
 	}
 	snap.at = now
-	return snap.newest, nil
+	return snap.newest, true, nil
 }
 
 // forgetIdle drops the snapshots older than failedCreateSnapshotAge, so that the messages of a
@@ -83,7 +100,7 @@ func (f *failedCreateEvents) forgetIdle(now time.Time) {
 	defer f.mu.Unlock()
 	for ns, snap := range f.namespaces {
 		if snap.mu.TryLock() {
-			if now.Sub(snap.at) >= failedCreateSnapshotAge {
+			if !snap.listing && now.Sub(snap.at) >= failedCreateSnapshotAge {
 				delete(f.namespaces, ns)
 			}
 			snap.mu.Unlock()

@@ -731,9 +731,12 @@ func (r *Reconciler) podCreateFailures(ctx context.Context, s *Spec, obs *Observ
 	}
 	// The namespace's FailedCreate events, one LIST shared by all its jobs (failedCreateEvents),
 	// matched to the children here: a large PyTorchJob has thousands of worker Jobs.
-	newest, err := r.podCreates.events.newestByObject(ctx, r.apiReader, s.Namespace, now)
+	newest, answered, err := r.podCreates.events.newestByObject(ctx, r.apiReader, s.Namespace, now)
 	if err != nil {
 		return nil, 0, fmt.Errorf("FailedCreate events of %s: %w", s.Name, err)
+	}
+	if !answered { // another job's first LIST of the namespace is in flight
+		return found, failedCreateListPending, nil
 	}
 	for _, child := range children {
 		if msg, ok := newest[child.GetUID()]; ok {

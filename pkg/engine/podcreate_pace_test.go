@@ -158,24 +158,121 @@ func TestRefusalSnapshotIsPerNamespaceAndShortLived(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 
-	got, err := events.newestByObject(ctx, reader, "a", now)
+	got, _, err := events.newestByObject(ctx, reader, "a", now)
 	if err != nil || got["sts-a"] != "refused sts-a" {
 		t.Fatalf("namespace a: %v %v, want sts-a's refusal", got, err)
 	}
-	if got, _ := events.newestByObject(ctx, reader, "b", now); len(got) != 0 {
+	if got, _, _ := events.newestByObject(ctx, reader, "b", now); len(got) != 0 {
 		t.Errorf("namespace b answered with %v, namespace a's", got)
 	}
 	if err := c.Create(ctx, refusal("a", "sts-a2")); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge-time.Second)); got["sts-a2"] != "" || reader.lists.Load() != 2 {
+	if got, _, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge-time.Second)); got["sts-a2"] != "" || reader.lists.Load() != 2 {
 		t.Errorf("within the snapshot's age: %v after %d LISTs, want the snapshot (2 LISTs: a and b)", got, reader.lists.Load())
 	}
-	if got, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge)); got["sts-a2"] != "refused sts-a2" {
+	if got, _, _ := events.newestByObject(ctx, reader, "a", now.Add(failedCreateSnapshotAge)); got["sts-a2"] != "refused sts-a2" {
 		t.Errorf("after the snapshot's age: %v, want the new refusal found", got)
 	}
 	events.forgetIdle(now.Add(2 * failedCreateSnapshotAge))
 	if len(events.namespaces) != 0 {
 		t.Errorf("%d snapshots kept after every namespace went idle", len(events.namespaces))
+	}
+}
+
+// blockingLists holds each LIST until release is closed, and says when one arrived.
+type blockingLists struct {
+	client.Reader
+	arrived chan struct{}
+	release chan struct{}
+	lists   atomic.Int64
+}
+
+func (b *blockingLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	b.lists.Add(1)
+	b.arrived <- struct{}{}
+	<-b.release
+	return b.Reader.List(ctx, list, opts...)
+}
+
+// While one job's LIST of its namespace's refusals is in flight (a slow API server), the
+// namespace's other jobs do not wait for it, and send no LIST of their own: before the first
+// snapshot, a job reports what it found before and looks again in failedCreateListPending;
+// later, it takes the last snapshot.
+func TestRefusalLookupsDoNotWaitForAnother(t *testing.T) {
+	refusal := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: "ns"},
+		InvolvedObject: corev1.ObjectReference{UID: "sts-a"}, Reason: reasonFailedCreate, Message: "refused sts-a"}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(refusal).
+		WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} }).
+		Build()
+	reader := &blockingLists{Reader: c, arrived: make(chan struct{}, 1), release: make(chan struct{})}
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := &Reconciler{deferred: newDeferredWrites(0), apiReader: reader, clock: clock, podCreates: newPodCreatePace()}
+	lacking := func(name, uid string) (*Spec, *Observed) {
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-worker", UID: types.UID(uid)},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)}}
+		return &Spec{Name: name, Namespace: "ns", Owner: metav1.OwnerReference{UID: types.UID(name)}},
+			&Observed{StatefulSets: map[string]*appsv1.StatefulSet{"worker": sts}}
+	}
+	sa, oa := lacking("a", "sts-a")
+	sb, ob := lacking("b", "sts-b")
+	type answer struct {
+		failures []string
+		recheck  time.Duration
+		err      error
+	}
+	lookup := func(s *Spec, obs *Observed) <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			failures, recheck, err := r.podCreateFailures(context.Background(), s, obs)
+			out <- answer{failures, recheck, err}
+		}()
+		return out
+	}
+	// Without waiting for the other job: a slow LIST must not hold this lookup up.
+	now := func(ch <-chan answer) answer {
+		t.Helper()
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lookup waited for another job's LIST")
+			return answer{}
+		}
+	}
+	for _, j := range []struct {
+		s   *Spec
+		obs *Observed
+	}{{sa, oa}, {sb, ob}} { // both start their grace
+		if a := now(lookup(j.s, j.obs)); a.err != nil || a.recheck != podCreateGrace {
+			t.Fatalf("%s: %+v, want a recheck after the grace", j.s.Name, a)
+		}
+	}
+	clock.SetTime(clock.Now().Add(podCreateGrace))
+
+	first := lookup(sa, oa)
+	<-reader.arrived
+	if a := now(lookup(sb, ob)); a.err != nil || len(a.failures) != 0 || a.recheck != failedCreateListPending {
+		t.Errorf("b while a's first LIST is in flight: %+v, want nothing found yet and a look again in %v", a, failedCreateListPending)
+	}
+	close(reader.release)
+	if a := <-first; a.err != nil || len(a.failures) != 1 || !strings.Contains(a.failures[0], "refused sts-a") {
+		t.Fatalf("a: %+v, want its refusal", a)
+	}
+
+	// The snapshot aged: the next lookup LISTs again, and one meanwhile takes the last snapshot.
+	clock.SetTime(clock.Now().Add(podCreateFirstInterval))
+	reader.release = make(chan struct{})
+	second := lookup(sa, oa)
+	<-reader.arrived
+	if got, ok, err := r.podCreates.events.newestByObject(context.Background(), reader, "ns", clock.Now()); err != nil || !ok || got["sts-a"] != "refused sts-a" {
+		t.Errorf("while the second LIST is in flight: %v %v %v, want the last snapshot", got, ok, err)
+	}
+	close(reader.release)
+	if a := <-second; a.err != nil || len(a.failures) != 1 {
+		t.Fatalf("a's second lookup: %+v", a)
+	}
+	if n := reader.lists.Load(); n != 2 {
+		t.Errorf("%d LISTs, want 2 (one per snapshot, none while one was in flight)", n)
 	}
 }

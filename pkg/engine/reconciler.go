@@ -120,8 +120,8 @@ func newPodCreatePace() *podCreatePace {
 	return &podCreatePace{jobs: map[types.NamespacedName]*podCreateLookups{}, events: newFailedCreateEvents()}
 }
 
-// due reports whether the job lacking pods should look now; if not, what the last lookup found
-// and how long until the next one.
+// due reports whether the job lacking pods should look now, what the last lookup found and,
+// when it should not look, how long until the next one.
 func (p *podCreatePace) due(key types.NamespacedName, uid types.UID, now time.Time) (look bool, found []string, wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -133,7 +133,7 @@ func (p *podCreatePace) due(key types.NamespacedName, uid types.UID, now time.Ti
 	if wait := l.next.Sub(now); wait > 0 {
 		return false, l.found, wait
 	}
-	return true, nil, 0
+	return true, l.found, 0
 }
 
 // looked records a lookup's findings and returns how long until the next one.
