@@ -283,13 +283,15 @@ bench-webhook: envtest-assets ## Webhook latency at 50 creates/s for 60 s, behin
 # arm64 build of the operator is about 6 minutes of CI); make test-long builds make release's two.
 RELEASE_TEST_VERSION = $(VERSION)-realnode
 RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
-RELEASE_TEST_PLATFORMS ?= $(shell go env GOOS)/$(shell go env GOARCH)
+# This machine's platform, as Go names it.
+HOST_PLATFORM = $(shell go env GOOS)/$(shell go env GOARCH)
+RELEASE_TEST_PLATFORMS ?= $(HOST_PLATFORM)
 
 .PHONY: test-realnode
 test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release; an upgrade from the previous release under running jobs (root).
 	hack/container-deps.sh
 	hack/controlplane/build.sh kubectl
-	HELM=$(HELM) GO_RELEASE_MIN=$(GO_RELEASE_MIN) ALLOW_UNPATCHED_GO=1 PLUGIN_PLATFORMS=$$(go env GOOS)/$$(go env GOARCH) \
+	HELM=$(HELM) GO_RELEASE_MIN=$(GO_RELEASE_MIN) ALLOW_UNPATCHED_GO=1 PLUGIN_PLATFORMS=$(HOST_PLATFORM) \
 	  IMAGE_PLATFORMS="$(RELEASE_TEST_PLATFORMS)" hack/release.sh $(RELEASE_TEST_VERSION) $(RELEASE_TEST_DIST)
 	prev=$$(hack/previous-release.sh $(TROUPE_CACHE)/previous-release); \
 	HELM=$(HELM) TROUPE_RELEASE_DIST=$(RELEASE_TEST_DIST) TROUPE_RELEASE_VERSION=$(RELEASE_TEST_VERSION) \

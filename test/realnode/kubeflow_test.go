@@ -98,13 +98,16 @@ func TestKubeflowPi(t *testing.T) {
 		took.Round(time.Second), msg)
 	mustKubectl(t, "", "delete", "-n", asWritten, "mpijob/pi", "--wait=true")
 
-	for _, example := range []struct{ file, mpi string }{
-		{"pi.yaml", "Open MPI"},
-		{"pi-mpich.yaml", "MPICH"},
+	for _, example := range []struct {
+		file, mpi string
+		long      bool // only in make test-long: MPICH 4.2 over SSH is TestMPI5AndMPICH42/mpich42-ssh's too
+	}{
+		{file: "pi.yaml", mpi: "Open MPI"},
+		{file: "pi-mpich.yaml", mpi: "MPICH", long: true},
 	} {
 		t.Run(example.file, func(t *testing.T) {
-			if example.mpi == "MPICH" {
-				testutil.LongOnly(t) // MPICH 4.2 over SSH is TestMPI5AndMPICH42/mpich42-ssh's too
+			if example.long {
+				testutil.LongOnly(t)
 			}
 			ns := namespace(t, "realnode-kubeflow-"+strings.TrimSuffix(example.file, ".yaml"))
 			runKubeflowPi(t, ns, example.file, example.mpi)
