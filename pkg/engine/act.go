@@ -254,6 +254,14 @@ func (r *Reconciler) syncChildren(ctx context.Context, job Object, s *Spec, d de
 		if heldInPart(cur) {
 			before = cur
 		}
+		if rewritesUnheld(cur, want) {
+			// What is rewritten the cache does not hold: the child is read whole and updated.
+			live := emptyLike(want)
+			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), live); err != nil {
+				return acted, fmt.Errorf("read %s %s to rewrite its template: %w", keyOf(want).Kind, want.GetName(), err)
+			}
+			cur, before = live, nil
+		}
 		cur = cur.DeepCopyObject().(client.Object) // put back in shape apart from the observation
 		changed := restore(cur, want)
 		if obs.gang[keyOf(want)] {
@@ -407,16 +415,25 @@ func (obs *Observed) after(acted actResult) *Observed {
 }
 
 // heldInPart says the cache holds less of a child than the API server does: a Secret (its
-// metadata), a worker Job (its template's outline: trimWorkerJob). It is patched with what the
-// engine changed, never updated whole.
+// metadata), a Job or StatefulSet (what the engine reads of its template: trimJob,
+// trimStatefulSet), a ConfigMap (its values' hashes: trimConfigMap). It is patched with what the
+// engine changed, never updated whole (unless read whole first: rewritesUnheld).
 func heldInPart(cur client.Object) bool {
-	switch c := cur.(type) {
-	case *metav1.PartialObjectMetadata:
+	switch cur.(type) {
+	case *metav1.PartialObjectMetadata, *batchv1.Job, *appsv1.StatefulSet, *corev1.ConfigMap:
 		return true
-	case *batchv1.Job:
-		return isWorkerJob(c)
 	}
 	return false
+}
+
+// rewritesUnheld says restoring cur to want rewrites a part of it the cache does not hold, which
+// a patch from the cached form cannot write exactly: a StatefulSet's pod template (a merge patch
+// would keep whatever of the old template the new one leaves out). Such a child is read whole
+// first; it happens when a job's template changes (a spec edit, a queue's placement on resume),
+// not on the passes of a running job.
+func rewritesUnheld(cur, want client.Object) bool {
+	c, isSTS := cur.(*appsv1.StatefulSet)
+	return isSTS && templateChanged(c, want)
 }
 
 // deleteWorkerJob deletes a worker Job, by its UID, in the foreground: the Job stays, being

@@ -89,7 +89,7 @@ func trimPod(obj any) (any, error) {
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              pod.Name,
-			Namespace:         pod.Namespace,
+			Namespace:         shared(pod.Namespace),
 			UID:               pod.UID,
 			ResourceVersion:   pod.ResourceVersion,
 			Generation:        pod.Generation,
@@ -98,9 +98,9 @@ func trimPod(obj any) (any, error) {
 			// 0 once deleted at once (podsToRemove).
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
 			Labels:                     labelsRead(pod.Labels),
-			OwnerReferences:            controllerOnly(pod.OwnerReferences),
+			OwnerReferences:            sharedRefs(controllerOnly(pod.OwnerReferences)),
 		},
-		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Spec: corev1.PodSpec{NodeName: shared(pod.Spec.NodeName)},
 		Status: corev1.PodStatus{
 			Phase:      pod.Status.Phase,
 			Conditions: engineConditions(pod.Status.Conditions),
@@ -111,7 +111,7 @@ func trimPod(obj any) (any, error) {
 	// started (for example a launcher whose wait for its workers timed out), and how long the
 	// launcher's wait took (troupe_launcher_wait_seconds).
 	for _, cs := range pod.Status.InitContainerStatuses {
-		kept := corev1.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount}
+		kept := corev1.ContainerStatus{Name: shared(cs.Name), RestartCount: cs.RestartCount}
 		// Running: the launcher waits for its workers now (the LauncherWaiting condition).
 		if r := cs.State.Running; r != nil {
 			kept.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
@@ -125,7 +125,7 @@ func trimPod(obj any) (any, error) {
 	}
 	master := pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster
 	for _, cs := range pod.Status.ContainerStatuses {
-		kept := corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
+		kept := corev1.ContainerStatus{Name: shared(cs.Name), Ready: cs.Ready, RestartCount: cs.RestartCount}
 		switch t := cs.State.Terminated; {
 		case t != nil && master:
 			// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage),
@@ -268,6 +268,11 @@ func stripFieldsNotRead(in any) (any, error) {
 			obj.SetAnnotations(a)
 		}
 	}
+	obj.SetNamespace(shared(obj.GetNamespace()))
+	if l := obj.GetLabels(); len(l) > 0 {
+		obj.SetLabels(sharedMap(l))
+	}
+	obj.SetOwnerReferences(sharedRefs(obj.GetOwnerReferences()))
 	return in, nil
 }
 

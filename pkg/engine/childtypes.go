@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -8,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -18,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -115,10 +119,10 @@ type childType struct {
 }
 
 var childTypes = []childType{
-	{object: &batchv1.Job{}, progressDelayed: true, restoreSpec: restoreJob, trim: trimWorkerJob},
-	{object: &appsv1.StatefulSet{}, progressDelayed: true, restoreSpec: restoreStatefulSet},
+	{object: &batchv1.Job{}, progressDelayed: true, restoreSpec: restoreJob, trim: trimJob},
+	{object: &appsv1.StatefulSet{}, progressDelayed: true, restoreSpec: restoreStatefulSet, trim: trimStatefulSet},
 	{object: &corev1.Service{}, restoreSpec: restoreService},
-	{object: &corev1.ConfigMap{}, restoreSpec: restoreConfigMap},
+	{object: &corev1.ConfigMap{}, restoreSpec: restoreConfigMap, trim: trimConfigMap},
 	// A Secret's data is generated once (Generator) and never rewritten.
 	{object: &corev1.Secret{}, metadataOnly: true},
 	// A ServiceAccount has nothing the engine manages beyond its labels.
@@ -202,13 +206,35 @@ func restoreService(cur, want client.Object) bool {
 	return true
 }
 
+// restoreConfigMap puts the ConfigMap's data back to want's. cur may be as the cache holds it
+// (trimConfigMap: each value its hash) or as read whole; the patch of the held form (heldInPart)
+// replaces every value and removes the keys want lacks.
 func restoreConfigMap(cur, want client.Object) bool {
 	c, w := cur.(*corev1.ConfigMap), want.(*corev1.ConfigMap)
-	if maps.Equal(c.Data, w.Data) {
+	if maps.Equal(c.Data, w.Data) || maps.EqualFunc(c.Data, w.Data, func(held, wanted string) bool { return held == heldValue(wanted) }) {
 		return false
 	}
 	c.Data = w.Data
 	return true
+}
+
+// trimConfigMap holds each value of a job's ConfigMap (the hostfile, the transport's files, the
+// discovery script: some KiB a job) as its hash (heldValue): the engine only compares them with
+// what the job wants (restoreConfigMap), and the launcher and workers read the files, not the
+// operator. 1,000 jobs held 6 MB of them (docs/performance.md, "Memory").
+func trimConfigMap(obj client.Object) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		for k, v := range cm.Data {
+			cm.Data[k] = heldValue(v)
+		}
+	}
+}
+
+// heldValue is how the cache holds a value of a job's ConfigMap: its SHA-256, which no value
+// the engine writes equals (so a value held this way is never taken for the value itself).
+func heldValue(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func restoreRole(cur, want client.Object) bool {
@@ -341,22 +367,60 @@ func ownedSecret() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// trimWorkerJob keeps of a worker Job's pod template its outline (templateOutline): its labels
+// trimJob keeps of a worker Job's pod template its outline (templateOutline): its labels
 // (the restart attempt), its containers' names, its scheduling directives; the pass compares the
 // Job with what the job wants by its annotations, and patches what it changes (heldInPart). A
 // set of 500 workers with a template of 100 KiB costs the cache a few hundred KiB, not 50 MiB.
-// The master Job is held whole (one per job; its template says whether the launcher waits).
-func trimWorkerJob(obj client.Object) {
-	if j, ok := obj.(*batchv1.Job); ok && isWorkerJob(j) {
+// The master Job's template is held as masterTemplateRead.
+func trimJob(obj client.Object) {
+	j, ok := obj.(*batchv1.Job)
+	switch {
+	case !ok:
+	case isWorkerJob(j):
 		j.Spec.Template = templateOutline(&j.Spec.Template)
 		j.Spec.Template.Labels = labelsRead(j.Spec.Template.Labels)
+	default:
+		j.Spec.Template = masterTemplateRead(&j.Spec.Template)
+	}
+}
+
+// masterTemplateRead is what the engine reads of the master Job's pod template: its labels (the
+// attempt) and annotations whole (restoreSchedulingDirectives adds a queue's to them), the
+// scheduling directives, the restart policies (restartsInPlace) and the init containers' names
+// (launcherWaits). The containers' commands, environment and volumes (the most of a launcher's
+// template) are not: the Job's template cannot change but for those directives, so the engine
+// never rewrites the rest, and patches what it changes (heldInPart).
+func masterTemplateRead(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	out := templateOutline(t)
+	out.Labels, out.Annotations = sharedMap(t.Labels), maps.Clone(t.Annotations)
+	out.Spec.RestartPolicy = t.Spec.RestartPolicy
+	for i, c := range t.Spec.Containers {
+		out.Spec.Containers[i].RestartPolicy = c.RestartPolicy
+		out.Spec.Containers[i].RestartPolicyRules = c.RestartPolicyRules
+	}
+	for _, c := range t.Spec.InitContainers {
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	return *out.DeepCopy()
+}
+
+// trimStatefulSet keeps of a worker StatefulSet's pod template the labels the engine reads (the
+// restart attempt) and its containers' names: the template is compared with the wanted one by
+// its hash (templateChanged), and a StatefulSet whose template must be rewritten is read whole
+// from the API server first (act), so the cache need not hold it.
+func trimStatefulSet(obj client.Object) {
+	if sts, ok := obj.(*appsv1.StatefulSet); ok {
+		sts.Spec.Template = templateOutline(&sts.Spec.Template)
+		sts.Spec.Template.Labels = labelsRead(sts.Spec.Template.Labels)
 	}
 }
 
 // templateOutline is what a worker Job's pod template is compared and kept in shape by (the
 // rest is in the set's hash): its labels, its containers by name (an index adds to them), and
 // the scheduling directives the engine puts back into a suspended Job (restoreJob). The
-// operator's cache holds a worker Job's template as no more than this (trimWorkerJob).
+// operator's cache holds a worker Job's template as no more than this (trimJob). What it keeps
+// is hashed into every worker Job's AnnotationIndexedTemplateHash: a field added here would
+// replace every running worker Job after an upgrade.
 func templateOutline(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	out := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(t.Labels)},
@@ -408,11 +472,44 @@ func (s *Spec) JobLabels() map[string]string {
 // UID, role, worker set, restart attempt, the kind's name label); a tenant's own labels, also
 // those under troupe.dev, are not held.
 func labelsRead(labels map[string]string) map[string]string {
-	kept := make(map[string]string, len(troupev1.LabelsRead))
+	n := 0
+	for _, k := range troupev1.LabelsRead {
+		if _, ok := labels[k]; ok {
+			n++
+		}
+	}
+	// Sized to what it holds: a map made for more than 8 entries (LabelsRead names 9) takes
+	// twice the memory of one for 8 or fewer, and a pod carries 5 or 6 of them.
+	kept := make(map[string]string, n)
 	for _, k := range troupev1.LabelsRead {
 		if v, ok := labels[k]; ok {
-			kept[k] = v
+			kept[k] = shared(v)
 		}
 	}
 	return kept
+}
+
+// shared is s as the one copy the cache holds of it. A job's objects and pods repeat the same
+// strings (the namespace, the job's name and UID in their labels and owner references, roles,
+// set and node names): decoded, each object has copies of its own; held shared, a job's 9 pods
+// and 6 children hold each once (docs/performance.md, "Memory"). unique keeps a string's entry
+// only while it is in use, so names of objects long gone are not kept.
+func shared(s string) string { return unique.Make(s).Value() }
+
+// sharedMap is m with its keys and values shared.
+func sharedMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[shared(k)] = shared(v)
+	}
+	return out
+}
+
+// sharedRefs are refs with their strings shared (in place).
+func sharedRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for i := range refs {
+		r := &refs[i]
+		r.APIVersion, r.Kind, r.Name, r.UID = shared(r.APIVersion), shared(r.Kind), shared(r.Name), types.UID(shared(string(r.UID)))
+	}
+	return refs
 }

@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -109,7 +114,7 @@ func TestWorkerJobOfAnEarlierReleaseIsComparedWhole(t *testing.T) {
 }
 
 // The cache holds a worker Job of a troupe job as its outline, its status and metadata whole;
-// the master Job whole.
+// of the master Job's template what the engine reads of it (masterTemplateRead).
 func TestCachedWorkerJobsAreTheirOutline(t *testing.T) {
 	s := testSpec()
 	s.Backend = rankBackend{}
@@ -133,12 +138,70 @@ func TestCachedWorkerJobsAreTheirOutline(t *testing.T) {
 		t.Errorf("cached worker Job lost its status or metadata: %+v %+v", got.ObjectMeta, got.Status)
 	}
 	master := BuildMasterJob(s)
-	master.Spec.Template.Annotations = map[string]string{"bulk": "a large value"}
+	master.Spec.Template.Annotations = map[string]string{"kueue.x-k8s.io/workload": "w"}
+	master.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
+	master.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "wait", Image: "agent", Args: []string{"wait"}}}
+	master.Spec.Template.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+	master.Spec.Template.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart}}
+	master.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BULK", Value: "a large value"}}
 	out, err = jobs.cacheTransform(master.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := out.(*batchv1.Job); m.Spec.Template.Annotations["bulk"] == "" || m.Spec.Template.Spec.Containers[0].Image == "" {
-		t.Errorf("the master Job is not held whole: %+v", m.Spec.Template)
+	m := out.(*batchv1.Job).Spec.Template
+	if !maps.Equal(m.Labels, master.Spec.Template.Labels) || !maps.Equal(m.Annotations, master.Spec.Template.Annotations) ||
+		m.Spec.NodeSelector["pool"] != "a" || m.Spec.RestartPolicy != master.Spec.Template.Spec.RestartPolicy {
+		t.Errorf("the master Job's labels, annotations or scheduling are not held: %+v", m)
+	}
+	if !restartsInPlace(&m.Spec) || len(m.Spec.InitContainers) != 1 || m.Spec.InitContainers[0].Name != "wait" {
+		t.Errorf("the master Job's restart policies or init containers are not held: %+v", m.Spec)
+	}
+	if c := m.Spec.Containers[0]; c.Image != "" || len(c.Env) > 0 || len(m.Spec.InitContainers[0].Args) > 0 {
+		t.Errorf("the master Job's containers are held whole: %+v", m.Spec)
+	}
+}
+
+// The cache holds a worker StatefulSet's template as the labels the engine reads and its
+// containers' names, its spec and status otherwise whole; a ConfigMap's values as their hashes,
+// which restoreConfigMap compares with the wanted data.
+func TestCachedStatefulSetsAndConfigMaps(t *testing.T) {
+	s := testSpec()
+	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
+	sts.Spec.Template.Annotations = map[string]string{"bulk": "a large value"}
+	sts.Status.ReadyReplicas = 2
+	sets := childTypes[slices.IndexFunc(childTypes, func(c childType) bool { _, ok := c.object.(*appsv1.StatefulSet); return ok })]
+	out, err := sets.cacheTransform(sts.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.StatefulSet)
+	if tmpl := got.Spec.Template; tmpl.Annotations != nil || tmpl.Spec.Containers[0].Image != "" || tmpl.Labels[troupev1.LabelWorkerSet] == "" {
+		t.Errorf("cached worker template: %+v", tmpl)
+	}
+	if got.Status.ReadyReplicas != 2 || *got.Spec.Replicas != *sts.Spec.Replicas || templateChanged(got, sts) {
+		t.Errorf("cached StatefulSet lost its replicas, status or template hash: %+v", got)
+	}
+	if rewritesUnheld(got, BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)) {
+		t.Error("a StatefulSet of the wanted template is read whole to be restored")
+	}
+
+	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "train-mpi", OwnerReferences: []metav1.OwnerReference{s.Owner}},
+		Data: map[string]string{"hostfile": "train-worker-0 slots=1\n", "ssh_config": "Host *\n"}}
+	configMaps := childTypes[slices.IndexFunc(childTypes, func(c childType) bool { _, ok := c.object.(*corev1.ConfigMap); return ok })]
+	held := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		out, err := configMaps.cacheTransform(cm.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*corev1.ConfigMap)
+	}
+	if cur := held(want); cur.Data["hostfile"] == want.Data["hostfile"] || restore(cur, want) {
+		t.Errorf("a ConfigMap of the wanted data, as cached (%v), is not held as hashes or is rewritten", cur.Data)
+	}
+	edited := want.DeepCopy()
+	edited.Data["hostfile"] = "elsewhere slots=9\n"
+	edited.Data["extra"] = "x"
+	if cur := held(edited); !restore(cur, want) || !reflect.DeepEqual(cur.Data, want.Data) {
+		t.Errorf("an edited ConfigMap is not put back: %v", cur.Data)
 	}
 }

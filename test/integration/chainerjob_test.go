@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -239,15 +240,17 @@ func TestChildrenAreRepaired(t *testing.T) {
 		return err == nil && *sts.Spec.Replicas == 2, err
 	})
 
+	// The ConfigMap's data is put back whole: the edited value, and no key of someone else's.
 	cm := waitFor(t, &corev1.ConfigMap{}, ns, "mn-mpi")
-	want := cm.Data[mpi.HostfileKey]
+	want := maps.Clone(cm.Data)
 	cm.Data[mpi.HostfileKey] = "somewhere-else slots=9\n"
+	cm.Data["added-by-hand"] = "x"
 	if err := k8s.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "hostfile put back", func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-		return err == nil && cm.Data[mpi.HostfileKey] == want, err
+		return err == nil && maps.Equal(cm.Data, want), err
 	})
 }
 
