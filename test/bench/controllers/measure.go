@@ -46,6 +46,7 @@ type result struct {
 	machineCPUSeconds  float64 // the whole machine's busy CPU time (/proc/stat) over the same time; <0 unknown
 	kcmQueues          string  // kube-controller-manager's busiest work queues over the same time (busiestQueues)
 	peakRSS            int64   // operator VmHWM, bytes
+	fileRSS            int64   // operator RssFile at the end: its binary's pages in memory, which peakRSS counts and GOMEMLIMIT does not
 	floorCPUSeconds    float64 // -watch-floor: the watchfloor process's CPU over the same time; <0 none
 	floorPeakRSS       int64   // -watch-floor: its VmHWM, bytes
 	endedEarly         int     // launchers that ended before every pod was Running (must be 0)
@@ -215,6 +216,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 		}
 		res.cpuSeconds = cpuSeconds(proc.cmd.Process.Pid) - cpu0
 		res.peakRSS = peakRSS(proc.cmd.Process.Pid)
+		res.fileRSS = statusBytes(proc.cmd.Process.Pid, "RssFile:")
 		if floor != nil && !floor.exited() {
 			res.floorCPUSeconds = cpuSeconds(floor.cmd.Process.Pid) - floorCPU0
 			res.floorPeakRSS = peakRSS(floor.cmd.Process.Pid)
@@ -586,13 +588,17 @@ func machineBusySeconds() float64 {
 }
 
 // peakRSS is pid's peak resident set size (VmHWM), in bytes.
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes is the field of /proc/<pid>/status named by prefix (a size in kB), in bytes; 0
+// when unknown.
+func statusBytes(pid int, prefix string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb * 1024
 		}

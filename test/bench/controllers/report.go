@@ -40,6 +40,9 @@ func (r *result) line() string {
 	}
 	if r.cpuSeconds >= 0 {
 		s += fmt.Sprintf("; CPU %.1fs (%.3fs/job); peak RSS %.0f MiB", r.cpuSeconds, r.cpuSeconds/float64(r.jobs), float64(r.peakRSS)/(1<<20))
+		if r.fileRSS > 0 {
+			s += fmt.Sprintf(" (its binary's pages %.0f MiB at the end)", float64(r.fileRSS)/(1<<20))
+		}
 	}
 	if r.kcmCPUSeconds >= 0 {
 		s += fmt.Sprintf("; kube-controller-manager CPU %.1fs (%.3fs/job)", r.kcmCPUSeconds, r.kcmCPUSeconds/float64(r.jobs))
