@@ -154,13 +154,21 @@ func (t childType) cacheObject() client.Object {
 	return t.object
 }
 
+// childTypeOf is the child type of obj's Go type, or nil.
+func childTypeOf(obj client.Object) *childType {
+	ot := reflect.TypeOf(obj)
+	for i := range childTypes {
+		if reflect.TypeOf(childTypes[i].object) == ot {
+			return &childTypes[i]
+		}
+	}
+	return nil
+}
+
 // restoreSpecOf is the restoreSpec of want's type, or nil.
 func restoreSpecOf(want client.Object) func(cur, want client.Object) bool {
-	wt := reflect.TypeOf(want)
-	for _, t := range childTypes {
-		if reflect.TypeOf(t.object) == wt {
-			return t.restoreSpec
-		}
+	if t := childTypeOf(want); t != nil {
+		return t.restoreSpec
 	}
 	return nil
 }
@@ -377,8 +385,7 @@ func trimJob(obj client.Object) {
 	switch {
 	case !ok:
 	case isWorkerJob(j):
-		j.Spec.Template = templateOutline(&j.Spec.Template)
-		j.Spec.Template.Labels = labelsRead(j.Spec.Template.Labels)
+		j.Spec.Template = outlineRead(&j.Spec.Template)
 	default:
 		j.Spec.Template = masterTemplateRead(&j.Spec.Template)
 	}
@@ -389,7 +396,8 @@ func trimJob(obj client.Object) {
 // scheduling directives, the restart policies (restartsInPlace) and the init containers' names
 // (launcherWaits). The containers' commands, environment and volumes (the most of a launcher's
 // template) are not: the Job's template cannot change but for those directives, so the engine
-// never rewrites the rest, and patches what it changes (heldInPart).
+// never rewrites the rest, and patches what it changes (heldInPart). What it adds to the outline
+// it shares with t, which the cache hands over to the transform.
 func masterTemplateRead(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	out := templateOutline(t)
 	out.Labels, out.Annotations = sharedMap(t.Labels), maps.Clone(t.Annotations)
@@ -401,18 +409,25 @@ func masterTemplateRead(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	for _, c := range t.Spec.InitContainers {
 		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
 	}
-	return *out.DeepCopy()
+	return out
 }
 
-// trimStatefulSet keeps of a worker StatefulSet's pod template the labels the engine reads (the
-// restart attempt) and its containers' names: the template is compared with the wanted one by
-// its hash (templateChanged), and a StatefulSet whose template must be rewritten is read whole
+// trimStatefulSet keeps of a worker StatefulSet's pod template its outline with the labels the
+// engine reads (outlineRead: the restart attempt): the template is compared with the wanted one
+// by its hash (templateChanged), and a StatefulSet whose template must be rewritten is read whole
 // from the API server first (act), so the cache need not hold it.
 func trimStatefulSet(obj client.Object) {
 	if sts, ok := obj.(*appsv1.StatefulSet); ok {
-		sts.Spec.Template = templateOutline(&sts.Spec.Template)
-		sts.Spec.Template.Labels = labelsRead(sts.Spec.Template.Labels)
+		sts.Spec.Template = outlineRead(&sts.Spec.Template)
 	}
+}
+
+// outlineRead is how the cache holds a worker Job's or StatefulSet's pod template: its outline
+// (templateOutline), of its labels only those the engine reads (labelsRead).
+func outlineRead(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	out := templateOutline(t)
+	out.Labels = labelsRead(t.Labels)
+	return out
 }
 
 // templateOutline is what a worker Job's pod template is compared and kept in shape by (the

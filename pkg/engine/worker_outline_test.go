@@ -3,11 +3,8 @@ package engine
 import (
 	"maps"
 	"reflect"
-	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -124,12 +121,7 @@ func TestCachedWorkerJobsAreTheirOutline(t *testing.T) {
 	ws.Template.Labels["team-tag"] = "x"
 	j := BuildWorkerJobs(s, ws, false)[0]
 	j.Status.Active = 1
-	jobs := childTypes[slices.IndexFunc(childTypes, func(c childType) bool { _, ok := c.object.(*batchv1.Job); return ok })]
-	out, err := jobs.cacheTransform(j.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*batchv1.Job)
+	got := cachedAs(t, j)
 	tmpl := got.Spec.Template
 	if tmpl.Annotations != nil || tmpl.Spec.Containers[0].Image != "" || tmpl.Labels["team-tag"] != "" || tmpl.Labels[troupev1.LabelWorkerSet] != "cpu" {
 		t.Errorf("cached worker template: %+v", tmpl)
@@ -144,11 +136,7 @@ func TestCachedWorkerJobsAreTheirOutline(t *testing.T) {
 	master.Spec.Template.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
 	master.Spec.Template.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart}}
 	master.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BULK", Value: "a large value"}}
-	out, err = jobs.cacheTransform(master.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := out.(*batchv1.Job).Spec.Template
+	m := cachedAs(t, master).Spec.Template
 	if !maps.Equal(m.Labels, master.Spec.Template.Labels) || !maps.Equal(m.Annotations, master.Spec.Template.Annotations) ||
 		m.Spec.NodeSelector["pool"] != "a" || m.Spec.RestartPolicy != master.Spec.Template.Spec.RestartPolicy {
 		t.Errorf("the master Job's labels, annotations or scheduling are not held: %+v", m)
@@ -169,12 +157,7 @@ func TestCachedStatefulSetsAndConfigMaps(t *testing.T) {
 	sts := BuildWorkerStatefulSet(s, &s.WorkerSets[0], false)
 	sts.Spec.Template.Annotations = map[string]string{"bulk": "a large value"}
 	sts.Status.ReadyReplicas = 2
-	sets := childTypes[slices.IndexFunc(childTypes, func(c childType) bool { _, ok := c.object.(*appsv1.StatefulSet); return ok })]
-	out, err := sets.cacheTransform(sts.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*appsv1.StatefulSet)
+	got := cachedAs(t, sts)
 	if tmpl := got.Spec.Template; tmpl.Annotations != nil || tmpl.Spec.Containers[0].Image != "" || tmpl.Labels[troupev1.LabelWorkerSet] == "" {
 		t.Errorf("cached worker template: %+v", tmpl)
 	}
@@ -187,21 +170,28 @@ func TestCachedStatefulSetsAndConfigMaps(t *testing.T) {
 
 	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "train-mpi", OwnerReferences: []metav1.OwnerReference{s.Owner}},
 		Data: map[string]string{"hostfile": "train-worker-0 slots=1\n", "ssh_config": "Host *\n"}}
-	configMaps := childTypes[slices.IndexFunc(childTypes, func(c childType) bool { _, ok := c.object.(*corev1.ConfigMap); return ok })]
-	held := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
-		out, err := configMaps.cacheTransform(cm.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.(*corev1.ConfigMap)
-	}
-	if cur := held(want); cur.Data["hostfile"] == want.Data["hostfile"] || restore(cur, want) {
+	if cur := cachedAs(t, want); cur.Data["hostfile"] == want.Data["hostfile"] || restore(cur, want) {
 		t.Errorf("a ConfigMap of the wanted data, as cached (%v), is not held as hashes or is rewritten", cur.Data)
 	}
 	edited := want.DeepCopy()
 	edited.Data["hostfile"] = "elsewhere slots=9\n"
 	edited.Data["extra"] = "x"
-	if cur := held(edited); !restore(cur, want) || !reflect.DeepEqual(cur.Data, want.Data) {
+	if cur := cachedAs(t, edited); !restore(cur, want) || !reflect.DeepEqual(cur.Data, want.Data) {
 		t.Errorf("an edited ConfigMap is not put back: %v", cur.Data)
 	}
+}
+
+// cachedAs is obj as the operator's cache holds it: a copy passed through its child type's
+// transform (childTypeOf).
+func cachedAs[T client.Object](t *testing.T, obj T) T {
+	t.Helper()
+	ct := childTypeOf(obj)
+	if ct == nil {
+		t.Fatalf("%T is no child type", obj)
+	}
+	out, err := ct.cacheTransform(obj.DeepCopyObject())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(T)
 }
