@@ -71,104 +71,17 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 	return opts, nil
 }
 
-// trimPod keeps what the engine reads of a pod (identity, troupe's labels, owners, phase, the
-// Ready and DisruptionTarget conditions without their times, restart counts, and what says why
-// a pod does not run: waiting reasons, last exits, an Unschedulable PodScheduled condition, each
-// message cut to maxCauseText bytes, a log's end kept) and drops the
-// spec, the rest of the status and the labels of others (the StatefulSet and Job controllers',
-// the user's), which make up most of a pod's size (at 200 jobs of 9 pods, the heap in use at the
-// end of a bench run fell from 28.7 MB to 23.6 MB with the labels and conditions dropped;
-// docs/performance.md). It is also the pod watch's list of what matters (podChanged compares
-// two versions as trimmed here): a change only of what is dropped queues no pass.
+// trimPod is the pods' cache transform: it stores each pod as a cachedPod, what the engine
+// reads of it (newCachedPod says what; at 200 jobs of 9 pods, the heap in use at the end of a
+// bench run fell from 28.7 MB to 23.6 MB when the labels and conditions of others were dropped,
+// and again when the corev1.Pod itself gave way to the record; docs/performance.md). It is also
+// the pod watch's list of what matters (podChanged compares two versions as held here): a change
+// only of what is dropped queues no pass.
 func trimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return newCachedPod(pod), nil
 	}
-	trimmed := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         shared(pod.Namespace),
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			Generation:        pod.Generation,
-			CreationTimestamp: pod.CreationTimestamp,
-			DeletionTimestamp: pod.DeletionTimestamp,
-			// 0 once deleted at once (podsToRemove).
-			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Labels:                     labelsRead(pod.Labels),
-			OwnerReferences:            sharedRefs(controllerOnly(pod.OwnerReferences)),
-		},
-		Spec: corev1.PodSpec{NodeName: shared(pod.Spec.NodeName)},
-		Status: corev1.PodStatus{
-			Phase:      pod.Status.Phase,
-			Conditions: engineConditions(pod.Status.Conditions),
-			Reason:     pod.Status.Reason,
-		},
-	}
-	// Init containers: the terminated state says why a pod failed before its main containers
-	// started (for example a launcher whose wait for its workers timed out), and how long the
-	// launcher's wait took (troupe_launcher_wait_seconds).
-	for _, cs := range pod.Status.InitContainerStatuses {
-		kept := corev1.ContainerStatus{Name: shared(cs.Name), RestartCount: cs.RestartCount}
-		// Running: the launcher waits for its workers now (the LauncherWaiting condition).
-		if r := cs.State.Running; r != nil {
-			kept.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
-		}
-		if t := cs.State.Terminated; t != nil {
-			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
-				StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}
-		}
-		keepWhyNotRunning(&kept, cs)
-		trimmed.Status.InitContainerStatuses = append(trimmed.Status.InitContainerStatuses, kept)
-	}
-	master := pod.Labels[troupev1.LabelRole] == troupev1.RoleMaster
-	for _, cs := range pod.Status.ContainerStatuses {
-		kept := corev1.ContainerStatus{Name: shared(cs.Name), Ready: cs.Ready, RestartCount: cs.RestartCount}
-		switch t := cs.State.Terminated; {
-		case t != nil && master:
-			// A master's (launcher's) exit: the Failed condition quotes it (masterExitMessage),
-			// and its end is the job's completion time when its success comes before the Job's
-			// (masterVerdict).
-			kept.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
-				FinishedAt: t.FinishedAt}
-		case t != nil:
-			kept.State.Terminated = boundedExit(t)
-		}
-		keepWhyNotRunning(&kept, cs)
-		trimmed.Status.ContainerStatuses = append(trimmed.Status.ContainerStatuses, kept)
-	}
-	return trimmed, nil
-}
-
-// keepWhyNotRunning keeps, of a container's status, what says why it does not run (causes.go):
-// the kubelet's waiting reason with the start of its message, and how it ended before its last
-// restart, with the end of its termination message (the end of a log says why it exited).
-func keepWhyNotRunning(kept *corev1.ContainerStatus, cs corev1.ContainerStatus) {
-	if w := cs.State.Waiting; w != nil {
-		kept.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: fitBytes(w.Message, maxCauseText)}
-	}
-	if t := cs.LastTerminationState.Terminated; t != nil {
-		kept.LastTerminationState.Terminated = boundedExit(t)
-	}
-}
-
-// boundedExit is the exit code, reason and the end of the message of a termination; not its
-// times, which would make every restart of a container a change of its own.
-func boundedExit(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
-	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: lastBytes(t.Message)}
-}
-
-// controllerOnly keeps the controller of an object's owner references: the one the engine
-// reads (metav1.IsControlledBy); the API server allows at most one.
-func controllerOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller {
-			return []metav1.OwnerReference{r}
-		}
-	}
-	return nil
+	return obj, nil
 }
 
 // trimUnlessTroupes is the transform of every child type's cache: a child a troupe job controls
@@ -228,23 +141,6 @@ func controlledByATroupeJob(obj metav1.Object) bool {
 	return err == nil && gv.Group == troupev1.GroupVersion.Group
 }
 
-// engineConditions are the pod conditions the engine reads, without their times: Ready (the WorkersReady condition,
-// the ready counts) and DisruptionTarget (a worker evicted or preempted restarts the job without
-// counting a failure).
-func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
-	var kept []corev1.PodCondition
-	for _, c := range conds {
-		// PodScheduled only while the scheduler cannot place the pod: its message says why.
-		unschedulable := c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse
-		if c.Type == corev1.PodReady || c.Type == corev1.DisruptionTarget || unschedulable {
-			// Not their probe and transition times, which the engine does not read: the
-			// kubelet rewrites them without a change of the condition.
-			kept = append(kept, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: fitBytes(c.Message, maxCauseText)})
-		}
-	}
-	return kept
-}
-
 var stripManagedFields = cache.TransformStripManagedFields()
 
 // stripFieldsNotRead drops what the operator never reads from every cached object without a
@@ -295,8 +191,8 @@ func podChanged(nameLabel string) predicate.Funcs {
 			if !ours(e.ObjectOld) && !ours(e.ObjectNew) {
 				return false
 			}
-			older, okOld := e.ObjectOld.(*corev1.Pod)
-			newer, okNew := e.ObjectNew.(*corev1.Pod)
+			older, okOld := cachedForm(e.ObjectOld)
+			newer, okNew := cachedForm(e.ObjectNew)
 			return !okOld || !okNew || !sameForEngine(older, newer)
 		},
 	}
@@ -306,20 +202,6 @@ func podChanged(nameLabel string) predicate.Funcs {
 func hasLabel(o client.Object, key string) bool {
 	_, ok := o.GetLabels()[key]
 	return ok
-}
-
-// sameForEngine reports whether two versions of a pod, as trimPod leaves them, agree on all but
-// the resourceVersion. The cache's pods are trimmed already, so they are compared as they are
-// (trimming a trimmed pod gives it back); a pod that was not trimmed (in tests) differs in more
-// fields, which errs towards a pass. Both come from the same decoding, so reflect's equality is
-// exact for them.
-func sameForEngine(a, b *corev1.Pod) bool {
-	if a.ResourceVersion == b.ResourceVersion {
-		return reflect.DeepEqual(a, b)
-	}
-	bb := *b // a shallow copy: only its resourceVersion differs from b
-	bb.ResourceVersion = a.ResourceVersion
-	return reflect.DeepEqual(a, &bb)
 }
 
 // jobUIDField indexes the operator's cached pods, and worker Jobs, by the value of their job
@@ -339,6 +221,9 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}
 	// The jobs with pods on a node whose health changed are found by it (jobsOnNode).
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, nodeNameField, func(o client.Object) []string {
+		if p, ok := o.(*cachedPod); ok && p.nodeName != "" {
+			return []string{p.nodeName}
+		}
 		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}
 		}

@@ -50,7 +50,7 @@ func TestCachedPodsKeepOnlyWhatIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*corev1.Pod)
+	got := readBack(out)
 	want := map[string]string{troupev1.LabelJobUID: "u", troupev1.LabelRole: "worker", troupev1.LabelWorkerSet: "w",
 		troupev1.LabelRestartAttempt: "1", troupev1.MPIJobNameLabel: "j"}
 	if !maps.Equal(got.Labels, want) {

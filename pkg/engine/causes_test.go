@@ -369,7 +369,7 @@ func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := trimmed.(*corev1.Pod)
+	tp := readBack(trimmed)
 	cs := tp.Status.ContainerStatuses[0]
 	// The start of the kubelet's and the scheduler's words, the end of a log.
 	if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" || len(w.Message) > maxCauseText || !strings.HasPrefix(w.Message, "the start") {
@@ -388,13 +388,13 @@ func TestTrimPodKeepsWhyNotRunning(t *testing.T) {
 
 	// Scheduled now: the condition goes (a scheduled pod's PodScheduled says nothing).
 	pod.Status.Conditions[0].Status, pod.Status.Conditions[0].Reason, pod.Status.Conditions[0].Message = corev1.ConditionTrue, "", ""
-	if trimmed, _ := trimPod(&pod); len(trimmed.(*corev1.Pod).Status.Conditions) != 0 {
-		t.Errorf("a scheduled pod keeps %+v", trimmed.(*corev1.Pod).Status.Conditions)
+	if trimmed, _ := trimPod(&pod); len(readBack(trimmed).Status.Conditions) != 0 {
+		t.Errorf("a scheduled pod keeps %+v", readBack(trimmed).Status.Conditions)
 	}
 
 	before := stuckPod("train-workerset-cpu-0", waiting("ContainerCreating", ""))
 	after := stuckPod("train-workerset-cpu-0", waiting("ErrImagePull", "no such host"))
-	if sameForEngine(&before, &after) {
+	if sameForEngine(newCachedPod(&before), newCachedPod(&after)) {
 		t.Errorf("a pod that cannot pull its image wakes no pass")
 	}
 }

@@ -228,7 +228,7 @@ func TestLauncherWaitMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := launcherWaited(masterPods(*trimmed.(*corev1.Pod)), troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
+	if d, ok := launcherWaited(masterPods(*readBack(trimmed)), troupev1.ContainerLauncherWait); !ok || d != 7*time.Second {
 		t.Errorf("launcherWaited of a trimmed pod = %v, %v; want 7s", d, ok)
 	}
 	if _, ok := launcherWaited(masterPods(old), troupev1.ContainerLauncherWait); ok {

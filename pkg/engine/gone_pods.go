@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -22,7 +21,7 @@ type recordingDeletes struct {
 }
 
 func (h recordingDeletes) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if p, ok := e.Object.(*corev1.Pod); ok {
+	if p, ok := asPod(e.Object); ok {
 		h.gone.record(p, h.now())
 	}
 	h.EventHandler.Delete(ctx, e, q)

@@ -167,7 +167,7 @@ func TestMasterFinishedAtSurvivesTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train-master", UID: masterUID}}
-	got := masterFinishedAt(job, masterPods(*trimmed.(*corev1.Pod)))
+	got := masterFinishedAt(job, masterPods(*readBack(trimmed)))
 	if diff := cmp.Diff(&podFinishedAt, got); diff != "" {
 		t.Errorf("masterFinishedAt after trimPod (-want +got):\n%s", diff)
 	}

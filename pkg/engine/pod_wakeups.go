@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -65,7 +64,7 @@ func (h podWakeups) wake(obj client.Object, q workqueue.TypedRateLimitingInterfa
 	if !named {
 		return
 	}
-	if pod, ok := obj.(*corev1.Pod); ok && !podEnded(pod) {
+	if pod, ok := asPod(obj); ok && !podEnded(pod) {
 		q.AddAfter(job, h.delay)
 		return
 	}

@@ -54,7 +54,7 @@ func TestMasterExitMessageAfterTrim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := masterExitMessage(masterPods(*trimmed.(*corev1.Pod)))
+	got := masterExitMessage(masterPods(*readBack(trimmed)))
 	if want := "container launcher of pod m exited 3: mpiexec noticed that process rank 1 exited"; got != want {
 		t.Errorf("after trimPod: %q, want %q", got, want)
 	}

@@ -159,7 +159,7 @@ func TestLauncherWaitingInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := observe().master(waitingJob).workers("cpu", 0).workers("gpu", 0)
-	o.setPods([]corev1.Pod{*trimmed.(*corev1.Pod)})
+	o.setPods([]corev1.Pod{*readBack(trimmed)})
 	st := computeStatus(s, o.obj(), &troupev1.JobStatus{}, genOfJob, now)
 	if c := meta.FindStatusCondition(st.Conditions, troupev1.ConditionLauncherWaiting); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("LauncherWaiting of a trimmed waiting launcher pod: %+v, want True", c)
