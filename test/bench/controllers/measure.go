@@ -474,7 +474,10 @@ func (e *cluster) freshNamespace(ctx context.Context, ns string) error {
 	})
 }
 
-// deleteNamespace deletes ns, if it exists, and waits until it is gone.
+// deleteNamespace deletes ns, if it exists, and waits until it is gone: as long as a side may
+// take (-timeout, at least 10 minutes), since the cluster's garbage collector deletes a
+// side's children and pods one by one (1,000 jobs' 15,000 objects took over 10 minutes on a
+// loaded machine, 29 Nov 2026), and the next side must not start beside the deletion.
 func (e *cluster) deleteNamespace(ctx context.Context, ns string) error {
 	nsc := e.kube.CoreV1().Namespaces()
 	if err := nsc.Delete(ctx, ns, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
@@ -482,7 +485,7 @@ func (e *cluster) deleteNamespace(ctx context.Context, ns string) error {
 	} else if err != nil {
 		return err
 	}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, max(10*time.Minute, e.o.timeout), true, func(ctx context.Context) (bool, error) {
 		_, err := nsc.Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
