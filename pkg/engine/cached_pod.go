@@ -163,7 +163,7 @@ func engineConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 func (c *cachedPod) pod() *corev1.Pod {
 	p := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: *c.ObjectMeta.DeepCopy(),
+		ObjectMeta: *c.DeepCopy(), // ObjectMeta's: a cachedPod has no DeepCopy of its own
 		Spec:       corev1.PodSpec{NodeName: c.nodeName},
 		Status:     corev1.PodStatus{Phase: c.phase, Reason: c.reason},
 	}
