@@ -221,11 +221,8 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}
 	// The jobs with pods on a node whose health changed are found by it (jobsOnNode).
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, nodeNameField, func(o client.Object) []string {
-		if p, ok := o.(*cachedPod); ok && p.nodeName != "" {
+		if p, ok := cachedForm(o); ok && p.nodeName != "" {
 			return []string{p.nodeName}
-		}
-		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			return []string{p.Spec.NodeName}
 		}
 		return nil
 	}); err != nil {
