@@ -19,7 +19,9 @@ import (
 // A ChainerJob over SSH whose master ranks too (Open MPI: its own hostfile line is local, no
 // sshd there), with 2 slots on the master and on each of two workers; and an MPIJob whose
 // launcher uses a key pair of the user's (ssh.secretName) next to the job's generated host
-// key: the workers accept only the user's key, so the run proves the launcher uses it.
+// key: the workers accept only the user's key, so the run proves the launcher uses it. That
+// job keeps its workers after it ends (cleanPodPolicy None): their sshd logs are read after
+// success, and the default policy deletes the pods as the test reads them.
 func TestSSHJobs(t *testing.T) {
 	needOperator(t)
 	needTrainImage(t)
@@ -84,6 +86,7 @@ metadata:
   name: train
 spec:
   ssh: {secretName: user-key}
+  runPolicy: {cleanPodPolicy: None}
   mca: {btl: "self,vader,tcp", btl_tcp_if_include: eth0, oob_tcp_if_include: eth0}
   worker:
     replicas: 2
