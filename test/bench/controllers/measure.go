@@ -34,6 +34,7 @@ type result struct {
 	allFinal           time.Duration // first create -> every job seen final
 	ttrP50, ttrP99     time.Duration // per job: its create -> its every pod Running
 	lagP50, lagP99     time.Duration // per job: launcher pod finished -> job final
+	lagParts           lagParts      // the lag's parts, where the operator's final status write was timed
 	jcP50, jcP99       time.Duration // per job: launcher pod finished -> its launcher Job Complete (Job controller)
 	jcSeen             int           // launcher Jobs seen Complete or Failed
 	writes             writeCounts
@@ -230,6 +231,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	sampling.Wait()
 	running, final := tr.counts()
 	res.timeline = append(res.timeline, sample{at: res.allFinal, running: running, final: final})
+	statusWrites := e.proxy.takeStatusWrites()
 	res.writes = splitWrites(e.proxy.reset())
 	// An operator may report a job final before the Job controller gives its launcher Job's
 	// verdict (troupe does when the launcher's success is certain): wait a while for those, to
@@ -257,6 +259,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 			}
 		}
 	}
+	res.lagParts = statusLagParts(tr.launcherDone, tr.jobFinal, statusWrites)
 	tr.mu.Unlock()
 	res.ttrP50, res.ttrP99 = percentiles(ttr)
 	res.lagP50, res.lagP99 = percentiles(lag)

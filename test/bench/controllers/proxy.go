@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -23,6 +24,17 @@ type countingProxy struct {
 	server *http.Server
 	mu     sync.Mutex
 	counts map[string]int // "POST pods", "PUT mpijobs/status", ...
+	// statusWrites are the operator's writes of an object's status, timed: what the status
+	// lag is made of (statusLagParts).
+	statusWrites []statusWrite
+}
+
+// statusWrite is one write of an object's status through the proxy: the object's name, when
+// the operator sent it, when the server's answer came back, and the answer's code.
+type statusWrite struct {
+	name       string
+	sent, done time.Time
+	code       int
 }
 
 func startProxy(admin *rest.Config) (*countingProxy, error) {
@@ -56,9 +68,11 @@ func startProxy(admin *rest.Config) (*countingProxy, error) {
 		},
 	}
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		rp.ServeHTTP(sw, r)
 		p.count(r, sw.code)
+		p.timeStatusWrite(r, sent, sw.code)
 	})}
 	go func() { _ = p.server.Serve(l) }()
 	return p, nil
@@ -98,13 +112,39 @@ func (p *countingProxy) count(r *http.Request, code int) {
 	p.mu.Unlock()
 }
 
-// reset forgets every count and returns what it had.
+// timeStatusWrite keeps a write (PUT or PATCH) of a status subresource with its times.
+func (p *countingProxy) timeStatusWrite(r *http.Request, sent time.Time, code int) {
+	if r.Method != http.MethodPut && r.Method != http.MethodPatch {
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 2 || parts[len(parts)-1] != "status" {
+		return
+	}
+	w := statusWrite{name: parts[len(parts)-2], sent: sent, done: time.Now(), code: code}
+	p.mu.Lock()
+	p.statusWrites = append(p.statusWrites, w)
+	p.mu.Unlock()
+}
+
+// reset forgets every count and timed status write, and returns the counts it had.
 func (p *countingProxy) reset() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.counts
 	p.counts = map[string]int{}
+	p.statusWrites = nil
 	return c
+}
+
+// takeStatusWrites returns the timed status writes since the last reset or take, and forgets
+// them.
+func (p *countingProxy) takeStatusWrites() []statusWrite {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.statusWrites
+	p.statusWrites = nil
+	return w
 }
 
 // resourceOf is the resource (with its subresource) a request path names:

@@ -29,6 +29,13 @@ var figures = []figure{
 	{"job to Running p99", "s", "%.2f", always(func(r *result) float64 { return r.ttrP99.Seconds() })},
 	{"status lag p50", "s", "%.2f", always(func(r *result) float64 { return r.lagP50.Seconds() })},
 	{"status lag p99", "s", "%.2f", always(func(r *result) float64 { return r.lagP99.Seconds() })},
+	// The lag's parts (lagParts), where the side's final status writes were timed.
+	{"lag to the write p99", "s", "%.2f", func(r *result) (float64, bool) {
+		return r.lagParts.toWriteP99.Seconds(), r.lagParts.jobs > 0
+	}},
+	{"lag the write p99", "s", "%.2f", func(r *result) (float64, bool) {
+		return r.lagParts.writeP99.Seconds(), r.lagParts.jobs > 0
+	}},
 	{"writes/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.writes) })},
 	{"events/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.events) })},
 	{"reads/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.reads) })},
