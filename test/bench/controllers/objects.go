@@ -18,10 +18,12 @@ const (
 	jobLabel  = "bench.troupe.dev/job"
 	roleLabel = "bench.troupe.dev/role"
 	// simDuration is the launcher's simulated run time (hack/controlplane/pod-stages.yaml): a
-	// Go duration, or an RFC 3339 time it runs until. Launchers start held for an hour; the
-	// bench sets it to one instant for all of them once every pod of the side is Running.
+	// Go duration, or an RFC 3339 time it runs until. Launchers start held for a day, longer
+	// than any run takes to start its pods (3,000 jobs took 81 minutes here: the launchers held
+	// for an hour before ended on their own); the bench sets it to one instant for all of them
+	// once every pod of the side is Running.
 	simDuration = "troupe.dev/sim-duration"
-	held        = "1h"
+	held        = "24h"
 	image       = "bench.local/mpi:sim"
 )
 
