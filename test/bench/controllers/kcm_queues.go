@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -36,8 +37,8 @@ func kcmMetricsURL(pid int) string {
 	return ""
 }
 
-// readQueueWork reads kube-controller-manager's work queues' totals; nil when it cannot.
-func readQueueWork(ctx context.Context, url string) queueWork {
+// scrapeMetrics reads a Prometheus text endpoint on loopback; nil when it cannot.
+func scrapeMetrics(ctx context.Context, url string) map[string]*dto.MetricFamily {
 	if url == "" {
 		return nil
 	}
@@ -57,6 +58,29 @@ func readQueueWork(ctx context.Context, url string) queueWork {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
+		return nil
+	}
+	return families
+}
+
+// counterSum is the sum of a counter over all its label values at url; -1 when it cannot be
+// read.
+func counterSum(ctx context.Context, url, name string) float64 {
+	f, ok := scrapeMetrics(ctx, url)[name]
+	if !ok {
+		return -1
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
+// readQueueWork reads kube-controller-manager's work queues' totals; nil when it cannot.
+func readQueueWork(ctx context.Context, url string) queueWork {
+	families := scrapeMetrics(ctx, url)
+	if families == nil {
 		return nil
 	}
 	work := queueWork{}

@@ -42,6 +42,7 @@ type result struct {
 	round              int     // from 1
 	settings           string  // the side's client and work-queue settings (sideSettings)
 	cpuSeconds         float64 // operator CPU from first create to every job final; <0 no operator
+	passes             float64 // troupe-operator's passes (reconciles, every kind) over the same time; <0 unknown
 	kcmCPUSeconds      float64 // kube-controller-manager's CPU over the same time; <0 unknown
 	clusterCPUSeconds  float64 // the simulated cluster's processes' CPU (kcmCPUSeconds among them); <0 unknown
 	machineCPUSeconds  float64 // the whole machine's busy CPU time (/proc/stat) over the same time; <0 unknown
@@ -92,7 +93,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	if err != nil {
 		return nil, err
 	}
-	proc, pprofAddr, err := e.startOperator(ctx, k.name, run)
+	proc, ends, err := e.startOperator(ctx, k.name, run)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	}
 	res := &result{side: k.name, profile: run.profile, round: run.round, settings: o.sideSettings(k.name),
 		jobs: o.jobs, pods: o.jobs * (1 + o.workers), cpuSeconds: -1, floorCPUSeconds: -1, kcmCPUSeconds: -1,
-		clusterCPUSeconds: -1, machineCPUSeconds: -1}
+		clusterCPUSeconds: -1, machineCPUSeconds: -1, passes: -1}
 	e.proxy.reset()
 	// The cluster shares the machine with the side: what each side costs the cluster and the
 	// machine says whether the machine's cores, not the side's own work, set the pace.
@@ -136,14 +137,15 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
 	}
+	passes0 := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total")
 	if floor != nil {
 		floorCPU0 = cpuSeconds(floor.cmd.Process.Pid)
 	}
 	start := time.Now()
 	var profiles sync.WaitGroup
-	if pprofAddr != "" && o.profileSeconds > 0 {
+	if ends.pprof != "" && o.profileSeconds > 0 {
 		profiles.Go(func() {
-			save(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, o.profileSeconds),
+			save(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", ends.pprof, o.profileSeconds),
 				filepath.Join(o.out, run.file(k.name, "-cpu.pprof")))
 		})
 	}
@@ -216,15 +218,18 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 			return nil, fmt.Errorf("%s exited during the run (log %s)", k.name, proc.log.Name())
 		}
 		res.cpuSeconds = cpuSeconds(proc.cmd.Process.Pid) - cpu0
+		if passes := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total"); passes >= 0 && passes0 >= 0 {
+			res.passes = passes - passes0
+		}
 		res.peakRSS = peakRSS(proc.cmd.Process.Pid)
 		res.fileRSS = statusBytes(proc.cmd.Process.Pid, "RssFile:")
 		if floor != nil && !floor.exited() {
 			res.floorCPUSeconds = cpuSeconds(floor.cmd.Process.Pid) - floorCPU0
 			res.floorPeakRSS = peakRSS(floor.cmd.Process.Pid)
 		}
-		if pprofAddr != "" && o.profileSeconds > 0 {
+		if ends.pprof != "" && o.profileSeconds > 0 {
 			profiles.Wait()
-			save(ctx, "http://"+pprofAddr+"/debug/pprof/heap", filepath.Join(o.out, run.file(k.name, "-heap.pprof")))
+			save(ctx, "http://"+ends.pprof+"/debug/pprof/heap", filepath.Join(o.out, run.file(k.name, "-heap.pprof")))
 		}
 	}
 	close(stopSampling)
@@ -272,26 +277,45 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	return res, nil
 }
 
+// operatorEndpoints are troupe-operator's pprof and metrics addresses (host:port); "" for a side
+// without them.
+type operatorEndpoints struct{ pprof, metrics string }
+
+// passesURL is where the operator counts its passes (controller_runtime_reconcile_total); "" if
+// it does not serve them.
+func (ends operatorEndpoints) passesURL() string {
+	if ends.metrics == "" {
+		return ""
+	}
+	return "http://" + ends.metrics + "/metrics"
+}
+
 // startOperator starts the side's operator through the counting proxy and waits until it
 // serves; the limit has none. It returns troupe-operator's pprof address.
-func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) (*process, string, error) {
+func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) (*process, operatorEndpoints, error) {
+	var none operatorEndpoints
 	o := e.o
 	qps, burst := formatQPS(o.qps), strconv.Itoa(o.burst)
 	switch {
 	case isTroupe(side):
 		kc, err := e.proxyKubeconfig(side)
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		probe, err := testutil.FreePort()
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		pprofAddr, err := testutil.FreePort()
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
-		args := append([]string{"--kubeconfig", kc, "--metrics-bind-address", "0",
+		// Metrics in plain HTTP on loopback: the bench reads its passes from them.
+		metricsAddr, err := testutil.FreePort()
+		if err != nil {
+			return nil, none, err
+		}
+		args := append([]string{"--kubeconfig", kc, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 			"--health-probe-bind-address", probe, "--pprof-bind-address", pprofAddr,
 			"--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--webhook-bind-address", "127.0.0.1:" + e.hookPort, "--webhook-dns-name", "localhost",
@@ -299,7 +323,7 @@ func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) 
 			strings.Fields(o.troupeArgs)...)
 		p, err := e.start(run.file(side, ""), o.troupeEnv, e.troupeBins[side], args...)
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		err = waitFor(ctx, func() bool { return !p.exited() && httpOK("http://"+probe+"/readyz") })
 		if err == nil {
@@ -309,24 +333,24 @@ func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) 
 		}
 		if err != nil {
 			p.stop()
-			return nil, "", fmt.Errorf("troupe-operator not ready (log %s): %w", p.log.Name(), err)
+			return nil, none, fmt.Errorf("troupe-operator not ready (log %s): %w", p.log.Name(), err)
 		}
-		return p, pprofAddr, nil
+		return p, operatorEndpoints{pprof: pprofAddr, metrics: metricsAddr}, nil
 	case side == "mpi-operator":
 		kc, err := e.proxyKubeconfig(side)
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		lockNS := "bench-mpi-operator-lock"
 		if err := e.freshNamespace(ctx, lockNS); err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		// It serves /healthz on :8080, a port it does not let one choose.
 		p, err := e.start(run.file(side, ""), nil, e.mpiOp, "--kubeConfig", kc, "--kube-api-qps", qps, "--kube-api-burst", burst,
 			"--controller-queue-rate-limit", strconv.Itoa(o.mpiQueueQPS), "--controller-queue-burst", strconv.Itoa(o.mpiQueueBurst),
 			"--lock-namespace", lockNS, "--monitoring-port", "0")
 		if err != nil {
-			return nil, "", err
+			return nil, none, err
 		}
 		// Ready once it leads (it starts its controller then).
 		err = waitFor(ctx, func() bool {
@@ -341,11 +365,11 @@ func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) 
 		}
 		if err != nil {
 			p.stop()
-			return nil, "", fmt.Errorf("mpi-operator not ready (log %s): %w", p.log.Name(), err)
+			return nil, none, fmt.Errorf("mpi-operator not ready (log %s): %w", p.log.Name(), err)
 		}
-		return p, "", nil
+		return p, none, nil
 	}
-	return nil, "", nil
+	return nil, none, nil
 }
 
 // startWatchFloor starts test/bench/watchfloor (-watch-floor) for the troupe side, straight to

@@ -32,6 +32,9 @@ func (r *result) line() string {
 		s += fmt.Sprintf(", +%d lease renewals", r.writes.leases)
 	}
 	s += fmt.Sprintf("); reads/job %.1f", perJob(r.writes.reads))
+	if r.passes >= 0 {
+		s += fmt.Sprintf("; passes/job %.1f", r.passes/float64(r.jobs))
+	}
 	if l := r.lagParts; l.jobs > 0 {
 		s += fmt.Sprintf("; status lag of %d jobs in parts p50/p99: to the final status write %.2fs/%.2fs, the write %.2fs/%.2fs, to the bench's watch %.2fs/%.2fs",
 			l.jobs, l.toWriteP50.Seconds(), l.toWriteP99.Seconds(), l.writeP50.Seconds(), l.writeP99.Seconds(), l.seenP50.Seconds(), l.seenP99.Seconds())
@@ -81,7 +84,7 @@ func writeResults(dir string, results []*result, o *options) error {
 	summary := [][]string{{"profile", "round", "side", "jobs", "pods", "all_running_s", "all_final_s", "released_s",
 		"job_running_p50_s", "job_running_p99_s", "status_lag_p50_s", "status_lag_p99_s",
 		"lag_to_write_p50_s", "lag_to_write_p99_s", "lag_write_p50_s", "lag_write_p99_s", "lag_seen_p50_s", "lag_seen_p99_s",
-		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "cpu_s", "peak_rss_bytes",
+		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "passes", "cpu_s", "peak_rss_bytes",
 		"controller_manager_cpu_s", "cluster_cpu_s", "machine_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail", "controller_manager_queues",
 		"settings", "cluster_settings"}}
 	timeline := [][]string{{"profile", "round", "side", "seconds", "pods_running", "jobs_final"}}
@@ -93,7 +96,7 @@ func writeResults(dir string, results []*result, o *options) error {
 			f(r.ttrP50.Seconds()), f(r.ttrP99.Seconds()), f(r.lagP50.Seconds()), f(r.lagP99.Seconds()),
 			f(l.toWriteP50.Seconds()), f(l.toWriteP99.Seconds()), f(l.writeP50.Seconds()), f(l.writeP99.Seconds()), f(l.seenP50.Seconds()), f(l.seenP99.Seconds()),
 			f(r.jcP50.Seconds()), f(r.jcP99.Seconds()), strconv.Itoa(r.writes.writes), strconv.Itoa(r.writes.events), strconv.Itoa(r.writes.leases),
-			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
+			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.passes), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
 			f(r.kcmCPUSeconds), f(r.clusterCPUSeconds), f(r.machineCPUSeconds), f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished),
 			r.writes.detail, r.writes.readDetail, r.kcmQueues, r.settings, clusterProfiles[r.profile].settings})
 		for _, s := range r.timeline {

@@ -39,6 +39,7 @@ var figures = []figure{
 	{"writes/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.writes) })},
 	{"events/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.events) })},
 	{"reads/job", "", "%.1f", always(func(r *result) float64 { return perJob(r, r.writes.reads) })},
+	{"passes/job", "", "%.1f", func(r *result) (float64, bool) { return r.passes / float64(r.jobs), r.passes >= 0 }},
 	{"CPU/job", "s", "%.3f", func(r *result) (float64, bool) { return r.cpuSeconds / float64(r.jobs), r.cpuSeconds >= 0 }},
 	{"peak RSS", " MiB", "%.0f", func(r *result) (float64, bool) { return float64(r.peakRSS) / (1 << 20), r.cpuSeconds >= 0 }},
 	{"controller-manager CPU/job", "s", "%.3f", func(r *result) (float64, bool) {
