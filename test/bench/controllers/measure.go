@@ -264,7 +264,7 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 			}
 		}
 	}
-	res.lagParts = statusLagParts(tr.launcherDone, tr.jobFinal, statusWrites)
+	res.lagParts = statusLagParts(start, tr.launcherDone, tr.jobFinal, statusWrites)
 	tr.mu.Unlock()
 	res.ttrP50, res.ttrP99 = percentiles(ttr)
 	res.lagP50, res.lagP99 = percentiles(lag)

@@ -78,7 +78,8 @@ func (r *result) line() string {
 }
 
 // writeResults writes summary.csv (one row per run, with the side's settings), timeline.csv
-// (pods Running and jobs final every 250 ms, per run) and a timeline-<profile>.png per profile
+// (pods Running and jobs final every 250 ms, per run), lag.csv (each job's status lag's times,
+// lagParts) and a timeline-<profile>.png per profile
 // into dir.
 func writeResults(dir string, results []*result, o *options) error {
 	summary := [][]string{{"profile", "round", "side", "jobs", "pods", "all_running_s", "all_final_s", "released_s",
@@ -88,6 +89,7 @@ func writeResults(dir string, results []*result, o *options) error {
 		"controller_manager_cpu_s", "cluster_cpu_s", "machine_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail", "controller_manager_queues",
 		"settings", "cluster_settings"}}
 	timeline := [][]string{{"profile", "round", "side", "seconds", "pods_running", "jobs_final"}}
+	lags := [][]string{{"profile", "round", "side", "job", "launcher_done_s", "status_write_sent_s", "status_write_done_s", "final_s"}}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	for _, r := range results {
 		l := r.lagParts
@@ -99,11 +101,15 @@ func writeResults(dir string, results []*result, o *options) error {
 			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.passes), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
 			f(r.kcmCPUSeconds), f(r.clusterCPUSeconds), f(r.machineCPUSeconds), f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished),
 			r.writes.detail, r.writes.readDetail, r.kcmQueues, r.settings, clusterProfiles[r.profile].settings})
+		for _, row := range l.rows {
+			lags = append(lags, []string{r.profile, strconv.Itoa(r.round), r.side, row.job, f(row.launcherDone.Seconds()),
+				f(row.writeSent.Seconds()), f(row.writeDone.Seconds()), f(row.final.Seconds())})
+		}
 		for _, s := range r.timeline {
 			timeline = append(timeline, []string{r.profile, strconv.Itoa(r.round), r.side, f(s.at.Seconds()), strconv.Itoa(s.running), strconv.Itoa(s.final)})
 		}
 	}
-	for name, rows := range map[string][][]string{"summary.csv": summary, "timeline.csv": timeline} {
+	for name, rows := range map[string][][]string{"summary.csv": summary, "timeline.csv": timeline, "lag.csv": lags} {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
