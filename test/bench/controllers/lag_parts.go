@@ -37,10 +37,10 @@ type lagRow struct {
 // its lag there. A job whose final status no timed write carries (the limit's side, an
 // operator that writes none) is left out. start is the run's start, for the rows.
 func statusLagParts(start time.Time, launcherDone, jobFinal map[string]time.Time, writes []statusWrite) lagParts {
-	last := map[string][]statusWrite{}
+	succeeded := map[string][]statusWrite{} // by job
 	for _, w := range writes {
 		if w.code >= 200 && w.code < 300 {
-			last[w.name] = append(last[w.name], w)
+			succeeded[w.name] = append(succeeded[w.name], w)
 		}
 	}
 	var toWrite, write, seen []time.Duration
@@ -51,9 +51,9 @@ func statusLagParts(start time.Time, launcherDone, jobFinal map[string]time.Time
 			continue
 		}
 		var found *statusWrite
-		for i, w := range last[job] {
+		for i, w := range succeeded[job] {
 			if !w.sent.After(final) && (found == nil || w.sent.After(found.sent)) {
-				found = &last[job][i]
+				found = &succeeded[job][i]
 			}
 		}
 		if found == nil {

@@ -291,7 +291,7 @@ func (ends operatorEndpoints) passesURL() string {
 }
 
 // startOperator starts the side's operator through the counting proxy and waits until it
-// serves; the limit has none. It returns troupe-operator's pprof address.
+// serves; the limit has none. It returns troupe-operator's pprof and metrics addresses.
 func (e *cluster) startOperator(ctx context.Context, side string, run runLabel) (*process, operatorEndpoints, error) {
 	var none operatorEndpoints
 	o := e.o

@@ -79,8 +79,7 @@ func (r *result) line() string {
 
 // writeResults writes summary.csv (one row per run, with the side's settings), timeline.csv
 // (pods Running and jobs final every 250 ms, per run), lag.csv (each job's status lag's times,
-// lagParts) and a timeline-<profile>.png per profile
-// into dir.
+// lagParts) and a timeline-<profile>.png per profile into dir.
 func writeResults(dir string, results []*result, o *options) error {
 	summary := [][]string{{"profile", "round", "side", "jobs", "pods", "all_running_s", "all_final_s", "released_s",
 		"job_running_p50_s", "job_running_p99_s", "status_lag_p50_s", "status_lag_p99_s",
