@@ -11,10 +11,14 @@ func TestSetMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
 
-	// The manifests' 512Mi: the runtime gets 90% of it.
-	got, err := setMemoryLimit(env(map[string]string{containerMemoryLimitEnv: "536870912"}))
-	if want := int64(483183820); err != nil || got != want || debug.SetMemoryLimit(-1) != want {
-		t.Errorf("limit 512Mi: %d, %v; want %d set", got, err, want)
+	// The manifests' 512Mi: the runtime gets all but 64 MiB (the program's pages and the rest
+	// the kernel charges); a limit of 164Mi gives the runtime 100 MiB; a limit too small to keep
+	// 64 MiB aside gives it half.
+	for limit, want := range map[string]int64{"536870912": 448 << 20, "171966464": 100 << 20, "100663296": 48 << 20} {
+		got, err := setMemoryLimit(env(map[string]string{containerMemoryLimitEnv: limit}))
+		if err != nil || got != want || debug.SetMemoryLimit(-1) != want {
+			t.Errorf("limit %s bytes: %d, %v; want %d set", limit, got, err, want)
+		}
 	}
 	// GOMEMLIMIT set by the user wins: the runtime read it at start, nothing is changed.
 	debug.SetMemoryLimit(200 << 20)
