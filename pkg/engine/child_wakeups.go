@@ -21,7 +21,8 @@ import (
 // starts and becomes ready, the Job controller a Job's active and ready counts, each step a
 // moment after the pod's own event, which podWakeups gathers already. Everything else wakes the
 // job at once: a create or delete, a change of the child's spec, labels, owners or deletion, a
-// Job's conditions (its verdict: the status lag waits on it) or terminal counts, a set's
+// Job's conditions (its verdict: the status lag waits on it; ahead of the rest, endPriority) or
+// terminal counts, a set's
 // controller having seen a new spec or counting fewer pods (restarts wait on both:
 // statefulSetsAtAttempt).
 type childWakeups struct {
@@ -30,10 +31,21 @@ type childWakeups struct {
 }
 
 func (h childWakeups) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if childProgressOnly(e.ObjectOld, e.ObjectNew) {
+	switch {
+	case childProgressOnly(e.ObjectOld, e.ObjectNew):
 		q = delayedAdds{TypedRateLimitingInterface: q, delay: h.delay}
+	case jobGotVerdict(e.ObjectOld, e.ObjectNew):
+		q = withEndPriority(q)
 	}
 	h.EventHandler.Update(ctx, e, q)
+}
+
+// jobGotVerdict: the Job controller gave the Job Complete or Failed between the two versions
+// (a master's failure is its Job's Failed: masterVerdict).
+func jobGotVerdict(older, newer client.Object) bool {
+	o, ok := older.(*batchv1.Job)
+	n, ok2 := newer.(*batchv1.Job)
+	return ok && ok2 && terminalJobCondition(n) != nil && terminalJobCondition(o) == nil
 }
 
 // delayedAdds is a queue whose Add waits delay: the owner handler adds at once.

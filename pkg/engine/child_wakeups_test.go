@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -96,6 +98,37 @@ func TestChildWakeups(t *testing.T) {
 			q, _ := newQueue(t)
 			h.Update(ctx, update, q)
 			queuedOnce(t, q, pi)
+		})
+	}
+
+	// The Job controller's verdict on a master is its job's (masterVerdict): a burst of them
+	// queued behind other jobs' passes made the status lag (endPriority).
+	for name, verdict := range map[string]batchv1.JobConditionType{"complete": batchv1.JobComplete, "failed": batchv1.JobFailed} {
+		t.Run("on the manager's queue, a Job "+name+" goes ahead of the jobs already queued", func(t *testing.T) {
+			q := priorityqueue.New[reconcile.Request]("test")
+			t.Cleanup(q.ShutDown)
+			for _, other := range []string{"a", "b"} {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: other}})
+			}
+			older := job(func(j *batchv1.Job) { j.ResourceVersion = "1" })
+			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: job(func(j *batchv1.Job) {
+				j.ResourceVersion = "2"
+				j.Status.Conditions = []batchv1.JobCondition{{Type: verdict, Status: corev1.ConditionTrue}}
+			})}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: job(func(j *batchv1.Job) {
+				j.Name, j.OwnerReferences[0].Name = "c-launcher", "c"
+				j.ResourceVersion = "2"
+				j.Status.Failed = 1 // counted, no verdict yet: in its turn
+			})}, q)
+			var order []string
+			for range 4 {
+				got, _ := q.Get()
+				order = append(order, got.Name)
+				q.Done(got)
+			}
+			if want := []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
+				t.Errorf("passes in the order %v, want %v", order, want)
+			}
 		})
 	}
 

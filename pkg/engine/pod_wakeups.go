@@ -21,7 +21,7 @@ const podProgressDelay = time.Second
 // podWakeups queues a pass of a pod's job, named by the kind's name label on the pod (the pass
 // then selects the job's pods by its UID). A pod that ended (Succeeded, Failed), is being
 // deleted or is gone wakes its job at once: a job's verdict, restarts and status lag wait on
-// these. A pod created, or one that only moved on within its life (scheduled, started, ready, a
+// these; one that reached Succeeded or Failed, ahead of the rest (endPriority). A pod created, or one that only moved on within its life (scheduled, started, ready, a
 // container restarted), wakes it after podProgressDelay, and every such wake-up of the job
 // within that time is the same one (the queue keeps one entry per job). A pod relabelled away
 // from a job wakes that job at once, as handler.EnqueueRequestsFromMapFunc (used before) woke
@@ -43,8 +43,12 @@ func (h podWakeups) now(pod client.Object, q workqueue.TypedRateLimitingInterfac
 }
 
 // Create: a new pod is progress (its set or Job, which the job's own pass created, made it). One
-// that has ended already (first seen after a gap in the watch) wakes the job at once.
+// that has ended already (first seen after a gap in the watch) wakes the job at once, ahead of
+// progress (endPriority) unless the watch is listing what it has.
 func (h podWakeups) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if pod, ok := asPod(e.Object); ok && podTerminal(pod) && !e.IsInInitialList {
+		q = withEndPriority(q)
+	}
 	h.wake(e.Object, q)
 }
 
@@ -55,7 +59,17 @@ func (h podWakeups) Update(_ context.Context, e event.UpdateEvent, q workqueue.T
 			q.Add(older)
 		}
 	}
+	if newlyTerminal(e.ObjectOld, e.ObjectNew) {
+		q = withEndPriority(q)
+	}
 	h.wake(e.ObjectNew, q)
+}
+
+// newlyTerminal: the pod reached Succeeded or Failed between the two versions.
+func newlyTerminal(older, newer client.Object) bool {
+	o, ok := asPod(older)
+	n, ok2 := asPod(newer)
+	return ok && ok2 && podTerminal(n) && !podTerminal(o)
 }
 
 // wake queues the pod's job: at once when the pod has ended, after the delay otherwise.

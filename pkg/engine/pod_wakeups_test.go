@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,6 +138,40 @@ func TestPodWakeups(t *testing.T) {
 		later.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodRunning), ObjectNew: pod("pi-worker-0", "pi", corev1.PodFailed)}, q)
 		if got, _ := q.Get(); got != pi {
 			t.Errorf("queued %v, want %v at once", got, pi)
+		}
+	})
+	// A burst of ends queued behind other jobs' passes made the status lag (endPriority).
+	t.Run("on the manager's queue, a pod's end goes ahead of the jobs already queued", func(t *testing.T) {
+		q := priorityqueue.New[reconcile.Request]("test")
+		t.Cleanup(q.ShutDown)
+		for _, name := range []string{"a", "b", "c"} {
+			h.Delete(ctx, event.DeleteEvent{Object: pod(name+"-worker-0", name, corev1.PodRunning)}, q)
+		}
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-launcher-x", "pi", corev1.PodRunning), ObjectNew: pod("pi-launcher-x", "pi", corev1.PodSucceeded)}, q)
+		var order []string
+		for range 4 {
+			got, _ := q.Get()
+			order = append(order, got.Name)
+			q.Done(got)
+		}
+		if want := []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
+			t.Errorf("passes in the order %v, want %v", order, want)
+		}
+	})
+	t.Run("on the manager's queue, a pod listed ended when the watch starts does not go ahead", func(t *testing.T) {
+		q := priorityqueue.New[reconcile.Request]("test")
+		t.Cleanup(q.ShutDown)
+		h.Delete(ctx, event.DeleteEvent{Object: pod("a-worker-0", "a", corev1.PodRunning)}, q)
+		h.Create(ctx, event.CreateEvent{Object: pod("pi-launcher-x", "pi", corev1.PodSucceeded), IsInInitialList: true}, q)
+		h.Create(ctx, event.CreateEvent{Object: pod("b-launcher-x", "b", corev1.PodFailed)}, q)
+		var order []string
+		for range 3 {
+			got, _ := q.Get()
+			order = append(order, got.Name)
+			q.Done(got)
+		}
+		if want := []string{"b", "a", "pi"}; !slices.Equal(order, want) {
+			t.Errorf("passes in the order %v, want %v", order, want)
 		}
 	})
 	t.Run("a pod without the job's name label wakes nothing", func(t *testing.T) {
