@@ -287,13 +287,14 @@ func peersRunOlderTemplate(want *batchv1.Job, obs *Observed) bool {
 }
 
 // podsToRemove are the job's pods, of any attempt and role, on lost nodes whose pods may be
-// deleted at once, and not already deleted so.
+// deleted at once, and not already deleted so; while the taint manager has its turn on a node
+// (TaintEvicting), only those it deleted already.
 func podsToRemove(obs *Observed) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
 		deletedAtOnce := p.DeletionTimestamp != nil && ptr.Deref(p.DeletionGracePeriodSeconds, -1) == 0
-		if l, ok := obs.onLostNode(p); ok && l.Removable && !deletedAtOnce {
+		if l, ok := obs.onLostNode(p); ok && l.Removable && !deletedAtOnce && (!l.TaintEvicting || p.DeletionTimestamp != nil) {
 			out = append(out, p)
 		}
 	}

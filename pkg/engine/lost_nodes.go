@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,63 @@ type lostNode struct {
 	// Removable: its pods may be deleted at once (the node is gone or out of service, or the
 	// policy says ForceDelete).
 	Removable bool
+	// TaintEvicting: the node's out-of-service taint is NoExecute and came less than
+	// taintEvictionGrace ago: its pods are left to the taint manager's delete until then, and
+	// deleted at once only once Terminating (podsToRemove).
+	TaintEvicting bool
+}
+
+// taintEvictionGrace is how long the engine leaves the pods of a node marked out of service
+// with a NoExecute taint to kube-controller-manager's taint eviction, which deletes at once every
+// pod that does not tolerate the taint, by its name: had the engine deleted a worker first, the
+// replacement its StatefulSet makes under the same name a moment later could be the pod that
+// delete finds (Kubernetes v1.35 deletes without the pod's UID), and the new attempt would
+// lose that worker and restart again. Once the taint manager has deleted a pod (it is
+// Terminating) the engine deletes it at once (grace period 0), as before; a pod that tolerates
+// the taint, or a cluster without taint eviction, waits this long first.
+const taintEvictionGrace = 10 * time.Second
+
+// outOfServiceSeen remembers when this process first saw each node marked out of service, for
+// taintEvictionGrace (a taint carries no time of its own unless its writer set one). Memory
+// only: after a restart the grace starts again. An entry goes once a pass sees the node no
+// longer marked, or an hour after it was made (nodes deleted while marked).
+type outOfServiceSeen struct {
+	mu    sync.Mutex
+	nodes map[string]time.Time
+}
+
+// since is when node was first seen out of service (now, if this is the first time).
+func (o *outOfServiceSeen) since(node string, now time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.nodes == nil {
+		o.nodes = map[string]time.Time{}
+	}
+	for name, at := range o.nodes {
+		if now.Sub(at) > time.Hour {
+			delete(o.nodes, name)
+		}
+	}
+	at, ok := o.nodes[node]
+	if !ok {
+		at, o.nodes[node] = now, now
+	}
+	return at
+}
+
+// back forgets node: it is no longer marked out of service.
+func (o *outOfServiceSeen) back(node string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.nodes, node)
+}
+
+// taintEvicts: the node's out-of-service taint is NoExecute, so the taint manager deletes the
+// pods that do not tolerate it.
+func taintEvicts(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeOutOfService && t.Effect == corev1.TaintEffectNoExecute
+	})
 }
 
 // String is the node as a message names it, with the way out when its pods stay.

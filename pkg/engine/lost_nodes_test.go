@@ -124,7 +124,8 @@ func TestLostNodeRestartsTheJob(t *testing.T) {
 		t.Errorf("event %q for a pod left in place", e)
 	}
 
-	// The admin marks node-b out of service: its pod goes at once, told in an event.
+	// The admin marks node-b out of service (NoExecute): first the taint manager has its turn,
+	// whose delete by name could otherwise find the pod's replacement (taintEvictionGrace).
 	b := &corev1.Node{}
 	if err := h.c.Get(h.ctx, client.ObjectKey{Name: "node-b"}, b); err != nil {
 		t.Fatal(err)
@@ -133,12 +134,58 @@ func TestLostNodeRestartsTheJob(t *testing.T) {
 	if err := h.c.Update(h.ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	if wait := h.wakeAfter(); wait != taintEvictionGrace {
+		t.Errorf("woken after %v, want %v (when the taint manager's turn ends)", wait, taintEvictionGrace)
+	}
+	if h.pod("train-workerset-ws-1") == nil {
+		t.Fatal("the pod of a node just marked out of service was deleted before the taint manager's turn")
+	}
+	if e := h.event(troupev1.EventNodeLost); e != "" {
+		t.Errorf("event %q for a pod left to the taint manager", e)
+	}
+	// Its turn passed (a pod that tolerates the taint, or no taint eviction): the pod goes at
+	// once, told in an event.
+	h.at(now.Add(41*time.Second + taintEvictionGrace))
 	h.reconcile()
 	if h.pod("train-workerset-ws-1") != nil {
-		t.Fatal("the pod of a node marked out of service is still there")
+		t.Fatal("the pod of a node marked out of service is still there after the taint manager's turn")
 	}
 	if e := h.event(troupev1.EventNodeLost); !strings.Contains(e, "deleted pod train-workerset-ws-1 at once (grace period 0): node node-b is lost (marked out of service") {
 		t.Errorf("NodeLost event %q", e)
+	}
+}
+
+// A pod the taint manager deleted (Terminating, its grace period running on a node that will
+// not end it) goes at once, within the taint manager's turn.
+func TestLostNodeAfterTaintEviction(t *testing.T) {
+	h := newRestartHarness(t, ptr.To[int32](0))
+	h.r.lostNodes = LostNodePolicy{Timeout: time.Minute}
+	outOfService := node("node-b", corev1.ConditionUnknown, now.Add(-20*time.Second))
+	outOfService.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+	h.create(node("node-a", corev1.ConditionTrue, now.Add(-time.Hour)), outOfService)
+	h.reconcile()
+	h.podsRun()
+	h.placePods(map[string]string{"train-workerset-ws-1": "node-b"})
+	h.reconcile()
+	if st := h.reconcile(); restarting(st) != "True/StoppingAttempt" {
+		t.Fatalf("Restarting %s, want the restart for the lost node", restarting(st))
+	}
+	h.reconcile()
+	if h.pod("train-workerset-ws-1") == nil {
+		t.Fatal("deleted before the taint manager's turn")
+	}
+	// The taint manager deletes it with its grace period; the finalizer holds it for the test.
+	p := h.pod("train-workerset-ws-1")
+	p.Finalizers = []string{"test/hold"}
+	if err := h.c.Update(h.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(h.ctx, p, client.GracePeriodSeconds(30)); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if e := h.event(troupev1.EventNodeLost); !strings.Contains(e, "deleted pod train-workerset-ws-1 at once (grace period 0): node node-b is lost (marked out of service") {
+		t.Errorf("NodeLost event %q, want the Terminating pod deleted at once", e)
 	}
 }
 

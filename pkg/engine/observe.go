@@ -867,7 +867,8 @@ func (r *Reconciler) verifyGeneratedSecrets(ctx context.Context, job Object, ids
 }
 
 // observeNodes finds the lost nodes among those the job's pods (not yet ended) are on, and how
-// long until the next of the others that are not Ready would be lost (0: none).
+// long until the next of the others that are not Ready would be lost, or the taint manager's
+// turn on a node marked out of service ends (0: none).
 func (r *Reconciler) observeNodes(ctx context.Context, pods []corev1.Pod, now time.Time) (map[string]lostNode, time.Duration, error) {
 	if r.lostNodes.Timeout <= 0 {
 		return nil, 0, nil
@@ -892,6 +893,11 @@ func (r *Reconciler) observeNodes(ctx context.Context, pods []corev1.Pod, now ti
 			return nil, 0, fmt.Errorf("get node %s: %w", p.Spec.NodeName, err)
 		default:
 			l, isLost, wait = nodeLoss(&node, r.lostNodes, now)
+			if !outOfService(&node) {
+				r.outOfService.back(node.Name)
+			} else if left := r.outOfService.since(node.Name, now).Add(taintEvictionGrace).Sub(now); taintEvicts(&node) && left > 0 {
+				l.TaintEvicting, wait = true, left
+			}
 		}
 		if isLost {
 			if lost == nil {

@@ -59,6 +59,8 @@ type Reconciler struct {
 	secretVersions secretVersions
 	// lostNodes is how pods on nodes that stopped answering are treated (lost_nodes.go).
 	lostNodes LostNodePolicy
+	// outOfService remembers when nodes were first seen marked out of service (lost_nodes.go).
+	outOfService outOfServiceSeen
 	// progress is the progress endpoint the jobs' pods report to (progress.go); nil: none.
 	progress *ProgressEndpoint
 }
