@@ -22,9 +22,8 @@ import (
 // moment after the pod's own event, which podWakeups gathers already. Everything else wakes the
 // job at once: a create or delete, a change of the child's spec, labels, owners or deletion, a
 // Job's conditions (its verdict: the status lag waits on it; ahead of the rest, endPriority) or
-// terminal counts, a set's
-// controller having seen a new spec or counting fewer pods (restarts wait on both:
-// statefulSetsAtAttempt).
+// terminal counts, a set's controller having seen a new spec or counting fewer pods (restarts
+// wait on both: statefulSetsAtAttempt).
 type childWakeups struct {
 	handler.EventHandler // the owner handler: creates, deletes and every other update
 	delay                time.Duration
