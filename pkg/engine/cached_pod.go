@@ -203,6 +203,18 @@ func (c *cachedPod) DeepCopyObject() runtime.Object { return c.pod() }
 // GetObjectKind: a record carries no type of its own; the cache's reader sets the copy's.
 func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
+// phaseOf is the phase of a pod the watch handed over, read without expanding the cache's
+// record (asPod copies all of it): the pod watch's handlers ask it of every update.
+func phaseOf(o client.Object) (corev1.PodPhase, bool) {
+	switch p := o.(type) {
+	case *cachedPod:
+		return p.phase, true
+	case *corev1.Pod:
+		return p.Status.Phase, true
+	}
+	return "", false
+}
+
 // asPod is a pod the watch handed over as a corev1.Pod: the cache's record expanded, or the
 // pod itself where no cache stands between (tests' sources).
 func asPod(o client.Object) (*corev1.Pod, bool) {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -105,8 +104,7 @@ func TestChildWakeups(t *testing.T) {
 	// queued behind other jobs' passes made the status lag (endPriority).
 	for name, verdict := range map[string]batchv1.JobConditionType{"complete": batchv1.JobComplete, "failed": batchv1.JobFailed} {
 		t.Run("on the manager's queue, a Job "+name+" goes ahead of the jobs already queued", func(t *testing.T) {
-			q := priorityqueue.New[reconcile.Request]("test")
-			t.Cleanup(q.ShutDown)
+			q := newManagerQueue(t)
 			for _, other := range []string{"a", "b"} {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: other}})
 			}
@@ -120,13 +118,7 @@ func TestChildWakeups(t *testing.T) {
 				j.ResourceVersion = "2"
 				j.Status.Failed = 1 // counted, no verdict yet: in its turn
 			})}, q)
-			var order []string
-			for range 4 {
-				got, _ := q.Get()
-				order = append(order, got.Name)
-				q.Done(got)
-			}
-			if want := []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
+			if order, want := passOrder(t, q, 4), []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
 				t.Errorf("passes in the order %v, want %v", order, want)
 			}
 		})

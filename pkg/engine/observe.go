@@ -807,8 +807,11 @@ func podEnded(pod *corev1.Pod) bool {
 }
 
 // podTerminal says the pod's phase is Succeeded or Failed: it runs no more.
-func podTerminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+func podTerminal(pod *corev1.Pod) bool { return terminalPhase(pod.Status.Phase) }
+
+// terminalPhase: Succeeded or Failed.
+func terminalPhase(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
 
 // verifyGeneratedSecrets compares each generated Secret of the job with its record in the

@@ -21,9 +21,10 @@ const podProgressDelay = time.Second
 // podWakeups queues a pass of a pod's job, named by the kind's name label on the pod (the pass
 // then selects the job's pods by its UID). A pod that ended (Succeeded, Failed), is being
 // deleted or is gone wakes its job at once: a job's verdict, restarts and status lag wait on
-// these; one that reached Succeeded or Failed, ahead of the rest (endPriority). A pod created, or one that only moved on within its life (scheduled, started, ready, a
-// container restarted), wakes it after podProgressDelay, and every such wake-up of the job
-// within that time is the same one (the queue keeps one entry per job). A pod relabelled away
+// these; one that reached Succeeded or Failed, ahead of the rest (endPriority). A pod created,
+// or one that only moved on within its life (scheduled, started, ready, a container
+// restarted), wakes it after podProgressDelay, and every such wake-up of the job within that
+// time is the same one (the queue keeps one entry per job). A pod relabelled away
 // from a job wakes that job at once, as handler.EnqueueRequestsFromMapFunc (used before) woke
 // both.
 type podWakeups struct {
@@ -46,7 +47,7 @@ func (h podWakeups) now(pod client.Object, q workqueue.TypedRateLimitingInterfac
 // that has ended already (first seen after a gap in the watch) wakes the job at once, ahead of
 // progress (endPriority) unless the watch is listing what it has.
 func (h podWakeups) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if pod, ok := asPod(e.Object); ok && podTerminal(pod) && !e.IsInInitialList {
+	if phase, ok := phaseOf(e.Object); ok && terminalPhase(phase) && !e.IsInInitialList {
 		q = withEndPriority(q)
 	}
 	h.wake(e.Object, q)
@@ -67,9 +68,9 @@ func (h podWakeups) Update(_ context.Context, e event.UpdateEvent, q workqueue.T
 
 // newlyTerminal: the pod reached Succeeded or Failed between the two versions.
 func newlyTerminal(older, newer client.Object) bool {
-	o, ok := asPod(older)
-	n, ok2 := asPod(newer)
-	return ok && ok2 && podTerminal(n) && !podTerminal(o)
+	o, ok := phaseOf(older)
+	n, ok2 := phaseOf(newer)
+	return ok && ok2 && terminalPhase(n) && !terminalPhase(o)
 }
 
 // wake queues the pod's job: at once when the pod has ended, after the delay otherwise.
@@ -78,7 +79,8 @@ func (h podWakeups) wake(obj client.Object, q workqueue.TypedRateLimitingInterfa
 	if !named {
 		return
 	}
-	if pod, ok := asPod(obj); ok && !podEnded(pod) {
+	// Not ended (podEnded), read off the watch's object without expanding it.
+	if phase, ok := phaseOf(obj); ok && obj.GetDeletionTimestamp().IsZero() && !terminalPhase(phase) {
 		q.AddAfter(job, h.delay)
 		return
 	}

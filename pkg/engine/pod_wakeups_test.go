@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // newQueue is a controller's queue on a clock the test moves.
@@ -26,6 +28,31 @@ func newQueue(t *testing.T) (workqueue.TypedRateLimitingInterface[reconcile.Requ
 		})
 	t.Cleanup(q.ShutDown)
 	return q, clock
+}
+
+// newManagerQueue is a controller's queue as the manager makes it: controller-runtime's priority
+// queue, on the real clock.
+func newManagerQueue(t *testing.T) priorityqueue.PriorityQueue[reconcile.Request] {
+	q := priorityqueue.New[reconcile.Request]("test")
+	t.Cleanup(q.ShutDown)
+	return q
+}
+
+// passOrder takes n jobs off q, one after the other as a single worker would, and names them;
+// it fails the test when fewer than n are queued within 5 s (Get would wait for ever).
+func passOrder(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.Request], n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
+			func(context.Context) (bool, error) { return q.Len() > 0, nil }); err != nil {
+			t.Fatalf("%d of %d jobs queued (%v)", len(order), n, order)
+		}
+		got, _ := q.Get()
+		order = append(order, got.Name)
+		q.Done(got)
+	}
+	return order
 }
 
 // stepUntilQueued moves the clock on by d, and once or twice more while nothing is queued: the
@@ -61,7 +88,7 @@ func queuedOnce(t *testing.T, q workqueue.TypedRateLimitingInterface[reconcile.R
 }
 
 func TestPodWakeups(t *testing.T) {
-	const nameLabel = "troupe.dev/mpijob-name"
+	nameLabel := troupev1.NameLabel("MPIJob") // a label the cache keeps (LabelsRead)
 	pod := func(name, job string, phase corev1.PodPhase) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml"}, Status: corev1.PodStatus{Phase: phase}}
 		if job != "" {
@@ -123,8 +150,7 @@ func TestPodWakeups(t *testing.T) {
 	// items in through a buffer, in order, and knows no fake clock: with an hour's delay, a
 	// progress seen queued is a wake-up that did not wait.
 	t.Run("on the manager's queue, progress waits and an end does not", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		t.Cleanup(q.ShutDown)
+		q := newManagerQueue(t)
 		later := podWakeups{nameLabel: nameLabel, delay: time.Hour}
 		other := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "other"}}
 		later.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-worker-0", "pi", corev1.PodPending), ObjectNew: pod("pi-worker-0", "pi", corev1.PodRunning)}, q)
@@ -142,36 +168,39 @@ func TestPodWakeups(t *testing.T) {
 	})
 	// A burst of ends queued behind other jobs' passes made the status lag (endPriority).
 	t.Run("on the manager's queue, a pod's end goes ahead of the jobs already queued", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		t.Cleanup(q.ShutDown)
+		q := newManagerQueue(t)
 		for _, name := range []string{"a", "b", "c"} {
 			h.Delete(ctx, event.DeleteEvent{Object: pod(name+"-worker-0", name, corev1.PodRunning)}, q)
 		}
 		h.Update(ctx, event.UpdateEvent{ObjectOld: pod("pi-launcher-x", "pi", corev1.PodRunning), ObjectNew: pod("pi-launcher-x", "pi", corev1.PodSucceeded)}, q)
-		var order []string
-		for range 4 {
-			got, _ := q.Get()
-			order = append(order, got.Name)
-			q.Done(got)
-		}
-		if want := []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
+		if order, want := passOrder(t, q, 4), []string{"pi", "a", "b", "c"}; !slices.Equal(order, want) {
 			t.Errorf("passes in the order %v, want %v", order, want)
 		}
 	})
 	t.Run("on the manager's queue, a pod listed ended when the watch starts does not go ahead", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		t.Cleanup(q.ShutDown)
+		q := newManagerQueue(t)
 		h.Delete(ctx, event.DeleteEvent{Object: pod("a-worker-0", "a", corev1.PodRunning)}, q)
 		h.Create(ctx, event.CreateEvent{Object: pod("pi-launcher-x", "pi", corev1.PodSucceeded), IsInInitialList: true}, q)
 		h.Create(ctx, event.CreateEvent{Object: pod("b-launcher-x", "b", corev1.PodFailed)}, q)
-		var order []string
-		for range 3 {
-			got, _ := q.Get()
-			order = append(order, got.Name)
-			q.Done(got)
-		}
-		if want := []string{"b", "a", "pi"}; !slices.Equal(order, want) {
+		if order, want := passOrder(t, q, 3), []string{"b", "a", "pi"}; !slices.Equal(order, want) {
 			t.Errorf("passes in the order %v, want %v", order, want)
+		}
+	})
+	// The manager's watch hands over the cache's records (cachedPod), read without expanding.
+	t.Run("the cache's record of a pod wakes its job as the pod does", func(t *testing.T) {
+		q := newManagerQueue(t)
+		later := podWakeups{nameLabel: nameLabel, delay: time.Hour}
+		goingAway := pod("b-worker-0", "b", corev1.PodRunning)
+		goingAway.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		later.Create(ctx, event.CreateEvent{Object: newCachedPod(pod("a-worker-0", "a", corev1.PodPending))}, q)
+		later.Update(ctx, event.UpdateEvent{ObjectOld: newCachedPod(pod("b-worker-0", "b", corev1.PodRunning)), ObjectNew: newCachedPod(goingAway)}, q)
+		later.Update(ctx, event.UpdateEvent{ObjectOld: newCachedPod(pod("pi-launcher-x", "pi", corev1.PodRunning)),
+			ObjectNew: newCachedPod(pod("pi-launcher-x", "pi", corev1.PodSucceeded))}, q)
+		if order, want := passOrder(t, q, 2), []string{"pi", "b"}; !slices.Equal(order, want) {
+			t.Errorf("passes in the order %v, want %v (the end ahead, the deletion at once)", order, want)
+		}
+		if q.Len() != 0 {
+			t.Errorf("%d more queued: a created pod's progress did not wait", q.Len())
 		}
 	})
 	t.Run("a pod without the job's name label wakes nothing", func(t *testing.T) {
