@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,8 +78,11 @@ func CacheOptions(namespaces []string, owned ...client.Object) (cache.Options, e
 // and again when the corev1.Pod itself gave way to the record; docs/performance.md). It is also
 // the pod watch's list of what matters (podChanged compares two versions as held here): a change
 // only of what is dropped queues no pass.
+//
+// It also records a worker that is going before the cache holds it so (workersGone).
 func trimPod(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
+		recordGoing(pod, time.Now())
 		return newCachedPod(pod), nil
 	}
 	return obj, nil

@@ -75,10 +75,8 @@ func podFailure(replica string, p *corev1.Pod) Failure {
 // killed, which is not their own failure), then the kubelet's reason for the pod, then how its
 // containers ended.
 func podFailureReason(p *corev1.Pod, oom bool) troupev1.FailureReason {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return disruptionReason(c.Reason)
-		}
+	if c := disruption(p); c != nil {
+		return disruptionReason(c.Reason)
 	}
 	switch p.Status.Reason {
 	case "Evicted", "Shutdown", "Terminated":
@@ -97,6 +95,16 @@ func podFailureReason(p *corev1.Pod, oom bool) troupev1.FailureReason {
 		return troupev1.FailureDeleted
 	}
 	return troupev1.FailureError
+}
+
+// disruption is the pod's DisruptionTarget condition if it is true, else nil.
+func disruption(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
 }
 
 // disruptionReason is the failure reason of a pod whose DisruptionTarget condition has reason r.

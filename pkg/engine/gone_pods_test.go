@@ -74,3 +74,36 @@ func BenchmarkGoneWorkersRecord(b *testing.B) {
 		g.record(p, t0)
 	}
 }
+
+// The pods' cache transform records a worker's eviction before the cache holds the evicted pod,
+// so a pass that finds the worker gone (its replacement already there) reads Evicted even when
+// the pod watch's handler has not yet seen the deletion; a worker that is not going, or a
+// launcher, is not recorded.
+func TestCacheTransformRecordsAGoingWorkerFirst(t *testing.T) {
+	job := types.UID("transform-job")
+	t.Cleanup(func() {
+		workersGone.mu.Lock()
+		delete(workersGone.jobs, job)
+		workersGone.mu.Unlock()
+	})
+	running := goneWorkerPod(string(job), "transform-running", false)
+	running.DeletionTimestamp = nil
+	running.Status.Phase = corev1.PodRunning
+	evicted := goneWorkerPod(string(job), "transform-evicted", true)
+	evicted.DeletionTimestamp = nil // the condition comes first, the deletion after it
+	launcher := goneWorkerPod(string(job), "transform-launcher", true)
+	launcher.Labels[troupev1.LabelRole] = troupev1.RoleMaster
+	for _, p := range []*corev1.Pod{running, evicted, launcher} {
+		held, err := trimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := held.(*cachedPod); !ok {
+			t.Fatalf("the transform held %T, want a cachedPod", held)
+		}
+	}
+	got := workersGone.of(job)
+	if len(got) != 1 || got["transform-evicted"] != troupev1.FailureEvicted {
+		t.Errorf("recorded %v, want only the evicted worker, Evicted", got)
+	}
+}

@@ -142,7 +142,7 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 		owned:      owned,
 		deferred:   newDeferredWrites(countsWriteDelay),
 		podCreates: newPodCreatePace(),
-		gone:       newGoneWorkers(),
+		gone:       workersGone,
 	}, nil
 }
 

@@ -212,9 +212,9 @@ func (d *deferredWrites) forget(key types.NamespacedName) {
 	delete(d.due, key)
 }
 
-// goneWorkers remembers why each worker pod that the watch saw deleted was lost, by job UID and
-// pod UID: the last state the API server sent with the deletion (a drain's eviction leaves the
-// DisruptionTarget condition on it). A pass that comes after the pod is gone (its StatefulSet
+// goneWorkers remembers why each worker pod that the operator saw going was lost, by job UID and
+// pod UID: the last state the API server sent of it as it went (a drain's eviction leaves the
+// DisruptionTarget condition on it; workersGone says where it is fed). A pass that comes after the pod is gone (its StatefulSet
 // may have replaced it already) then tells an evicted worker, which restarts the job without
 // counting toward maxRestarts, from one deleted by hand, which counts. Memory only: after an
 // operator restart a gone pod is Deleted, as before (docs/failure-handling.md).
@@ -243,6 +243,29 @@ const goneWorkerTTL = 15 * time.Minute
 
 func newGoneWorkers() *goneWorkers {
 	return &goneWorkers{jobs: map[types.UID]map[types.UID]goneWorker{}}
+}
+
+// workersGone is the process's record of why worker pods went. It is fed from two places:
+//   - the pods' cache transform (trimPod) records every state that says a worker is going (being
+//     deleted, failed, disrupted) before the cache holds that state. The watch's handlers run
+//     after the cache is updated, on a goroutine of their own, so a pass started by another
+//     watch (the StatefulSet's, as it replaces the pod) could find the worker gone and its
+//     replacement there before the pod handler had seen the deletion: a drained worker was then
+//     taken for one deleted by hand (an e2e run of 30 Nov 2026 failed so);
+//   - the pod watch's delete handler (recordingDeletes) records the last state of every deleted
+//     worker, also one deleted at once with nothing said about why.
+//
+// One record serves every kind's reconciler and every manager in the process: it is keyed by
+// job UID and pod UID, which no two objects share.
+var workersGone = newGoneWorkers()
+
+// recordGoing records pod in workersGone if its state says it is going: a pod the cache is
+// about to hold so is never in the cache before its record.
+func recordGoing(pod *corev1.Pod, now time.Time) {
+	if pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && disruption(pod) == nil {
+		return
+	}
+	workersGone.record(pod, now)
 }
 
 // record keeps why worker pod p went, if it is a worker of a troupe job.
