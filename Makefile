@@ -148,7 +148,11 @@ verify: generate manifests ## Fail when a generated file is stale, a build outpu
 ##@ Tests
 
 .PHONY: test
-test: test-unit test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Run every test suite (what CI runs).
+test: ## Run every test suite (what CI runs), the later suites' builds started ahead beside the earlier suites (hack/build-ahead.sh).
+	hack/build-ahead.sh $(MAKE) test-suites
+
+.PHONY: test-suites
+test-suites: test-unit test-integration test-dataplane test-e2e test-demo test-bench-smoke test-chaos-smoke test-realnode ## Every test suite, one after another, without the builds ahead.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
@@ -300,11 +304,15 @@ test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, 
 	  TROUPE_PREVIOUS_RELEASE_IMAGES="$$(sed -n 's/^troupe-[a-z]*=//p' <<<"$$prev" | tr '\n' ' ')" \
 	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
 
+# E2E_PARALLEL: how many e2e tests run side by side (test/e2e/suite_test.go says which do). The
+# simulated cluster mostly waits, so more than the cores; a -parallel in GO_TEST_FLAGS wins.
+E2E_PARALLEL ?= 6
+
 .PHONY: test-e2e
 test-e2e: cluster-assets ## End-to-end tests: the operator process on a local simulated cluster, scraped by Prometheus.
 	hack/dataplane-deps.sh
 	hack/controlplane/build.sh prometheus
-	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+	PATH=$(KUBE_BIN):$(PROMETHEUS_BIN):$$PATH go test -parallel $(E2E_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
 # make test-autoscale: the real-node cluster with metrics-server (CLUSTER_ADDONS=metrics, built
 # from Go modules: minutes, cold) and the HPA of an elastic PyTorchJob scaling it on real CPU
