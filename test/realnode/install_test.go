@@ -361,7 +361,9 @@ func checkRolloutDuringJob(t *testing.T) {
 	}
 	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
 
-	mustKubectl(t, soloJobManifest(job, "sleep 45; hostname"), "create", "-n", ns, "-f", "-")
+	// The master runs until the test creates finishFile in it, after the rollout: the job spans
+	// the rollout however long that takes, and ends as soon as it is done.
+	mustKubectl(t, soloJobManifest(job, "until [ -e "+finishFile+" ]; do sleep 1; done; hostname"), "create", "-n", ns, "-f", "-")
 	// kubectl wait -l fails at once while no pod matches: poll for the launcher to run.
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		out, err := kubectl("", "get", "pods", "-n", ns, "-l", selector, "-o", "jsonpath={.items[*].status.phase}")
@@ -382,9 +384,10 @@ func checkRolloutDuringJob(t *testing.T) {
 	took := time.Since(restart)
 	t.Logf("rollout restart of the operator (2 replicas) finished in %v:\n%s", took.Round(100*time.Millisecond), status)
 	if phase := mustKubectl(t, "", "get", "chainerjob", "-n", ns, job, "-o", "jsonpath={.status.phase}"); phase != "Running" {
-		t.Fatalf("the job is %q once the rollout finished %v after its launcher ran: the rollout did not happen during the job (lengthen the job)",
+		t.Fatalf("the job is %q once the rollout finished %v after its launcher ran, before the test let it finish",
 			phase, time.Since(running).Round(time.Second))
 	}
+	letFinish(t, ns)
 	if out, err := kubectl("", "wait", "-n", ns, "chainerjob/"+job, "--for=condition=Succeeded", "--timeout=240s"); err != nil {
 		status, _ := kubectl("", "get", "chainerjob", "-n", ns, job, "-o", "jsonpath={.status}")
 		logs, _ := kubectl("", "logs", "-n", ns, "job/"+job+"-master", "--all-containers")
