@@ -9,6 +9,7 @@ import (
 // On the local cluster the operator's own webhooks, with the certificate it made itself, refuse
 // a bad spec at `kubectl create`, and kubectl prints the field and the reason.
 func TestKubectlCreateOfABadSpec(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	for file, want := range map[string]string{
 		"chainer-gpu-fraction.yaml": "spec.workerSets[ws0].template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"500m\": nvidia.com/gpu is an extended resource: must be a whole number",

@@ -34,6 +34,7 @@ const (
 // The seed example runs to Succeeded with the real Job and StatefulSet controllers, and the
 // workers are released afterwards.
 func TestExampleSucceeds(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	w, err := testutil.LoadChainerJob(exampleMN, ns)
 	if err != nil {
@@ -76,6 +77,7 @@ func TestExampleSucceeds(t *testing.T) {
 
 // A master that keeps failing fails the job once backoffLimit retries are spent.
 func TestFailingMasterFails(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("fails", ns).WorkerSet("ws0", 1).BackoffLimit(1).Obj()
 	job.Spec.Master.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeFail}
@@ -103,6 +105,7 @@ func TestFailingMasterFails(t *testing.T) {
 // and the Service; deleting a StatefulSet brings it back; deleting the job removes every child
 // through owner references and the real garbage collector.
 func TestChildrenLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	w, err := testutil.LoadChainerJob(exampleMN, ns)
 	if err != nil {

@@ -27,6 +27,7 @@ const (
 // once, with restarts and launcher retries left (maxRestarts 2, backoffLimit 6): one launcher
 // pod, no restart, and the Failed condition names the rule.
 func TestLauncherExitCodeRuleFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	job := loadMPIJob(t, ns)
@@ -66,6 +67,7 @@ func TestLauncherExitCodeRuleFailsAtOnce(t *testing.T) {
 // so its pod failure policy fails the job on the first exit 42: reason FailJobRule, one master
 // pod, no restart.
 func TestMasterExitCodeRuleFailsAtOnceInKubeflowForms(t *testing.T) {
+	t.Parallel()
 	rule := &troupev1.FailurePolicy{Rules: []troupev1.FailureRule{{
 		Name: "bug", Action: troupev1.FailJobAction, OnExitCodes: &troupev1.ExitCodeMatch{Values: []int32{42}},
 	}}}
@@ -140,6 +142,7 @@ func TestMasterExitCodeRuleFailsAtOnceInKubeflowForms(t *testing.T) {
 // (maxRestarts 0): an eviction is a disruption. The status counts the restart as Evicted and
 // not counted, and the job runs again on the node left and Succeeds.
 func TestDrainedWorkerRestartsWithoutSpendingTheBudget(t *testing.T) {
+	t.Parallel() // the node it drains is of its own pool
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "drain-" + ns
@@ -178,6 +181,7 @@ func TestDrainedWorkerRestartsWithoutSpendingTheBudget(t *testing.T) {
 // A worker killed out of memory follows its rule: FailJob for OOMKilled workers fails the job
 // at once though restarts are left, naming the rule and the pod.
 func TestOOMKilledWorkerFollowsItsRule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	restartJob(t, ns, "3600s", &troupev1.FailurePolicy{MaxRestarts: 3, Rules: []troupev1.FailureRule{{

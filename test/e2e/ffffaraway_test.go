@@ -26,6 +26,7 @@ const exampleFFFFFaraway = "../../examples/mpijob-ffffaraway.yaml"
 // horovodrun with the hostfile in $OMPI_MCA_orte_default_hostfile and KubeExec as its way in,
 // the stored job keeps its form, and it runs to Succeeded.
 func TestMPIJobFFFFFarawayExample(t *testing.T) {
+	t.Parallel() // its fixed namespace, sw-mpi-operator, is no other test's
 	ctx := context.Background()
 	const ns, name = "sw-mpi-operator", "simple-train-cpu"
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

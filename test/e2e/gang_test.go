@@ -167,15 +167,20 @@ const permitWaitingTime = 60 * time.Second
 
 // Two ChainerJobs that cannot both fit: with the real Volcano scheduler one is bound whole and
 // the other not at all, then the other runs when the first finished.
-func TestGangVolcanoChainerJobs(t *testing.T) { testGangChainerJobs(t, troupev1.GangVolcano, true) }
+func TestGangVolcanoChainerJobs(t *testing.T) {
+	t.Parallel()
+	testGangChainerJobs(t, troupev1.GangVolcano, true)
+}
 
 // The same with the real scheduler-plugins coscheduling scheduler.
 func TestGangCoschedulingChainerJobs(t *testing.T) {
+	t.Parallel()
 	testGangChainerJobs(t, troupev1.GangCoscheduling, true)
 }
 
 // Without a gang the same two jobs end up partly placed: the problem gang admission solves.
 func TestNoGangSplitsJobs(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	gangPool(t, ns)
 	for _, name := range []string{"split-a", "split-b"} {
@@ -198,6 +203,7 @@ func TestNoGangSplitsJobs(t *testing.T) {
 
 // Two MPIJobs of a launcher and 2 workers x 3 CPU on the same two nodes, with each scheduler.
 func TestGangMPIJobs(t *testing.T) {
+	t.Parallel()
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
 			t.Parallel() // each scheduler with a namespace (and a pool) of its own

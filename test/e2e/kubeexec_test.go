@@ -51,6 +51,7 @@ const (
 // the environment. Every rank reports its pod: the ranks per pod must be the pod's slots. The
 // same agent holding another job's token is refused.
 func TestKubeExecRunsMPI(t *testing.T) {
+	t.Parallel()
 	run := startKubeExecMPIJob(t)
 	out := runMPI(t, run.env, run.masterHost, run.dir, run.program)
 	checkRankReports(t, out, run.wantRanks)

@@ -56,6 +56,7 @@ func kubeflowManifest(t *testing.T, file, ns string) *troupev1.MPIJob {
 // slotsPerWorker, the implementation's host file variables and K_MPI_JOB_ROLE, kubeflow's
 // labels, and the launcher's restartPolicy OnFailure.
 func TestKubeflowExamples(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "manifests", "kubeflow", "*.yaml"))
 	if err != nil || len(files) < 7 {
 		t.Fatalf("found %d of kubeflow's manifests (%v), want the 7 published", len(files), err)
@@ -261,6 +262,7 @@ func kubeflowJob(ns, name string, workers int32) *troupev1.MPIJob {
 // A job in kubeflow's form without workers runs its launcher alone: no StatefulSet, an empty
 // hostfile, Succeeded.
 func TestKubeflowLauncherAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	job := kubeflowJob(ns, "alone", 0)
@@ -278,6 +280,7 @@ func TestKubeflowLauncherAlone(t *testing.T) {
 // the workers' slots; launcherCreationPolicy WaitForWorkersReady creates no launcher while a
 // worker is not Ready.
 func TestKubeflowLauncherAsWorkerAndCreationPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	job := kubeflowJob(ns, "rank0", 2)

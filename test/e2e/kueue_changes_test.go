@@ -25,6 +25,7 @@ import (
 // still waiting in the queue gets a new Workload of the new size; an admitted, running job is
 // stopped, queued again at its new size and run with it, as Kueue does for its own kinds.
 func TestKueueChargesAScaledJobForItsSize(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
 	gangPool(t, pool)
@@ -95,6 +96,7 @@ func TestKueueChargesAScaledJobForItsSize(t *testing.T) {
 // With Kueue's waitForPodsReady on (hack/controlplane/kueue-config.yaml: 20 s), a job that runs
 // longer than the timeout is not evicted: troupe tells Kueue its pods are ready.
 func TestKueueWaitForPodsReady(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
 	gangPool(t, pool)
@@ -149,6 +151,7 @@ func workerReplicas(job *troupev1.ChainerJob) int32 {
 // every second, its Running pods never ask more than 8 CPUs; the job is stopped and waits in the
 // queue at its new size (12 CPUs, never admitted); scaled back to 2, it is admitted and runs.
 func TestScaledJobNeverRunsPastItsAdmission(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
 	gangPool(t, pool)
@@ -227,6 +230,7 @@ func peakRunningMilliCPU(ctx context.Context, ns string) int64 {
 // Workload's reclaimablePods), and a job waiting for that quota is admitted while it runs.
 // Scaled up again past what it is still charged for, it is stopped and queued at its new size.
 func TestKueueElasticJobShrinksInPlace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns

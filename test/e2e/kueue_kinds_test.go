@@ -21,6 +21,7 @@ import (
 // pod on the flavor's tainted pool (its node label and toleration on the launcher and the
 // workers), and Succeeds, its Workload Finished.
 func TestKueueAdmitsEveryKind(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
 	gangPool(t, pool)
@@ -71,6 +72,7 @@ func TestKueueAdmitsEveryKind(t *testing.T) {
 // Kueue node label and toleration reach the pods of the per-worker Jobs), and Succeeds, its
 // Workload Finished.
 func TestKueueAdmitsPyTorchJobs(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
 	gangPool(t, pool)

@@ -36,6 +36,7 @@ const (
 //     toleration (they could not be scheduled on the provisioned nodes without the last two);
 //   - evicted by the check's Retry, is stopped and its templates are put back as written.
 func TestKueueAdmissionCheckPodSetUpdates(t *testing.T) {
+	t.Parallel() // it labels and taints the nodes of its own pool only
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "prov-" + ns

@@ -32,6 +32,7 @@ import (
 // not fit: it runs its 3 workers and says it waits for the slice. Scaled back to 3, the slice is
 // withdrawn; scaled to 2, it hands a worker's 2 CPUs back, still without a stop.
 func TestKueueElasticJobGrowsInPlace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns
@@ -324,6 +325,7 @@ func podUIDs(pods []corev1.Pod) string {
 // Kueue admits the slice of launcher=1,worker=3 in place of its Workload, and the third worker's
 // pod is made once the slice is admitted.
 func TestKueueElasticHorovodGrowsInPlace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns

@@ -39,6 +39,7 @@ const (
 //   - the hostfile (MPI) and RANK (torch) follow the placement: each rack's and each host's pods
 //     hold consecutive ranks.
 func TestKueueTopologyAwarePlacement(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	pool := "tas-" + ns
 	nodes := tasPool(t, pool)

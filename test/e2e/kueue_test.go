@@ -30,6 +30,7 @@ import (
 // as a nodeSelector and its toleration, so a pod on the pool shows that Kueue's placement reached
 // the master and the workers.
 func TestKueueAdmission(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	pool := "kueue-" + ns

@@ -21,6 +21,7 @@ const simOutcomeWaitTimeout = "wait-timeout"
 // Job's pod failure policy and the real Job controller, without spending the backoffLimit
 // retries, and the job's Failed and LauncherWaiting conditions name the missing host.
 func TestLauncherWaitTimeoutFailsTheJob(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("late", ns).WorkerSet("ws0", 1).BackoffLimit(4).Obj()
 	job.Spec.Master.Template.Labels = map[string]string{simOutcomeLabel: simOutcomeWaitTimeout}

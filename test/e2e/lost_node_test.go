@@ -120,8 +120,10 @@ func runningAgain(t *testing.T, ns, node string, hist *podHistory) {
 // for the operator's --lost-node-timeout, the job restarts, counted as NodeLost and naming the
 // node. By default the pod on the node stays (the node may still run it) and the job says how
 // to let it go; the admin's out-of-service taint does, and the job runs again on the other
-// nodes. With --lost-node-force-delete, the job runs again with nobody's help.
+// nodes. With --lost-node-force-delete (TestLostNodeRecoversWithForceDelete), the job runs
+// again with nobody's help.
 func TestLostNodeRecovers(t *testing.T) {
+	t.Parallel() // the node it makes unreachable and taints is of its own pool
 	t.Run("out-of-service", func(t *testing.T) {
 		ns := newNamespace(t)
 		hist := watchPods(t, ns)
@@ -156,23 +158,27 @@ func TestLostNodeRecovers(t *testing.T) {
 		t.Logf("node %s not Ready at %s: restart recorded %.1fs after; running again %.1fs after the out-of-service taint",
 			node, since.Format(time.RFC3339), recorded.Seconds(), time.Since(taint).Seconds())
 	})
+}
 
-	t.Run("force-delete", func(t *testing.T) {
-		restartOperator(t, "--lost-node-force-delete")
-		t.Cleanup(func() { restartOperator(t) })
-		ns := newNamespace(t)
-		hist := watchPods(t, ns)
-		node := lostNodeJob(t, ns, "lost-"+ns)
-		since := unmanage(t, node)
-		runningAgain(t, ns, node, hist)
-		took := time.Since(since)
-		expectEvent(t, ns, "mpi-example", troupev1.EventNodeLost, fmt.Sprintf("(grace period 0): node %s is lost (not Ready since ", node))
-		// The bound: the timeout (15 s here) plus 60 s.
-		if took > 75*time.Second {
-			t.Errorf("running again %.1fs after the node was not Ready, want at most the timeout (15s) + 60s", took.Seconds())
-		}
-		t.Logf("node %s not Ready at %s: running again on the other nodes %.1fs after, with nobody's help", node, since.Format(time.RFC3339), took.Seconds())
-	})
+// TestLostNodeRecovers with the operator's --lost-node-force-delete: the job runs again on the
+// other nodes with nobody's help, within the timeout and a minute.
+func TestLostNodeRecoversWithForceDelete(t *testing.T) {
+	// Not parallel: restarts the operator (with --lost-node-force-delete, then without), and
+	// bounds how soon the job runs again, which a loaded machine would stretch.
+	restartOperator(t, "--lost-node-force-delete")
+	t.Cleanup(func() { restartOperator(t) })
+	ns := newNamespace(t)
+	hist := watchPods(t, ns)
+	node := lostNodeJob(t, ns, "lost-"+ns)
+	since := unmanage(t, node)
+	runningAgain(t, ns, node, hist)
+	took := time.Since(since)
+	expectEvent(t, ns, "mpi-example", troupev1.EventNodeLost, fmt.Sprintf("(grace period 0): node %s is lost (not Ready since ", node))
+	// The bound: the timeout (15 s here) plus 60 s.
+	if took > 75*time.Second {
+		t.Errorf("running again %.1fs after the node was not Ready, want at most the timeout (15s) + 60s", took.Seconds())
+	}
+	t.Logf("node %s not Ready at %s: running again on the other nodes %.1fs after, with nobody's help", node, since.Format(time.RFC3339), took.Seconds())
 }
 
 func getMPIJobStatus(t *testing.T, ns string) *troupev1.JobStatus {

@@ -32,6 +32,7 @@ import (
 // query of the dashboard for the jobs' namespace, and a new operator process counts nothing
 // twice.
 func TestMetricsScraped(t *testing.T) {
+	// Not parallel: restarts the operator, which resets every counter the other tests check.
 	ns := newNamespace(t)
 	taken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken-mpi", Namespace: ns}}
 	if err := k8s.Create(context.Background(), taken); err != nil {

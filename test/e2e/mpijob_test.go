@@ -35,6 +35,7 @@ func waitForExampleMPIJob(t *testing.T, ns, what string, pred func(*troupev1.MPI
 // The T9k example, as written, runs to Succeeded with the real Job and StatefulSet
 // controllers; `kubectl scale` on a running job changes the StatefulSet and the hostfile.
 func TestMPIJobT9kExample(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := loadMPIJob(t, ns)
 	job.Spec.Worker.Replicas = ptrInt32(2)
@@ -73,6 +74,7 @@ func ptrInt32(v int32) *int32 { return &v }
 // Horovod jobs, plain and elastic, run to Succeeded on the simulated cluster; every troupe
 // kind shows in `kubectl get troupe`.
 func TestHorovodJobsSucceed(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	for _, file := range []string{"horovodjob.yaml", "horovodjob-elastic.yaml"} {
 		job := testutil.Load[*troupev1.HorovodJob](t, "../../examples/"+file, ns)
@@ -106,6 +108,7 @@ func TestHorovodJobsSucceed(t *testing.T) {
 // names it would share (the headless Service, the hostfile ConfigMap) as a conflict and
 // creates nothing; the first runs to Succeeded untouched.
 func TestChainerJobAndMPIJobWithOneName(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	chainer := testutil.MakeChainerJob("same", ns).WorkerSet("ws0", 1).Obj()
 	create(t, chainer)

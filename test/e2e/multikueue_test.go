@@ -50,6 +50,8 @@ type workerCluster struct {
 // answering keeps its one copy of the job, which goes on when it answers again (a long test:
 // make test-long).
 func TestMultiKueue(t *testing.T) {
+	// Not parallel: starts a second cluster, with a Kueue and an operator of its own (both cores'
+	// worth while it starts), and makes the manager's cluster-wide MultiKueue objects of fixed names.
 	w := startWorkerCluster(t)
 	ns := newNamespace(t)
 	if err := w.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -20,6 +20,7 @@ import (
 // the eviction of a running worker, and `kubectl scale statefulset` on the workers is undone,
 // the workers come back Ready, and the job says how to scale it instead.
 func TestWorkersAreProtectedAndScaledThroughTheJob(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := loadMPIJob(t, ns)
 	job.Spec.Worker.Replicas = ptrInt32(2)

@@ -41,6 +41,7 @@ func restrictedTemplate(tmpl *corev1.PodTemplateSpec) {
 // every pod of a job whose templates pass it, and the job succeeds; a job whose templates do
 // not pass reports the API server's refusal on itself (ReplicaFailure, reason FailedCreate).
 func TestRestrictedNamespace(t *testing.T) {
+	t.Parallel()
 	ns := restrictedNamespace(t)
 	w, err := testutil.LoadChainerJob(exampleMN, ns)
 	if err != nil {

@@ -53,6 +53,7 @@ func trainingOperatorManifest(t *testing.T, file, ns string) *troupev1.PyTorchJo
 // on the simulated cluster (its master's success, or every worker's without a master): a Job per
 // pod, each pod with torch's environment naming rank 0's host and its own rank.
 func TestTrainingOperatorExamples(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "manifests", "training-operator", "*.yaml"))
 	if err != nil || len(files) < 8 {
 		t.Fatalf("found %d of training-operator's manifests (%v), want the 8 published", len(files), err)
@@ -151,6 +152,7 @@ func waitForPyTorchJob(t *testing.T, ns, name, what string, pred func(*troupev1.
 // worker's Job (the others keep theirs: their pods keep running); scaled down, the Job of the
 // index gone is deleted; past its bounds the scale is refused naming them.
 func TestPyTorchJobElasticScale(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	job := &troupev1.PyTorchJob{}
@@ -228,6 +230,7 @@ func pytorchExample(t *testing.T, ns string) *troupev1.PyTorchJob {
 // gang scheduler: one job is bound whole while none of the other's pods is, then both succeed
 // (the workers' Jobs are the gang's members as a StatefulSet's pods are).
 func TestGangPyTorchJobs(t *testing.T) {
+	t.Parallel()
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
 			t.Parallel() // each scheduler with a namespace (and a pool) of its own
@@ -261,6 +264,7 @@ func TestGangPyTorchJobs(t *testing.T) {
 // only a group's pods that have not ended, and would refuse that pod forever), so the retry
 // runs, fails too, and the job Fails.
 func TestGangPyTorchJobMasterRetryAfterWorkersFinished(t *testing.T) {
+	t.Parallel()
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
 			t.Parallel() // each scheduler with a namespace of its own
@@ -297,6 +301,7 @@ func TestGangPyTorchJobMasterRetryAfterWorkersFinished(t *testing.T) {
 // pod (its master's and workers' Jobs suspended) until it is resumed; then the Job controller
 // creates every pod, which passes "restricted", and the job succeeds.
 func TestPyTorchJobSuspendedRestricted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := restrictedNamespace(t)
 	job := pytorchExample(t, ns)
@@ -335,6 +340,7 @@ func TestPyTorchJobSuspendedRestricted(t *testing.T) {
 // attempt fails the same way and the job Fails naming the worker Job and the attempt. The
 // restart is counted on the operator's metrics under the kind PyTorchJob.
 func TestPyTorchJobWorkerFailureRestartsTheJob(t *testing.T) {
+	t.Parallel() // the metric it checks is its own namespace's series
 	ns := newNamespace(t)
 	history := watchPods(t, ns)
 	job := pytorchExample(t, ns)

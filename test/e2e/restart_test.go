@@ -145,6 +145,7 @@ func wiringUIDs(t *testing.T, ns string, objs []client.Object) []string {
 // restarted once as a whole (no pod of the first attempt left when the second's are created,
 // each new pod labelled attempt 1, one launcher) and Succeeds.
 func TestWorkerFailureRestartsTheJob(t *testing.T) {
+	t.Parallel() // the metric it checks is its own namespace's series
 	ns := newNamespace(t)
 	history := watchPods(t, ns)
 	restartJob(t, ns, "8s", &troupev1.FailurePolicy{MaxRestarts: 1})
@@ -229,6 +230,7 @@ func TestWorkerFailureRestartsTheJob(t *testing.T) {
 // launcher runs fails the job with a message naming the pod and the rule, and the launcher is
 // stopped.
 func TestWorkerLostWithoutRestartFailsTheJob(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	// The launcher would run for an hour: only the operator can stop it within the test.
 	restartJob(t, ns, "3600s", &troupev1.FailurePolicy{MaxRestarts: 0, Rules: []troupev1.FailureRule{
@@ -267,6 +269,7 @@ func TestWorkerLostWithoutRestartFailsTheJob(t *testing.T) {
 // Without a failure policy a lost worker changes nothing, as before: its StatefulSet replaces
 // it, the launcher carries on and the job Succeeds with no restart and no attempt label.
 func TestWorkerLostWithoutFailurePolicy(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	restartJob(t, ns, "8s", nil)
 	failPod(t, ns, "mpi-example-worker-1")
@@ -294,6 +297,7 @@ func TestWorkerLostWithoutFailurePolicy(t *testing.T) {
 // restarted once as a whole, the second attempt's master Job fails too, and the job fails
 // saying which attempt, with the master Job's reason.
 func TestFailingMasterRestartsThenFails(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	history := watchPods(t, ns)
 	job := testutil.MakeChainerJob("flaky", ns).WorkerSet("ws0", 2).BackoffLimit(0).Obj()
@@ -333,8 +337,10 @@ func TestFailingMasterRestartsThenFails(t *testing.T) {
 // by it again, with the real Volcano and coscheduling schedulers. The master fails in every
 // attempt, so the job fails only if attempt 1's pods were bound and its master ran.
 func TestRestartUnderAGang(t *testing.T) {
+	t.Parallel()
 	for _, g := range []troupev1.GangProvider{troupev1.GangVolcano, troupev1.GangCoscheduling} {
 		t.Run(string(g), func(t *testing.T) {
+			t.Parallel() // each scheduler with a namespace (and a pool) of its own
 			ns := newNamespace(t)
 			gangPool(t, ns)
 			job := gangChainerJob("gang-restart", ns, ns, g, "1s")
@@ -357,6 +363,7 @@ func TestRestartUnderAGang(t *testing.T) {
 // process carries on from what the API says: the job restarts once, with no pod of the next
 // attempt created while one of the failed attempt lived, and Succeeds.
 func TestRestartCarriesOnAcrossOperatorRestart(t *testing.T) {
+	// Not parallel: stops and restarts the operator.
 	ns := newNamespace(t)
 	history := watchPods(t, ns)
 	restartJob(t, ns, "8s", &troupev1.FailurePolicy{MaxRestarts: 1})

@@ -47,6 +47,7 @@ func mainCommand(p *corev1.Pod, container string) []string {
 // training starts: the launcher runs `sleep inf`, not mpirun; the workers run sshd (example 2,
 // the defaults) or `sleep inf` without their init containers (example 1).
 func TestMPIJobDebugModeExamples(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	examples := map[string]struct {
 		specs      []troupev1.DebugReplicaSpec
@@ -169,6 +170,7 @@ func setPause(t *testing.T, ns, name string, enabled bool) {
 // (phase Paused); clearing it goes through Resuming back to Running, with the workers skipping
 // their init containers and running the resume spec's /usr/bin/sshd; the job then Succeeds.
 func TestMPIJobPauseExample(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := loadMPIJob(t, ns)
 	job.Spec.Worker.Replicas = ptrInt32(2)

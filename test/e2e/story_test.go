@@ -18,6 +18,7 @@ import (
 // by the gang scheduler, workers ready, running, scaled, suspended, resumed, succeeded (the
 // README shows this test's output).
 func TestDescribeTellsTheStory(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("story", ns).WorkerSet("ws0", 2).Obj()
 	job.Spec.SchedulingPolicy.Gang = ptr.To(troupev1.GangVolcano)

@@ -50,6 +50,7 @@ func waitForCause(t *testing.T, ns, name, reason string, wants ...string) *troup
 // it: scaling the set, which adds a second unschedulable pod and rewrites the status, tells it
 // no second time.
 func TestUnschedulableWorkersAreNamed(t *testing.T) {
+	t.Parallel() // 64 CPUs fit no node, whatever the others run
 	ns := newNamespace(t)
 	job := testutil.MakeChainerJob("big", ns).WorkerSet("ws0", 1).Obj()
 	job.Spec.Master.Template.Annotations = map[string]string{simDurationAnnot: "10m"}
@@ -84,8 +85,10 @@ func TestUnschedulableWorkersAreNamed(t *testing.T) {
 // Pods held back because the job's gang is not admitted say so, for both gang providers: three
 // pods of 8 CPUs on a pool of two 4-CPU nodes never fit together.
 func TestGangNotAdmittedIsNamed(t *testing.T) {
+	t.Parallel()
 	for _, g := range []troupev1.GangProvider{troupev1.GangCoscheduling, troupev1.GangVolcano} {
 		t.Run(string(g), func(t *testing.T) {
+			t.Parallel() // each scheduler with a namespace (and a pool) of its own
 			ns := newNamespace(t)
 			gangPool(t, ns)
 			job := gangChainerJob("toobig", ns, ns, g, "10m")

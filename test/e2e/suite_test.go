@@ -2,6 +2,16 @@
 // cluster: a real kube-apiserver, etcd, kube-controller-manager (Job, StatefulSet and garbage
 // collector controllers) and kube-scheduler, with kwok faking the nodes and the pods' lifecycle.
 // The cluster comes from hack/controlplane/cluster-up.sh, the same script `make demo` uses.
+//
+// The tests share that cluster and that operator, and run side by side (t.Parallel; make
+// test-e2e sets how many at once with -parallel): each works in a namespace of its own, and a
+// test whose outcome depends on capacity (gangs, quotas, placement) has nodes (a pool) and Kueue
+// queues of its own, not the cluster's shared nodes (hack/controlplane/nodes.yaml). A test that
+// disturbs what the others share does not call t.Parallel, and says why: it stops or restarts
+// the operator (and so its webhooks), changes cluster-wide objects the others use, starts
+// another cluster, or bounds a time that a loaded machine would stretch. go test runs those
+// first, one at a time, and the parallel tests only once the last of them has ended, so none of
+// them overlaps another test.
 package e2e
 
 import (

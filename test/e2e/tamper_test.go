@@ -90,6 +90,7 @@ func waitAtRest(t *testing.T, target tamper.Target) {
 // a HorovodJob as docs/security.md says, and is not generated again. Once the job is deleted,
 // nothing carrying its UID is left.
 func TestTamperedChildrenAreRestored(t *testing.T) {
+	t.Parallel()
 	var (
 		times = map[string][]time.Duration{}
 		kinds = []string{"ChainerJob", "MPIJob", "HorovodJob", "PyTorchJob"}
@@ -284,6 +285,7 @@ func leftovers(ctx context.Context, ns string, uid types.UID) ([]string, error) 
 // job's are created without a read first, and the taken name is found by its create
 // (docs/architecture.md, "Ownership and conflicts").
 func TestForeignObjectBeforeTheJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	job := loadMPIJob(t, ns)
@@ -349,6 +351,8 @@ func TestForeignObjectBeforeTheJob(t *testing.T) {
 // admit the webhook-only ones, as the corpus says. Nothing the operator created is lost while
 // it is down, and the job runs on once it is back.
 func TestWebhookDown(t *testing.T) {
+	// Not parallel: stops the operator, so every test's jobs go unreconciled and every create is
+	// refused, and sets the failurePolicy of troupe's cluster-wide webhook configurations.
 	ctx := context.Background()
 	target, _ := tamperJob(t, "ChainerJob", newNamespace(t))
 	before, err := tamper.Children(ctx, k8s, target)
