@@ -135,6 +135,39 @@ kueue_webhooks() {
   ' "$1"
 }
 
+# once_locked DIR DONE COMMAND...: run COMMAND in DIR unless DIR/DONE exists, holding DIR's lock:
+# of two callers at once (make test's builds ahead, hack/build-ahead.sh, and a suite) one writes
+# the files and the other then finds them. COMMAND writes DONE last, by a rename, so a caller
+# that finds DONE without the lock finds every file whole.
+once_locked() {
+  local dir=$1 done=$2 lock
+  shift 2
+  mkdir -p "$dir"
+  exec {lock}>"$dir/.files.lock"
+  flock "$lock"
+  [[ -e $dir/$done ]] || "$@"
+  exec {lock}>&-
+}
+
+# mpi_operator_crds: kubeflow's MPIJob CRD, from mpi-operator's module, into MPI_OPERATOR_CRDS.
+mpi_operator_crds() {
+  local moddir
+  moddir=$(cd "$TOOLS_MODULES/mpi-operator" && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  install -m 0644 "$moddir/manifests/base/kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/.kubeflow.org_mpijobs.yaml"
+  mv -f "$MPI_OPERATOR_CRDS/.kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/kubeflow.org_mpijobs.yaml"
+}
+
+# kueue_manifests: Kueue's CRDs and webhook configurations (kueue_webhooks), from its module,
+# into KUEUE_MANIFESTS; webhooks.yaml last.
+kueue_manifests() {
+  local moddir
+  moddir=$(cd "$TOOLS_MODULES/kueue" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$KUEUE_MANIFESTS/crds"
+  install -m 0644 "$moddir"/config/components/crd/bases/*.yaml "$KUEUE_MANIFESTS/crds/"
+  kueue_webhooks "$moddir/config/components/webhook/manifests.yaml" >"$KUEUE_MANIFESTS/.webhooks.yaml"
+  mv -f "$KUEUE_MANIFESTS/.webhooks.yaml" "$KUEUE_MANIFESTS/webhooks.yaml"
+}
+
 [[ $# -gt 0 ]] || { sed -n '2,12s/^# //p' "$0" >&2; exit 2; }
 for c in "$@"; do
   case $c in
@@ -191,9 +224,7 @@ for c in "$@"; do
       [[ -x $MPI_OPERATOR_BIN/$c && -f $MPI_OPERATOR_CRDS/kubeflow.org_mpijobs.yaml ]] && continue
       check_pin "$TOOLS_MODULES/mpi-operator" github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" MPI_OPERATOR_VERSION
       build "$c" "$MPI_OPERATOR_BIN" "$TOOLS_MODULES/mpi-operator" github.com/kubeflow/mpi-operator/cmd/mpi-operator -ldflags "-s -w"
-      mkdir -p "$MPI_OPERATOR_CRDS"
-      moddir=$(cd "$TOOLS_MODULES/mpi-operator" && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-      install -m 0644 "$moddir/manifests/base/kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/"
+      once_locked "$MPI_OPERATOR_CRDS" kubeflow.org_mpijobs.yaml mpi_operator_crds
       ;;
     # Kueue's manager, its CRDs and the webhook configurations the local cluster uses
     # (kueue_webhooks below).
@@ -202,11 +233,7 @@ for c in "$@"; do
       check_pin "$TOOLS_MODULES/kueue" sigs.k8s.io/kueue "$KUEUE_VERSION" KUEUE_VERSION
       build "$c" "$KUEUE_BIN" "$TOOLS_MODULES/kueue" sigs.k8s.io/kueue/cmd/kueue \
         -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
-      moddir=$(cd "$TOOLS_MODULES/kueue" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-      mkdir -p "$KUEUE_MANIFESTS/crds"
-      install -m 0644 "$moddir"/config/components/crd/bases/*.yaml "$KUEUE_MANIFESTS/crds/"
-      kueue_webhooks "$moddir/config/components/webhook/manifests.yaml" >"$KUEUE_MANIFESTS/.webhooks.yaml"
-      mv -f "$KUEUE_MANIFESTS/.webhooks.yaml" "$KUEUE_MANIFESTS/webhooks.yaml"
+      once_locked "$KUEUE_MANIFESTS" webhooks.yaml kueue_manifests
       ;;
     # Prometheus's server, for the e2e suite's scrape of the operator (test/e2e/prometheus_test.go).
     # Its web UI's assets are not built in (they are, with the builtinassets tag, from a
