@@ -38,6 +38,12 @@ module_version() {
   (cd "$1" && go list -m -f '{{.Version}}' "$2")
 }
 
+# module_dir DIR MODULE: where the module cache holds the version of MODULE that DIR requires
+# (downloading it if it is missing).
+module_dir() {
+  (cd "$1" && go mod download -json "$2") | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'
+}
+
 # children_cpu sets CHILDREN_CPU to the CPU seconds (user + system) the script's ended child
 # processes have used so far, from the shell's `times` (its second line: the children's). Not
 # in a subshell ($(...)), whose `times` would count its own children only.
@@ -152,7 +158,7 @@ once_locked() {
 # mpi_operator_crds: kubeflow's MPIJob CRD, from mpi-operator's module, into MPI_OPERATOR_CRDS.
 mpi_operator_crds() {
   local moddir
-  moddir=$(cd "$TOOLS_MODULES/mpi-operator" && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  moddir=$(module_dir "$TOOLS_MODULES/mpi-operator" github.com/kubeflow/mpi-operator)
   install -m 0644 "$moddir/manifests/base/kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/.kubeflow.org_mpijobs.yaml"
   mv -f "$MPI_OPERATOR_CRDS/.kubeflow.org_mpijobs.yaml" "$MPI_OPERATOR_CRDS/kubeflow.org_mpijobs.yaml"
 }
@@ -161,7 +167,7 @@ mpi_operator_crds() {
 # into KUEUE_MANIFESTS; webhooks.yaml last.
 kueue_manifests() {
   local moddir
-  moddir=$(cd "$TOOLS_MODULES/kueue" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  moddir=$(module_dir "$TOOLS_MODULES/kueue" sigs.k8s.io/kueue)
   mkdir -p "$KUEUE_MANIFESTS/crds"
   install -m 0644 "$moddir"/config/components/crd/bases/*.yaml "$KUEUE_MANIFESTS/crds/"
   kueue_webhooks "$moddir/config/components/webhook/manifests.yaml" >"$KUEUE_MANIFESTS/.webhooks.yaml"

@@ -214,10 +214,11 @@ func (d *deferredWrites) forget(key types.NamespacedName) {
 
 // goneWorkers remembers why each worker pod that the operator saw going was lost, by job UID and
 // pod UID: the last state the API server sent of it as it went (a drain's eviction leaves the
-// DisruptionTarget condition on it; workersGone says where it is fed). A pass that comes after the pod is gone (its StatefulSet
-// may have replaced it already) then tells an evicted worker, which restarts the job without
-// counting toward maxRestarts, from one deleted by hand, which counts. Memory only: after an
-// operator restart a gone pod is Deleted, as before (docs/failure-handling.md).
+// DisruptionTarget condition on it; workersGone says where it is fed). A pass that comes after
+// the pod is gone (its StatefulSet may have replaced it already) then tells an evicted worker,
+// which restarts the job without counting toward maxRestarts, from one deleted by hand, which
+// counts. Memory only: after an operator restart a gone pod is Deleted, as before
+// (docs/failure-handling.md).
 type goneWorkers struct {
 	mu   sync.Mutex
 	jobs map[types.UID]map[types.UID]goneWorker
