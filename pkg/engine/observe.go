@@ -675,28 +675,45 @@ func podReady(p *corev1.Pod) bool {
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // childrenLackingPods are the job's StatefulSets and Jobs that have fewer pods than they ask
-// for: a worker StatefulSet whose status counts fewer pods than its replicas, a worker Job that
-// is neither suspended nor finished and counts no pod, a master Job that is neither suspended
-// nor finished and has no pod.
+// for, once their controller has synced them (childSynced): a worker StatefulSet whose status
+// counts fewer pods than its replicas, a worker Job that is neither suspended nor finished and
+// counts no pod, a master Job that is neither suspended nor finished and has no pod.
 func childrenLackingPods(obs *Observed) []client.Object {
 	var out []client.Object
 	for _, name := range slices.Sorted(maps.Keys(obs.StatefulSets)) {
 		sts := obs.StatefulSets[name]
-		if sts.Status.Replicas < ptr.Deref(sts.Spec.Replicas, 1) {
+		if childSynced(sts) && sts.Status.Replicas < ptr.Deref(sts.Spec.Replicas, 1) {
 			out = append(out, sts)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(obs.WorkerJobs)) {
 		for _, j := range obs.WorkerJobs[name] {
-			if !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && j.Status.Active+j.Status.Succeeded == 0 {
+			if childSynced(j) && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && j.Status.Active+j.Status.Succeeded == 0 {
 				out = append(out, j)
 			}
 		}
 	}
-	if j := obs.MasterJob; j != nil && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && !hasLivePod(obs.MasterPods) {
+	if j := obs.MasterJob; j != nil && childSynced(j) && !ptr.Deref(j.Spec.Suspend, false) && terminalJobCondition(j) == nil && !hasLivePod(obs.MasterPods) {
 		out = append(out, j)
 	}
 	return out
+}
+
+// childSynced says the child's controller has synced it as it is now, so a pod it lacks was
+// tried: the StatefulSet controller writes the generation it synced (observedGeneration) on
+// every sync, also one whose creates were refused; the Job controller writes a Job's ready
+// count (and its start time) on its first. Before that no refusal can have been recorded, and
+// on a busy cluster that lasts: at Kubernetes' default client rates kube-controller-manager
+// reached 200 new jobs' StatefulSets 56 s after their creation at the median, and looking for
+// refusals meanwhile cost each job 2-3 passes (docs/performance.md).
+func childSynced(child client.Object) bool {
+	switch c := child.(type) {
+	case *appsv1.StatefulSet:
+		return c.Status.ObservedGeneration >= c.Generation
+	case *batchv1.Job:
+		return c.Status.Ready != nil || c.Status.StartTime != nil
+	}
+	return true
 }
 
 // podHostname is a job pod's hostname: a StatefulSet's pod is named so; a Job's pod

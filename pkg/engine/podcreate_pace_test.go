@@ -111,7 +111,9 @@ func TestRefusalLookupOfALargeJobIsOneList(t *testing.T) {
 		WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} })
 	jobs := map[string][]*batchv1.Job{}
 	for i := range workers {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-worker-%d", i), UID: types.UID(fmt.Sprintf("job-%d", i))}}
+		// Synced by the Job controller (its first sync writes the ready count), no pod yet.
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-worker-%d", i), UID: types.UID(fmt.Sprintf("job-%d", i))},
+			Status: batchv1.JobStatus{Ready: ptr.To[int32](0)}}
 		jobs["worker"] = append(jobs["worker"], j)
 		if i%1000 == 0 { // a few refused, the rest not yet told
 			builder = builder.WithObjects(&corev1.Event{

@@ -14,13 +14,14 @@ import (
 )
 
 // A StatefulSet short of pods and a running master Job without a pod lack pods; a suspended or
-// finished master Job, or one with its pod, does not.
+// finished master Job, or one with its pod, does not; nor does a child its controller has not
+// synced yet (no refusal can have been recorded for it).
 func TestChildrenLackingPods(t *testing.T) {
 	sts := func(name string, want, have int32) *appsv1.StatefulSet {
-		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(want)},
-			Status: appsv1.StatefulSetStatus{Replicas: have}}
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(want)},
+			Status: appsv1.StatefulSetStatus{Replicas: have, ObservedGeneration: 1}}
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j-launcher"}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j-launcher"}, Status: batchv1.JobStatus{Ready: ptr.To[int32](0)}}
 	masterPod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{troupev1.LabelRole: troupev1.RoleMaster}}}
 	names := func(obs *Observed) (out []string) {
 		for _, o := range childrenLackingPods(obs) {
@@ -45,6 +46,19 @@ func TestChildrenLackingPods(t *testing.T) {
 	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	if got := names(obs); len(got) != 1 {
 		t.Errorf("finished master: %v, want [j-b]", got)
+	}
+
+	// Not synced yet: a set scaled up (generation 2) its controller saw at generation 1, a new
+	// master Job without a status. Once synced, they lack pods again.
+	job.Status = batchv1.JobStatus{}
+	obs.StatefulSets["b"].Generation = 2
+	if got := names(obs); len(got) != 0 {
+		t.Errorf("children their controllers have not synced: %v, want none", got)
+	}
+	obs.StatefulSets["b"].Status.ObservedGeneration = 2
+	job.Status.StartTime = ptr.To(metav1.Now())
+	if got := names(obs); len(got) != 2 {
+		t.Errorf("synced: %v, want [j-b j-launcher]", got)
 	}
 }
 

@@ -13,13 +13,18 @@ import (
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
-// A pod the API server refuses shows on the job: the StatefulSet controller's FailedCreate
-// event (written here, as envtest runs no controller; test/e2e has the real one) becomes the
-// job's ReplicaFailure condition, reason FailedCreate, with the API server's message.
+// A pod the API server refuses shows on the job: what the StatefulSet controller writes on a
+// sync whose creates were refused, its FailedCreate event and the set's status counting no pod
+// (written here, as envtest runs no controller; test/e2e has the real one), becomes the job's
+// ReplicaFailure condition, reason FailedCreate, with the API server's message.
 func TestRefusedPodsShowOnTheJob(t *testing.T) {
 	ns := newNamespace(t)
 	createMPIJob(t, smallMPIJob(t, ns))
 	sts := waitFor(t, &appsv1.StatefulSet{}, ns, "mpi-example-worker")
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 0}
+	if err := k8s.Status().Update(context.Background(), sts); err != nil {
+		t.Fatal(err)
+	}
 	refusal := `create Pod mpi-example-worker-0 in StatefulSet mpi-example-worker failed error: pods "mpi-example-worker-0" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=4, limited: pods=4`
 	now := metav1.Now()
 	event := &corev1.Event{
