@@ -676,13 +676,16 @@ func podReady(p *corev1.Pod) bool {
 
 // childrenLackingPods are the job's StatefulSets and Jobs that have fewer pods than they ask
 // for, once their controller has synced them (childSynced): a worker StatefulSet whose status
-// counts fewer pods than its replicas, a worker Job that is neither suspended nor finished and
-// counts no pod, a master Job that is neither suspended nor finished and has no pod.
+// counts fewer pods than its replicas and whose pods the cache holds fewer of too (the
+// controller counts a pod it created only on its next sync, which on a busy cluster comes
+// tens of seconds later), a worker Job that is neither suspended nor finished and counts no
+// pod, a master Job that is neither suspended nor finished and has no pod.
 func childrenLackingPods(obs *Observed) []client.Object {
 	var out []client.Object
 	for _, name := range slices.Sorted(maps.Keys(obs.StatefulSets)) {
 		sts := obs.StatefulSets[name]
-		if childSynced(sts) && sts.Status.Replicas < ptr.Deref(sts.Spec.Replicas, 1) {
+		want := ptr.Deref(sts.Spec.Replicas, 1)
+		if childSynced(sts) && sts.Status.Replicas < want && len(obs.WorkerPods[name]) < int(want) {
 			out = append(out, sts)
 		}
 	}
@@ -705,7 +708,7 @@ func childrenLackingPods(obs *Observed) []client.Object {
 // count (and its start time) on its first. Before that no refusal can have been recorded, and
 // on a busy cluster that lasts: at Kubernetes' default client rates kube-controller-manager
 // reached 200 new jobs' StatefulSets 56 s after their creation at the median, and looking for
-// refusals meanwhile cost each job 2-3 passes (docs/performance.md).
+// refusals meanwhile cost each job 1-2 passes (docs/performance.md).
 func childSynced(child client.Object) bool {
 	switch c := child.(type) {
 	case *appsv1.StatefulSet:

@@ -15,7 +15,7 @@ import (
 
 // A StatefulSet short of pods and a running master Job without a pod lack pods; a suspended or
 // finished master Job, or one with its pod, does not; nor does a child its controller has not
-// synced yet (no refusal can have been recorded for it).
+// synced yet (no refusal can have been recorded for it), or a set whose pods the cache holds.
 func TestChildrenLackingPods(t *testing.T) {
 	sts := func(name string, want, have int32) *appsv1.StatefulSet {
 		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(want)},
@@ -59,6 +59,19 @@ func TestChildrenLackingPods(t *testing.T) {
 	job.Status.StartTime = ptr.To(metav1.Now())
 	if got := names(obs); len(got) != 2 {
 		t.Errorf("synced: %v, want [j-b j-launcher]", got)
+	}
+
+	// The set's controller has not counted the pods it just made, but the cache holds them.
+	worker := func(name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{troupev1.LabelRole: troupev1.RoleWorker, troupev1.LabelWorkerSet: "b"}}}
+	}
+	obs.setPods([]corev1.Pod{worker("j-b-0")})
+	if got := names(obs); len(got) != 2 {
+		t.Errorf("one of the set's two pods cached: %v, want [j-b j-launcher]", got)
+	}
+	obs.setPods([]corev1.Pod{worker("j-b-0"), worker("j-b-1")})
+	if got := names(obs); len(got) != 1 || got[0] != "j-launcher" {
+		t.Errorf("the set's pods cached, not yet counted: %v, want [j-launcher]", got)
 	}
 }
 
