@@ -13,17 +13,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // childWakeups queues a pass of a StatefulSet's or Job's owning job, as the owner handler it
 // embeds does, but wakes it podProgressDelay later when the child's controller only counted
 // its pods' progress: the StatefulSet controller rewrites a set's status as each pod is created,
 // starts and becomes ready, the Job controller a Job's active and ready counts, each step a
-// moment after the pod's own event, which podWakeups gathers already. Everything else wakes the
-// job at once: a create or delete, a change of the child's spec, labels, owners or deletion, a
-// Job's conditions (its verdict: the status lag waits on it; ahead of the rest, endPriority) or
-// terminal counts, a set's controller having seen a new spec or counting fewer pods (restarts
-// wait on both: statefulSetsAtAttempt).
+// moment after the pod's own event, which podWakeups gathers already (a master Job's count of
+// its pod's end too: jobProgressOnly). Everything else wakes the job at once: a create or
+// delete, a change of the child's spec, labels, owners or deletion, a Job's conditions (its
+// verdict: the status lag waits on it; ahead of the rest, endPriority) or failed count, a worker
+// Job's terminal counts, a set's controller having seen a new spec or counting fewer pods
+// (restarts wait on both: statefulSetsAtAttempt).
 type childWakeups struct {
 	handler.EventHandler // the owner handler: creates, deletes and every other update
 	delay                time.Duration
@@ -88,9 +91,20 @@ func statefulSetProgressOnly(o, n *appsv1.StatefulSet) bool {
 		equality.Semantic.DeepEqual(n.Status.Conditions, o.Status.Conditions)
 }
 
+// jobProgressOnly: a Job's counts moved on and nothing else did. A master Job's pod that ended
+// or went has woken its job at once already (podWakeups), and the master's success is read off
+// that pod (masterVerdict), so the master Job counting it a moment later is progress too: at
+// 200 jobs its two writes after its pod's end (the pod counted, then its verdict) each woke a
+// pass, on a job whose status said it had ended (docs/performance.md). A worker Job counting a
+// pod gone or succeeded still wakes at once: a restart waits on worker Jobs with no active pod
+// (statefulSetsAtAttempt).
 func jobProgressOnly(o, n *batchv1.Job) bool {
-	return n.Status.Active >= o.Status.Active &&
-		n.Status.Succeeded == o.Status.Succeeded && n.Status.Failed == o.Status.Failed &&
-		equality.Semantic.DeepEqual(n.Status.Conditions, o.Status.Conditions) &&
-		n.Status.CompletionTime.Equal(o.Status.CompletionTime)
+	if n.Status.Failed != o.Status.Failed || !equality.Semantic.DeepEqual(n.Status.Conditions, o.Status.Conditions) ||
+		!n.Status.CompletionTime.Equal(o.Status.CompletionTime) {
+		return false
+	}
+	if n.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+		return true
+	}
+	return n.Status.Active >= o.Status.Active && n.Status.Succeeded == o.Status.Succeeded
 }

@@ -47,6 +47,14 @@ func TestChildWakeups(t *testing.T) {
 		}
 		return j
 	}
+	master := func(change func(*batchv1.Job)) *batchv1.Job {
+		return job(func(j *batchv1.Job) {
+			j.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleMaster}
+			if change != nil {
+				change(j)
+			}
+		})
+	}
 	ctx := context.Background()
 
 	for name, update := range map[string]event.UpdateEvent{
@@ -56,6 +64,11 @@ func TestChildWakeups(t *testing.T) {
 		"a Job's start and active pods": {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) {
 			j.Status.StartTime = &metav1.Time{Time: time.Unix(5, 0)}
 			j.Status.Active = 2
+		})},
+		// Its pod's end woke the job already (podWakeups).
+		"a master Job's pod counted gone": {ObjectOld: master(nil), ObjectNew: master(func(j *batchv1.Job) { j.Status.Active = 0 })},
+		"a master Job's pod counted succeeded": {ObjectOld: master(func(j *batchv1.Job) { j.Status.Active = 0 }), ObjectNew: master(func(j *batchv1.Job) {
+			j.Status.Active, j.Status.Succeeded = 0, 1
 		})},
 	} {
 		t.Run(name+" wakes the job a moment later, once", func(t *testing.T) {
@@ -83,8 +96,16 @@ func TestChildWakeups(t *testing.T) {
 			j.Status.Active, j.Status.Succeeded = 0, 1
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 		})},
-		"a Job's pod counted failed": {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) { j.Status.Failed = 1 })},
-		"a Job's pod counted gone":   {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) { j.Status.Active = 0 })},
+		"a Job's pod counted failed":        {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) { j.Status.Failed = 1 })},
+		"a master Job's pod counted failed": {ObjectOld: master(nil), ObjectNew: master(func(j *batchv1.Job) { j.Status.Failed = 1 })},
+		"a worker Job's pod counted gone":   {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) { j.Status.Active = 0 })},
+		"a worker Job's pod counted succeeded": {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) {
+			j.Status.Active, j.Status.Succeeded = 0, 1
+		})},
+		"a master Job complete": {ObjectOld: master(func(j *batchv1.Job) { j.Status.Active = 0 }), ObjectNew: master(func(j *batchv1.Job) {
+			j.Status.Active, j.Status.Succeeded = 0, 1
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		})},
 		"a Job's condition, any": {ObjectOld: job(nil), ObjectNew: job(func(j *batchv1.Job) {
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}}
 		})},

@@ -8,6 +8,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // The integration is on exactly when the API server serves Kueue's Workloads; a cluster without
@@ -48,5 +51,31 @@ func TestAvailable(t *testing.T) {
 	defer srv.Close()
 	if _, err := Available(&rest.Config{Host: srv.URL}); err == nil {
 		t.Error("a failing API server gave no error")
+	}
+}
+
+// The Workload controller is woken only by jobs it has work for: a job a queue holds (before or
+// after the update, so a label removed is seen) and any job deleted; a job of no queue, created
+// or writing its status, wakes nothing (its pass read the job and did nothing).
+func TestQueuedJobEvents(t *testing.T) {
+	job := func(labels map[string]string) *troupev1.MPIJob {
+		return &troupev1.MPIJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ml", Labels: labels}}
+	}
+	plain, held := job(nil), job(map[string]string{troupev1.LabelQueueName: "team-a"})
+	for name, c := range map[string]struct {
+		got, want bool
+	}{
+		"a job of no queue created":          {queuedJobEvents.Create(event.CreateEvent{Object: plain}), false},
+		"a job of no queue updated":          {queuedJobEvents.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: plain}), false},
+		"a job of no queue deleted":          {queuedJobEvents.Delete(event.DeleteEvent{Object: plain}), true},
+		"a queued job created":               {queuedJobEvents.Create(event.CreateEvent{Object: held}), true},
+		"a queued job updated":               {queuedJobEvents.Update(event.UpdateEvent{ObjectOld: held, ObjectNew: held}), true},
+		"a job given a queue":                {queuedJobEvents.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: held}), true},
+		"a job whose queue label was taken":  {queuedJobEvents.Update(event.UpdateEvent{ObjectOld: held, ObjectNew: plain}), true},
+		"a job labelled with an empty queue": {queuedJobEvents.Create(event.CreateEvent{Object: job(map[string]string{troupev1.LabelQueueName: ""})}), false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: wakes the Workload controller %v, want %v", name, c.got, c.want)
+		}
 	}
 }
