@@ -13,8 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
 )
 
 // childWakeups queues a pass of a StatefulSet's or Job's owning job, as the owner handler it
@@ -103,7 +101,7 @@ func jobProgressOnly(o, n *batchv1.Job) bool {
 		!n.Status.CompletionTime.Equal(o.Status.CompletionTime) {
 		return false
 	}
-	if n.Labels[troupev1.LabelRole] == troupev1.RoleMaster {
+	if !isWorkerJob(n) { // the master Job
 		return true
 	}
 	return n.Status.Active >= o.Status.Active && n.Status.Succeeded == o.Status.Succeeded

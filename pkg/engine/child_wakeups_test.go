@@ -41,7 +41,8 @@ func TestChildWakeups(t *testing.T) {
 	}
 	job := func(change func(*batchv1.Job)) *batchv1.Job {
 		j := &batchv1.Job{ObjectMeta: *owned.DeepCopy(), Status: batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](0)}}
-		j.Name = "pi-launcher"
+		j.Name = "pi-worker-0"
+		j.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleWorker, troupev1.LabelWorkerSet: "worker"}
 		if change != nil {
 			change(j)
 		}
@@ -49,6 +50,7 @@ func TestChildWakeups(t *testing.T) {
 	}
 	master := func(change func(*batchv1.Job)) *batchv1.Job {
 		return job(func(j *batchv1.Job) {
+			j.Name = "pi-launcher"
 			j.Labels = map[string]string{troupev1.LabelRole: troupev1.RoleMaster}
 			if change != nil {
 				change(j)
@@ -129,12 +131,12 @@ func TestChildWakeups(t *testing.T) {
 			for _, other := range []string{"a", "b"} {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: other}})
 			}
-			older := job(func(j *batchv1.Job) { j.ResourceVersion = "1" })
-			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: job(func(j *batchv1.Job) {
+			older := master(func(j *batchv1.Job) { j.ResourceVersion = "1" })
+			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: master(func(j *batchv1.Job) {
 				j.ResourceVersion = "2"
 				j.Status.Conditions = []batchv1.JobCondition{{Type: verdict, Status: corev1.ConditionTrue}}
 			})}, q)
-			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: job(func(j *batchv1.Job) {
+			h.Update(ctx, event.UpdateEvent{ObjectOld: older, ObjectNew: master(func(j *batchv1.Job) {
 				j.Name, j.OwnerReferences[0].Name = "c-launcher", "c"
 				j.ResourceVersion = "2"
 				j.Status.Failed = 1 // counted, no verdict yet: in its turn

@@ -190,7 +190,7 @@ func statefulSetsAtAttempt(s *Spec, obs *Observed, attempt int32) bool {
 			continue
 		}
 		if attemptOf(sts.Spec.Template.Labels) != attempt ||
-			sts.Status.ObservedGeneration < sts.Generation || sts.Status.Replicas > 0 {
+			!childSynced(sts) || sts.Status.Replicas > 0 {
 			return false
 		}
 	}
