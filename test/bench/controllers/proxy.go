@@ -100,8 +100,11 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // copy) is counted under its own key as well.
 func (p *countingProxy) count(r *http.Request, code int) {
 	verb := r.Method
-	if verb == http.MethodGet && r.URL.Query().Get("watch") == "true" {
+	if q := r.URL.Query(); verb == http.MethodGet && q.Get("watch") == "true" {
 		verb = "WATCH"
+		if q.Get("sendInitialEvents") == "true" {
+			verb = "WATCHLIST" // a list streamed as a watch (client-go's WatchListClient)
+		}
 	}
 	key := verb + " " + resourceOf(r.URL.Path)
 	p.mu.Lock()
@@ -185,17 +188,26 @@ type writeCounts struct {
 	// spent on, itemised in readDetail.
 	reads      int
 	readDetail string
+	// watchDetail itemises the watches opened ("WATCH pods 12, WATCHLIST pods 1"): an informer
+	// opens one at its start and again after each that ends (client-go ends each after 5-10
+	// minutes), and since client-go 1.35 (WatchListClient) its list of everything, at its start
+	// or after a watch it could not resume, is a watch asking for the initial events
+	// (WATCHLIST), which delivers every object again.
+	watchDetail string
 }
 
 func splitWrites(counts map[string]int) writeCounts {
 	var w writeCounts
-	var items, reads []string
+	var items, reads, watches []string
 	for key, n := range counts {
 		verb, res, _ := strings.Cut(key, " ")
 		switch verb {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		case "CONFLICT":
 			w.conflicts += n
+			continue
+		case "WATCH", "WATCHLIST":
+			watches = append(watches, fmt.Sprintf("%s %d", key, n))
 			continue
 		case http.MethodGet:
 			w.reads += n
@@ -216,7 +228,9 @@ func splitWrites(counts map[string]int) writeCounts {
 	}
 	sort.Strings(items)
 	sort.Strings(reads)
+	sort.Strings(watches)
 	w.detail = strings.Join(items, ", ")
 	w.readDetail = strings.Join(reads, ", ")
+	w.watchDetail = strings.Join(watches, ", ")
 	return w
 }

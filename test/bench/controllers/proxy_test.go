@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 // Writes are attributed to the resource the path names, with its subresource; events of both
 // APIs and leader-election Leases are counted apart from the operator's other writes.
@@ -20,7 +24,7 @@ func TestSplitWrites(t *testing.T) {
 		}
 	}
 	w := splitWrites(map[string]int{
-		"POST pods": 2, "PUT mpijobs/status": 3, "GET pods": 9, "WATCH pods": 1,
+		"POST pods": 2, "PUT mpijobs/status": 3, "GET pods": 9, "WATCH pods": 1, "WATCHLIST mpijobs": 2,
 		"POST events": 4, "PATCH events": 1, "PUT leases": 5, "DELETE statefulsets": 1, "CONFLICT PUT mpijobs/status": 2,
 	})
 	if w.writes != 6 || w.events != 5 || w.leases != 5 || w.conflicts != 2 {
@@ -31,5 +35,26 @@ func TestSplitWrites(t *testing.T) {
 	}
 	if w.reads != 9 || w.readDetail != "GET pods 9" {
 		t.Errorf("reads = %d (%q), want 9 (GET pods 9)", w.reads, w.readDetail)
+	}
+	if want := "WATCH pods 1, WATCHLIST mpijobs 2"; w.watchDetail != want {
+		t.Errorf("watchDetail = %q, want %q", w.watchDetail, want)
+	}
+}
+
+// A watch that asks for the initial events is a list (client-go's WatchListClient) and is
+// counted apart from a watch that resumes; a plain GET of a collection is a read.
+func TestCountWatches(t *testing.T) {
+	p := &countingProxy{counts: map[string]int{}}
+	for _, url := range []string{
+		"/api/v1/namespaces/ns/pods?watch=true&resourceVersion=10",
+		"/api/v1/namespaces/ns/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+		"/api/v1/namespaces/ns/pods?limit=500",
+	} {
+		p.count(httptest.NewRequest(http.MethodGet, url, nil), http.StatusOK)
+	}
+	for key, want := range map[string]int{"WATCH pods": 1, "WATCHLIST pods": 1, "GET pods": 1} {
+		if p.counts[key] != want {
+			t.Errorf("counts[%q] = %d, want %d (all: %v)", key, p.counts[key], want, p.counts)
+		}
 	}
 }
