@@ -151,36 +151,62 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // then selects pods by job UID). A pod's update queues a pass only when it changed what the
 // engine reads of pods (podChanged), and a moment later when the pod was created or only moved
 // on within its life (podWakeups); a worker StatefulSet's or a Job's update likewise when its
-// controller only counted its pods' progress (childWakeups).
+// controller only counted its pods' progress (childWakeups). Every watch counts the passes it
+// asks for (countedWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named(r.gvk.Kind).
-		For(r.adapter.NewObject()).
-		Watches(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, gone: r.gone, now: r.clock.Now},
-			builder.WithPredicates(podChanged(podToJob.nameLabel)))
-	for _, t := range childTypes {
-		if t.progressDelayed {
-			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), r.adapter.NewObject(), handler.OnlyControllerOwner())
-			b = b.Watches(t.object, childWakeups{EventHandler: owner, delay: podProgressDelay})
-			continue
+	kind := r.gvk.Kind
+	counted := func(obj client.Object, h handler.EventHandler) (handler.EventHandler, error) {
+		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+		if err != nil {
+			return nil, err
 		}
-		if t.metadataOnly {
-			b = b.Owns(t.object, builder.OnlyMetadata) // as CacheOptions holds it (ownedSecret)
-		} else {
-			b = b.Owns(t.object)
+		return countedWakeups{EventHandler: h, kind: kind, source: gvk.Kind}, nil
+	}
+	// watch adds a watch of obj's type whose events wake the jobs h maps them to.
+	var b *builder.Builder
+	var failed error
+	watch := func(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) {
+		ch, err := counted(obj, h)
+		if err != nil {
+			failed = errors.Join(failed, err)
+			return
+		}
+		b = b.Watches(obj, ch, opts...)
+	}
+	// owner wakes the job that controls the object, as the builder's Owns does.
+	owner := func() handler.EventHandler {
+		return handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), r.adapter.NewObject(), handler.OnlyControllerOwner())
+	}
+	podToJob := podWakeups{nameLabel: r.adapter.NameLabel(), delay: podProgressDelay}
+	b = ctrl.NewControllerManagedBy(mgr).
+		Named(kind).
+		For(r.adapter.NewObject(), builder.WithPredicates(countedJobEvents(kind)))
+	watch(&corev1.Pod{}, recordingDeletes{EventHandler: podToJob, gone: r.gone, now: r.clock.Now},
+		builder.WithPredicates(podChanged(podToJob.nameLabel)))
+	for _, t := range childTypes {
+		switch {
+		case t.progressDelayed:
+			watch(t.object, childWakeups{EventHandler: owner(), delay: podProgressDelay})
+		case t.metadataOnly:
+			watch(t.object, owner(), builder.OnlyMetadata) // as CacheOptions holds it (ownedSecret)
+		default:
+			watch(t.object, owner())
 		}
 	}
 	for _, o := range r.owned {
-		b = b.Owns(o)
+		watch(o, owner())
 	}
 	if r.progress != nil && r.progress.Wakeups != nil {
-		b = b.WatchesRawSource(r.progress.Wakeups(r.gvk.Kind))
+		b = b.WatchesRawSource(r.progress.Wakeups(kind,
+			countedWakeups{EventHandler: &handler.EnqueueRequestForObject{}, kind: kind, source: ProgressReportSource}))
 	}
 	if r.lostNodes.Timeout > 0 {
-		b = b.Watches(&corev1.Node{}, r.nodeWatch(), builder.WithPredicates(nodeHealthChanged))
+		watch(&corev1.Node{}, r.nodeWatch(), builder.WithPredicates(nodeHealthChanged))
 	}
-	metrics.SetRunningCounter(r.gvk.Kind, r.runningCounter(mgr))
+	if failed != nil {
+		return failed
+	}
+	metrics.SetRunningCounter(kind, r.runningCounter(mgr))
 	return b.Complete(r.instrumented())
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
@@ -56,9 +57,9 @@ type ProgressEndpoint struct {
 	// CA is the PEM certificate of the CA that signed the endpoint's certificate; nil while
 	// it is not known yet (the certificate is being made).
 	CA func() []byte
-	// Wakeups is the source that wakes a job of the kind when the endpoint accepted a report
-	// of it.
-	Wakeups func(kind string) source.Source
+	// Wakeups is the source that hands h a job of the kind when the endpoint accepted a report
+	// of it (h queues its pass).
+	Wakeups func(kind string, h handler.EventHandler) source.Source
 }
 
 // ProgressWiring is what every container of a job's pods is given to report its progress.

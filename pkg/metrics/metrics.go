@@ -2,7 +2,8 @@
 // served with controller-runtime's on the operator's metrics endpoint.
 //
 // Every family but troupe_build_info is labelled by the job's kind and namespace (the label
-// job_namespace, LabelNamespace), and nothing else but a job's result: a series per kind and
+// job_namespace, LabelNamespace), and nothing else but a job's result or the kind of object that
+// woke a job (LabelSource, a dozen kinds): a series per kind and
 // namespace that had a job since the operator started, so the cardinality follows the number
 // of namespaces that run jobs, never the number of jobs; but for the progress of running jobs
 // that report it (progress.go), bounded on its own.
@@ -39,6 +40,8 @@ const (
 	LabelNamespace = "job_namespace"
 	// LabelResult is Succeeded or Failed.
 	LabelResult = "result"
+	// LabelSource is the kind of object whose event asked for a pass (Wakeup).
+	LabelSource = "source"
 )
 
 // Results of a finished job, the values of LabelResult.
@@ -86,6 +89,11 @@ var (
 		Help: "Reconciles of a job that ended in an error (and are retried with backoff).",
 	}, jobLabels)
 
+	wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "troupe_wakeups_total",
+		Help: "Passes of a job that the operator's watches asked for, by the kind of object whose event asked (source: the job's own kind, Pod, a child's kind, Node, ProgressReport). The work queue merges the asks that come while a job waits, so the passes are fewer.",
+	}, []string{LabelKind, LabelNamespace, LabelSource})
+
 	running = &runningCollector{counters: map[string]RunningCounter{}}
 
 	// buildInfo is 1, labelled by the build: version and revision tell which release each
@@ -102,7 +110,7 @@ func Register(reg prometheus.Registerer) error {
 	v, revision := version.Get()
 	buildInfo.WithLabelValues(v, revision, runtime.Version()).Set(1)
 	for _, c := range []prometheus.Collector{jobsCreated, jobsFinished, running, jobStartup, launcherWait,
-		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors, buildInfo, progressRatio, progressETA, progressMetric} {
+		launcherWaitTimeouts, jobRestarts, nameConflicts, reconcileErrors, wakeups, buildInfo, progressRatio, progressETA, progressMetric} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -156,6 +164,12 @@ func NameConflict(kind, namespace string) { nameConflicts.WithLabelValues(kind, 
 
 // ReconcileError counts a reconcile of a job that returned an error.
 func ReconcileError(kind, namespace string) { reconcileErrors.WithLabelValues(kind, namespace).Inc() }
+
+// Wakeup counts one pass of a job of the kind and namespace that a watch asked for because an
+// object of the source kind changed.
+func Wakeup(kind, namespace, source string) {
+	wakeups.WithLabelValues(kind, namespace, source).Inc()
+}
 
 // RunningCounter returns how many jobs of one kind run now, by namespace (every namespace
 // with a job of the kind, zero included). ok is false when this replica does not know: it

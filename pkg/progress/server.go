@@ -111,8 +111,8 @@ func (s *Server) Endpoint(base string, ca func() []byte) engine.ProgressEndpoint
 		Reports: s,
 		URL:     func(ns, kind, name string) string { return base + JobPath(ns, kind, name) },
 		CA:      ca,
-		Wakeups: func(kind string) source.Source {
-			return source.Channel(s.wakeups[kind], &handler.EnqueueRequestForObject{})
+		Wakeups: func(kind string, h handler.EventHandler) source.Source {
+			return source.Channel(s.wakeups[kind], h)
 		},
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	troupev1 "github.com/troupe-dev/troupe/apis/troupe/v1alpha1"
+	"github.com/troupe-dev/troupe/pkg/engine"
 	"github.com/troupe-dev/troupe/pkg/metrics"
 	testutil "github.com/troupe-dev/troupe/pkg/testing"
 	"github.com/troupe-dev/troupe/pkg/version"
@@ -90,6 +91,13 @@ func TestMetricsScraped(t *testing.T) {
 	}
 	if value(families, check{name: "troupe_reconcile_errors_total", kind: kind, ns: ns}) < 0 {
 		t.Errorf("troupe_reconcile_errors_total{job_namespace=%s} is not served", ns)
+	}
+	// What asked for the jobs' passes: their own events, their pods', their Jobs', and the
+	// long job's progress reports.
+	for _, source := range []string{kind, "Pod", "Job", engine.ProgressReportSource} {
+		if n := value(families, check{name: "troupe_wakeups_total", kind: kind, ns: ns, labels: []string{metrics.LabelSource, source}}); n < 1 {
+			t.Errorf("troupe_wakeups_total{job_namespace=%s,source=%s} is %v, want at least 1", ns, source, n)
+		}
 	}
 	t.Logf("troupe's metrics of namespace %s, scraped from %s:\n%s", ns, operator.MetricsURL, troupeLines(t, ns))
 
