@@ -43,6 +43,8 @@ type result struct {
 	settings           string  // the side's client and work-queue settings (sideSettings)
 	cpuSeconds         float64 // operator CPU from first create to every job final; <0 no operator
 	passes             float64 // troupe-operator's passes (reconciles, every kind) over the same time; <0 unknown
+	passesDetail       string  // the passes by controller and result ("MPIJob success 1800, MPIJob requeue_after 300")
+	wakeupsDetail      string  // the passes its watches asked for, by job kind and the kind of object whose event asked ("MPIJob Pod 1600")
 	kcmCPUSeconds      float64 // kube-controller-manager's CPU over the same time; <0 unknown
 	clusterCPUSeconds  float64 // the simulated cluster's processes' CPU (kcmCPUSeconds among them); <0 unknown
 	machineCPUSeconds  float64 // the whole machine's busy CPU time (/proc/stat) over the same time; <0 unknown
@@ -138,6 +140,8 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
 	}
 	passes0 := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total")
+	passesBy0 := readLabelledCounts(ctx, ends.passesURL(), "controller_runtime_reconcile_total", "controller", "result")
+	wakeupsBy0 := readLabelledCounts(ctx, ends.passesURL(), "troupe_wakeups_total", "kind", "source")
 	if floor != nil {
 		floorCPU0 = cpuSeconds(floor.cmd.Process.Pid)
 	}
@@ -221,6 +225,8 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 		if passes := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total"); passes >= 0 && passes0 >= 0 {
 			res.passes = passes - passes0
 		}
+		res.passesDetail = countsBetween(passesBy0, readLabelledCounts(ctx, ends.passesURL(), "controller_runtime_reconcile_total", "controller", "result"))
+		res.wakeupsDetail = countsBetween(wakeupsBy0, readLabelledCounts(ctx, ends.passesURL(), "troupe_wakeups_total", "kind", "source"))
 		res.peakRSS = peakRSS(proc.cmd.Process.Pid)
 		res.fileRSS = statusBytes(proc.cmd.Process.Pid, "RssFile:")
 		if floor != nil && !floor.exited() {

@@ -85,7 +85,7 @@ func writeResults(dir string, results []*result, o *options) error {
 		"job_running_p50_s", "job_running_p99_s", "status_lag_p50_s", "status_lag_p99_s",
 		"lag_to_write_p50_s", "lag_to_write_p99_s", "lag_write_p50_s", "lag_write_p99_s", "lag_seen_p50_s", "lag_seen_p99_s",
 		"launcher_job_complete_p50_s", "launcher_job_complete_p99_s", "writes", "events", "leases", "conflicts", "reads", "passes", "cpu_s", "peak_rss_bytes",
-		"controller_manager_cpu_s", "cluster_cpu_s", "machine_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail", "watches_detail", "controller_manager_queues",
+		"controller_manager_cpu_s", "cluster_cpu_s", "machine_cpu_s", "watch_floor_cpu_s", "watch_floor_peak_rss_bytes", "ended_early", "unfinished", "writes_detail", "reads_detail", "watches_detail", "passes_detail", "wakeups_detail", "controller_manager_queues",
 		"settings", "cluster_settings"}}
 	timeline := [][]string{{"profile", "round", "side", "seconds", "pods_running", "jobs_final"}}
 	lags := [][]string{{"profile", "round", "side", "job", "launcher_done_s", "status_write_sent_s", "status_write_done_s", "final_s"}}
@@ -99,7 +99,7 @@ func writeResults(dir string, results []*result, o *options) error {
 			f(r.jcP50.Seconds()), f(r.jcP99.Seconds()), strconv.Itoa(r.writes.writes), strconv.Itoa(r.writes.events), strconv.Itoa(r.writes.leases),
 			strconv.Itoa(r.writes.conflicts), strconv.Itoa(r.writes.reads), f(r.passes), f(r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10),
 			f(r.kcmCPUSeconds), f(r.clusterCPUSeconds), f(r.machineCPUSeconds), f(r.floorCPUSeconds), strconv.FormatInt(r.floorPeakRSS, 10), strconv.Itoa(r.endedEarly), strconv.Itoa(r.unfinished),
-			r.writes.detail, r.writes.readDetail, r.writes.watchDetail, r.kcmQueues, r.settings, clusterProfiles[r.profile].settings})
+			r.writes.detail, r.writes.readDetail, r.writes.watchDetail, r.passesDetail, r.wakeupsDetail, r.kcmQueues, r.settings, clusterProfiles[r.profile].settings})
 		for _, row := range l.rows {
 			lags = append(lags, []string{r.profile, strconv.Itoa(r.round), r.side, row.job, f(row.launcherDone.Seconds()),
 				f(row.writeSent.Seconds()), f(row.writeDone.Seconds()), f(row.final.Seconds())})
