@@ -58,7 +58,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // nodeWatch is the handler of node events.
 func (r *Reconciler) nodeWatch() handler.EventHandler {
 	return nodeWakeups{nodes: r.client, jobsOn: r.jobsOnNode, policy: r.lostNodes, now: r.clock.Now,
-		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }, waiting: &waitingNodes{}}
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }, waiting: &sync.Map{}}
 }
 
 // nodeWakeups wakes the jobs with pods on a node when the node's loss (nodeLoss) changed, at
@@ -74,33 +74,9 @@ type nodeWakeups struct {
 	policy LostNodePolicy
 	now    func() time.Time
 	after  func(time.Duration, func()) // time.AfterFunc
-	// waiting are the nodes with a wait running: one a node, however often it goes not Ready.
-	waiting *waitingNodes
-}
-
-type waitingNodes struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-// start reports whether a wait for the node may start: none runs.
-func (w *waitingNodes) start(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.names[name] {
-		return false
-	}
-	if w.names == nil {
-		w.names = map[string]bool{}
-	}
-	w.names[name] = true
-	return true
-}
-
-func (w *waitingNodes) end(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.names, name)
+	// waiting holds the names of the nodes with a wait running: one a node, however often it
+	// goes not Ready.
+	waiting *sync.Map
 }
 
 // Create does nothing: a node the watch lists at its start is read by each job's first pass.
@@ -136,11 +112,11 @@ func (h nodeWakeups) Update(ctx context.Context, e event.UpdateEvent, q workqueu
 // still on its way to being lost (not Ready since a later moment), it waits again. A wait that
 // runs already for the node does this for it.
 func (h nodeWakeups) wakeOnceLost(ctx context.Context, name string, wait time.Duration, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if !h.waiting.start(name) {
+	if _, running := h.waiting.LoadOrStore(name, true); running {
 		return
 	}
 	h.after(wait, func() {
-		h.waiting.end(name)
+		h.waiting.Delete(name)
 		var node corev1.Node
 		if err := h.nodes.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
 			return // gone: its Delete woke the jobs

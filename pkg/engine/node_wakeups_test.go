@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestNodeWakeups(t *testing.T) {
 			policy:  LostNodePolicy{Timeout: timeout},
 			now:     func() time.Time { return clock },
 			after:   func(d time.Duration, f func()) { waits = append(waits, wait{d, f}) },
-			waiting: &waitingNodes{},
+			waiting: &sync.Map{},
 		}, &clock, &waits, c
 	}
 	// runWaits runs the waits due by the clock, as their timers would, and the waits they start.

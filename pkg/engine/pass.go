@@ -155,23 +155,17 @@ func NewReconciler(mgr ctrl.Manager, a Adapter, owned ...client.Object) (*Reconc
 // asks for (countedWakeups).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	kind := r.gvk.Kind
-	counted := func(obj client.Object, h handler.EventHandler) (handler.EventHandler, error) {
-		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
-		if err != nil {
-			return nil, err
-		}
-		return countedWakeups{EventHandler: h, kind: kind, source: gvk.Kind}, nil
-	}
-	// watch adds a watch of obj's type whose events wake the jobs h maps them to.
+	// watch adds a watch of obj's type whose events wake the jobs h maps them to, counted
+	// under the type's kind.
 	var b *builder.Builder
 	var failed error
 	watch := func(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) {
-		ch, err := counted(obj, h)
+		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 		if err != nil {
 			failed = errors.Join(failed, err)
 			return
 		}
-		b = b.Watches(obj, ch, opts...)
+		b = b.Watches(obj, countedWakeups{EventHandler: h, kind: kind, source: gvk.Kind}, opts...)
 	}
 	// owner wakes the job that controls the object, as the builder's Owns does.
 	owner := func() handler.EventHandler {
