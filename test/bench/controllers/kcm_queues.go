@@ -63,20 +63,6 @@ func scrapeMetrics(ctx context.Context, url string) map[string]*dto.MetricFamily
 	return families
 }
 
-// counterSum is the sum of a counter over all its label values at url; -1 when it cannot be
-// read.
-func counterSum(ctx context.Context, url, name string) float64 {
-	f, ok := scrapeMetrics(ctx, url)[name]
-	if !ok {
-		return -1
-	}
-	sum := 0.0
-	for _, m := range f.GetMetric() {
-		sum += m.GetCounter().GetValue()
-	}
-	return sum
-}
-
 // readQueueWork reads kube-controller-manager's work queues' totals; nil when it cannot.
 func readQueueWork(ctx context.Context, url string) queueWork {
 	families := scrapeMetrics(ctx, url)

@@ -139,7 +139,6 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 	if proc != nil {
 		cpu0 = cpuSeconds(proc.cmd.Process.Pid)
 	}
-	passes0 := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total")
 	passesBy0 := readLabelledCounts(ctx, ends.passesURL(), "controller_runtime_reconcile_total", "controller", "result")
 	wakeupsBy0 := readLabelledCounts(ctx, ends.passesURL(), "troupe_wakeups_total", "kind", "source")
 	if floor != nil {
@@ -222,10 +221,11 @@ func (e *cluster) measure(ctx context.Context, k sideKind, run runLabel, cleanUp
 			return nil, fmt.Errorf("%s exited during the run (log %s)", k.name, proc.log.Name())
 		}
 		res.cpuSeconds = cpuSeconds(proc.cmd.Process.Pid) - cpu0
-		if passes := counterSum(ctx, ends.passesURL(), "controller_runtime_reconcile_total"); passes >= 0 && passes0 >= 0 {
-			res.passes = passes - passes0
+		passesBy := readLabelledCounts(ctx, ends.passesURL(), "controller_runtime_reconcile_total", "controller", "result")
+		if passesBy0 != nil && passesBy != nil {
+			res.passes = passesBy.total() - passesBy0.total()
 		}
-		res.passesDetail = countsBetween(passesBy0, readLabelledCounts(ctx, ends.passesURL(), "controller_runtime_reconcile_total", "controller", "result"))
+		res.passesDetail = countsBetween(passesBy0, passesBy)
 		res.wakeupsDetail = countsBetween(wakeupsBy0, readLabelledCounts(ctx, ends.passesURL(), "troupe_wakeups_total", "kind", "source"))
 		res.peakRSS = peakRSS(proc.cmd.Process.Pid)
 		res.fileRSS = statusBytes(proc.cmd.Process.Pid, "RssFile:")

@@ -32,6 +32,15 @@ func readLabelledCounts(ctx context.Context, url, name string, labels ...string)
 	return out
 }
 
+// total is the counter summed over every label value.
+func (c labelledCounts) total() float64 {
+	sum := 0.0
+	for _, v := range c {
+		sum += v
+	}
+	return sum
+}
+
 // countsBetween is "MPIJob success 9000, MPIJob requeue_after 2100, ..." of what grew between
 // before and after, largest first; "" when after is unknown. A series absent before counts from
 // zero (a counter appears with its first increment).

@@ -9,6 +9,9 @@ func TestCountsBetween(t *testing.T) {
 	if got := countsBetween(before, after); got != want {
 		t.Errorf("countsBetween = %q, want %q", got, want)
 	}
+	if got := after.total() - before.total(); got != 1201 {
+		t.Errorf("passes between the reads %v, want 1201", got)
+	}
 	if got := countsBetween(before, nil); got != "" {
 		t.Errorf("with the second read unknown: %q, want nothing", got)
 	}
