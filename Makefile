@@ -291,6 +291,10 @@ RELEASE_TEST_DIST = $(TROUPE_CACHE)/release-test
 HOST_PLATFORM = $(shell go env GOOS)/$(shell go env GOARCH)
 RELEASE_TEST_PLATFORMS ?= $(HOST_PLATFORM)
 
+# REALNODE_PARALLEL: how many real-node job tests run side by side (test/realnode/suite_test.go
+# says which); their pods mostly wait on starts, the network and each other.
+REALNODE_PARALLEL ?= 2
+
 .PHONY: test-realnode
 test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, exec, DNS, Services; troupe installed five ways, one from a release; an upgrade from the previous release under running jobs (root).
 	hack/container-deps.sh
@@ -302,7 +306,7 @@ test-realnode: $(HELM) ## Real-node tests: troupe-mpi pods in containers, logs, 
 	  TROUPE_RELEASE_PLATFORMS="$(RELEASE_TEST_PLATFORMS)" \
 	  TROUPE_PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) TROUPE_PREVIOUS_RELEASE_SRC=$$(sed -n 's/^SRC=//p' <<<"$$prev") \
 	  TROUPE_PREVIOUS_RELEASE_IMAGES="$$(sed -n 's/^troupe-[a-z]*=//p' <<<"$$prev" | tr '\n' ' ')" \
-	  PATH=$(KUBE_BIN):$$PATH go test $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
+	  PATH=$(KUBE_BIN):$$PATH go test -parallel $(REALNODE_PARALLEL) $(GO_TEST_FLAGS) -count=1 -v -timeout 50m ./test/realnode/...
 
 # E2E_PARALLEL: how many e2e tests run side by side (test/e2e/suite_test.go says which do). The
 # simulated cluster mostly waits, so more than the cores; a -parallel in GO_TEST_FLAGS wins.

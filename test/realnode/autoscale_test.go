@@ -88,6 +88,7 @@ func autoscaledJob(t *testing.T, name string, cmd []string) string {
 // target and sets the job's worker count to 2 through the scale subresource; troupe adds the
 // second worker's Job, its pod runs, and torchrun re-forms the group with world size 2.
 func TestHPAScalesElasticPyTorch(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	if os.Getenv("TROUPE_REALNODE_METRICS") != "1" {
 		t.Skip("needs the cluster's metrics-server: make test-autoscale")
 	}

@@ -29,7 +29,9 @@ func hostPathVolumes(t *testing.T, ns string, claims ...string) {
 		if err := os.Chmod(dir, 0o777); err != nil { // the training runs as user 1000
 			t.Fatal(err)
 		}
-		pv := "troupe-test-" + claim
+		// Named for the namespace too: a PersistentVolume is the cluster's, and the two checkpoint
+		// tests, side by side, claim the same names in namespaces of their own.
+		pv := "troupe-test-" + ns + "-" + claim
 		mustKubectl(t, fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolume
 metadata: {name: %s}
@@ -50,6 +52,7 @@ spec:
 // worker 0 gets its claim back, ddp.py resumes from the checkpoint (its log names the epoch) and
 // the training ends with an accuracy of at least 0.9.
 func TestCheckpointSurvivesARestart(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-checkpoint")
@@ -152,6 +155,7 @@ func inPlaceCheckpointJob(t *testing.T) string {
 // job is not restarted as a whole, and it Succeeds. The time from the kill to the resumed
 // training is the in-place restart's cost.
 func TestInPlaceRestartResumesFromCheckpoint(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-inplace")

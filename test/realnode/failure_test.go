@@ -39,6 +39,7 @@ var attemptLine = regexp.MustCompile(`(?m)^attempt (\d+)$`)
 // escaped child is still there, which shows that mpiexec's teardown alone leaves processes
 // behind.
 func TestFailingRank(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	ns := namespace(t, "realnode-fail")
 	describeOnFailure(t, ns)

@@ -81,6 +81,7 @@ func kubeflowPi(t *testing.T, file, cpu string) string {
 // real node has 2; as written, the job says its third pod is Unschedulable for Insufficient
 // cpu (checked first), so the runs ask 500m each.
 func TestKubeflowPi(t *testing.T) {
+	// Not side by side: kubeflow's pi pods ask for whole CPUs of the real node (suite_test.go).
 	needOperator(t)
 	realNodeOnly(t) // the examples select no node: they must land on the real one
 	needKubeflowImages(t)
@@ -146,6 +147,7 @@ func runKubeflowPi(t *testing.T, ns, file, mpi string) {
 // own image needs for MPICH 4.0. Each runs the pi program of the mpi-pi images on two workers
 // of two slots: 4 ranks, two on each worker.
 func TestMPI5AndMPICH42(t *testing.T) {
+	// Not side by side: kubeflow's pi pods ask for whole CPUs of the real node (suite_test.go).
 	needOperator(t)
 	needKubeflowImages(t)
 	// Over SSH the worker runs troupe's sshd; over KubeExec it runs its own command, which must

@@ -79,6 +79,7 @@ func nanos(t *testing.T, re *regexp.Regexp, i int, log string) time.Time {
 // clusters without container restart rules) takes a new pod. The cost of each, from rank 1's
 // crash to the next launcher's start, is logged beside the fresh start's.
 func TestLauncherRestartsInPlace(t *testing.T) {
+	// Not side by side: kubeflow's pi pods ask for whole CPUs of the real node (suite_test.go).
 	needOperator(t)
 	realNodeOnly(t) // kubeflow's example selects no node: it must land on the real one
 	needKubeflowImages(t)

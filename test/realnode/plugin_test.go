@@ -16,6 +16,7 @@ import (
 // the operator releases it (cleanPodPolicy Running). `kubectl troupe logs -f` returns by itself
 // when the job ends, with every line of both pods, each prefixed with its pod and container.
 func TestPluginLogsFollow(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	ns := namespace(t, "realnode-plugin-logs")
 	describeOnFailure(t, ns)

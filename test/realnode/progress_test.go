@@ -127,6 +127,7 @@ func checkReported(t *testing.T, ns, resource string, percents []int, etas []str
 // operator with its pod's token, kubectl get shows PROGRESS rising to 100 and an ETA while the
 // job runs, and the final loss and accuracy are in status.progress.metrics.
 func TestTrainingReportsProgress(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	t.Run("PyTorchJob", func(t *testing.T) {
@@ -158,6 +159,7 @@ func TestTrainingReportsProgress(t *testing.T) {
 // last report the job is Stalled (the condition says when it last moved, a Warning event
 // Stalled), and the rule restarts it (status.restartsByReason counts Stalled).
 func TestStalledJobIsRestarted(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-stalled")

@@ -143,6 +143,7 @@ func podLogs(t *testing.T, ns, job string) map[string]string {
 // torch.distributed's env:// from the environment troupe gives them, trains DistributedDataParallel
 // over gloo to an accuracy of at least 0.9, and the job succeeds with its master.
 func TestPyTorchDDP(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-pytorch")
@@ -162,6 +163,7 @@ func TestPyTorchDDP(t *testing.T) {
 // scale while it trains: the new worker's Job joins the rendezvous, torchrun restarts the group
 // with world size 3, and the job succeeds once every worker has, training ended with 3 ranks.
 func TestPyTorchElasticScale(t *testing.T) {
+	t.Parallel()         // beside the other job tests, after the install tests (suite_test.go)
 	testutil.LongOnly(t) // e2e's TestPyTorchJobElasticScale walks the operator's side of a scale
 	needOperator(t)
 	needTrainImage(t)

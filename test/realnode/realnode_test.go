@@ -27,6 +27,7 @@ func podSpec(command string) string {
 // TestNodes: the real node is Ready with containerd as its runtime, beside the kwok nodes,
 // which are Ready too and still kwok's.
 func TestNodes(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	t.Log("\n" + mustKubectl(t, "", "get", "nodes", "-o", "wide"))
 	out := mustKubectl(t, "", "get", "nodes", "-o",
 		`jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.troupe\.dev/real-node} {.status.nodeInfo.containerRuntimeVersion} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -53,6 +54,7 @@ func TestNodes(t *testing.T) {
 // TestMPIImage: a pod of troupe-mpi runs Open MPI's mpirun and ompi_info in a container on the
 // real node, and its output comes back through kubectl logs.
 func TestMPIImage(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	ns := namespace(t, "realnode-mpi")
 	mustKubectl(t, `apiVersion: v1
 kind: Pod
@@ -79,6 +81,7 @@ spec:
 // reaches its pod through kube-proxy from a pod and from this machine (as the API server calls
 // a webhook Service), and kubectl exec runs commands in the pods.
 func TestPodsByDNSName(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	ns := namespace(t, "realnode-dns")
 	// Each pod serves a file holding its own host name on port 8000.
 	serve := "mkdir -p /tmp/www && hostname > /tmp/www/name && cd /tmp/www && exec python3 -m http.server 8000"
@@ -150,6 +153,7 @@ else:
 // $KUBERNETES_SERVICE_HOST, verifying the server's certificate for that address against the
 // ServiceAccount's CA, and by the name kubernetes.default.svc.
 func TestAPIServerFromPod(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	ns := namespace(t, "realnode-api")
 	py := `import json, os, ssl, urllib.request
 ctx = ssl.create_default_context(cafile="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")

@@ -23,6 +23,7 @@ import (
 // job keeps its workers after it ends (cleanPodPolicy None): their sshd logs are read after
 // success, and the default policy deletes the pods as the test reads them.
 func TestSSHJobs(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	mca := "--mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0"

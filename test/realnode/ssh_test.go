@@ -18,6 +18,7 @@ import (
 // agent to one rank on each worker, by their DNS names, with mpi4py's allreduce across the two
 // pods.
 func TestMPIOverSSH(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	ns := namespace(t, "realnode-ssh")
 	domain := "job." + ns + ".svc"
 	keys, err := mpi.NewSSHKeyMaterial(rand.Reader, domain)

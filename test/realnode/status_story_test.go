@@ -28,6 +28,7 @@ import (
 // figure for docs/performance.md (once per phase where the pods start within the 5 s that
 // progress waits for a write, and once for the released worker's end; 9 before).
 func TestStatusStory(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	ns := namespace(t, "realnode-story")
 	describeOnFailure(t, ns)

@@ -56,6 +56,7 @@ func waitJSONPath(t *testing.T, ns, resource, expr, want string, timeout time.Du
 // crash-looping job fails once its worker was restarted runPolicy.workerRestartLimit times (3
 // by default), not after the launcher's 300 s wait, and each cause is one event.
 func TestStuckJobSaysWhy(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	ns := namespace(t, "realnode-stuck")
 	describeOnFailure(t, ns)

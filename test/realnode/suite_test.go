@@ -2,6 +2,14 @@
 // image run in containers (containerd + runc) on this machine, beside the kwok nodes, and reach
 // each other through the cluster's DNS and Service addresses. The cluster and the node come
 // from hack/controlplane/cluster-up.sh with REAL_NODE=1, the way a user starts them.
+//
+// The install tests (TestInstall, TestInstallFromRelease, TestUpgradeUnderRunningJobs) stop the
+// local operator and install troupe in the cluster, and the tests of kubeflow's pi examples
+// (TestKubeflowPi, TestMPI5AndMPICH42, TestLauncherRestartsInPlace) ask for half or whole CPUs
+// of the two-CPU node and lift its taint (realNodeOnly), so these run one at a time. Every other
+// test calls t.Parallel() first and so runs after them (Go runs a package's parallel tests once
+// its others are done), REALNODE_PARALLEL of them side by side, each in a namespace of its own,
+// with the one local operator they share (needOperator).
 package realnode
 
 import (

@@ -92,6 +92,7 @@ func checkTraining(t *testing.T, logs string, wantPerHost map[string]int) {
 // pods through troupe-rsh and the API server's pods/exec; the job Succeeds because mpiexec
 // exited 0.
 func TestChainerJobTraining(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	ns := namespace(t, "realnode-chainer")
@@ -147,6 +148,7 @@ spec:
 // finds its mpiexec first on the PATH the worker template sets, see images/troupe-mpi). Each
 // worker must run exactly two ranks, the launcher none.
 func TestMPIJobTraining(t *testing.T) {
+	t.Parallel() // beside the other job tests, after the install tests (suite_test.go)
 	needOperator(t)
 	needTrainImage(t)
 	for _, tc := range []struct {
