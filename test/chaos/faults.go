@@ -137,6 +137,7 @@ func (e *env) injectFaults(ctx context.Context, p *pass, plan faultPlan, rng *ra
 			rep.logEvent(began, "kill: %s", e.killOne(kill >= plan.kills/2, rng, rep))
 			kill++
 		case "kube-apiserver", "etcd":
+			watches, werr := e.openWatches(ctx)
 			d, err := e.restartComponent(ctx, ev)
 			if err != nil {
 				// It may have been down for a while all the same.
@@ -147,7 +148,18 @@ func (e *env) injectFaults(ctx context.Context, p *pass, plan faultPlan, rng *ra
 				rep.err(fmt.Errorf("restart %s: %w", ev, err))
 				continue
 			}
-			rep.logEvent(began, "restart %s: serving again after %.1f s", ev, d.Seconds())
+			// The event ends once every watch open before it is open again (the next event, a
+			// tampering among them, must not time the clients' back-off). A watch that never
+			// comes back is told, not failed: the checks see what it costs (a restore that never
+			// happens fails the run).
+			if werr == nil {
+				werr = e.waitWatchesBack(ctx, watches, time.Minute)
+			}
+			back := fmt.Sprintf(", every watch open before it open again after %.1f s", (time.Since(start) - began).Seconds())
+			if werr != nil {
+				back = ", " + werr.Error()
+			}
+			rep.logEvent(began, "restart %s: serving again after %.1f s%s", ev, d.Seconds(), back)
 			rep.mu.Lock()
 			rep.restarts = append(rep.restarts, span{from: start.Add(began), to: start.Add(began + d + restartSettle)})
 			if ev == "etcd" {
@@ -217,7 +229,8 @@ func (e *env) killOne(twoReplicas bool, rng *rand.Rand, rep *faultReport) string
 }
 
 // tamper tampers with up to two running jobs at once, once a replica leads and runs its job
-// controllers (so the restore time is the operator's, not a failover's or a cold start's).
+// controllers (so the restore time is the operator's, not a failover's or a cold start's; a
+// restart's event ended only once every watch was open again, so not a watch's back-off).
 func (e *env) tamper(ctx context.Context, p *pass, rng *rand.Rand, rep *faultReport, start time.Time, began time.Duration) {
 	if !e.fleet.waitLeader(ctx, time.Minute) {
 		rep.logEvent(began, "tamper: no operator replica leads after 1m")
