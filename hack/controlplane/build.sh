@@ -183,9 +183,10 @@ for c in "$@"; do
     # The oldest supported Kubernetes' API server and kubectl (make test-integration-oldest).
     oldest-kube-apiserver | oldest-kubectl) build_kube "${c#oldest-}" oldest ;;
     coredns)
+      # Our own main package (test/tools/coredns): CoreDNS with the Corefile's plugins only.
       [[ -x $COREDNS_BIN/$c ]] && continue
       check_pin "$TOOLS_MODULES/coredns" github.com/coredns/coredns "$COREDNS_VERSION" COREDNS_VERSION
-      build "$c" "$COREDNS_BIN" "$TOOLS_MODULES/coredns" github.com/coredns/coredns -ldflags "-s -w"
+      build "$c" "$COREDNS_BIN" "$TOOLS_MODULES/coredns" . -ldflags "-s -w"
       ;;
     registry)
       # Our own main package (test/tools/registry) on go-containerregistry's registry.

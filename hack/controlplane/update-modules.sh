@@ -79,10 +79,8 @@ update_kwok() {
 }
 
 update_coredns() {
-  local dir=$TOOLS_MODULES/coredns
-  new_module "$dir" github.com/troupe-dev/troupe/test/tools/coredns
-  # The root package of github.com/coredns/coredns is its main package, with every plugin.
-  (cd "$dir" && go get -tool "github.com/coredns/coredns@$COREDNS_VERSION" && go mod tidy)
+  # main.go is ours (only the plugins the real node's Corefile names): only the dependency moves.
+  (cd "$TOOLS_MODULES/coredns" && go get "github.com/coredns/coredns@$COREDNS_VERSION" && go mod tidy)
 }
 
 update_registry() {
