@@ -246,12 +246,12 @@ bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and
 # make bench-scale-ratio: troupe alone at 1,000 and 3,000 jobs with the watch floor beside,
 # three runs each in the order 1,000 3,000 3,000 1,000 1,000 3,000 (a drift of the machine
 # favours neither count), then each per-job figure's median and range and the 3,000/1,000 ratio
-# (test/bench/scaleratio; into bench-results/scale-<time>/ratio.txt). 2 to 3.5 h on this
+# (test/bench/scaleratio; into bench-results/scale-<time>/ratio.txt). 2 to 4.5 h on this
 # machine, as fast as its cluster runs that day.
 SCALE_RATIO_ORDER ?= 1000 3000 3000 1000 1000 3000
 
 .PHONY: bench-scale-ratio
-bench-scale-ratio: cluster-assets ## troupe at 1,000 and 3,000 jobs x 9 pods, 3 interleaved runs each: per-job CPU, RSS and passes, medians and the 3,000/1,000 ratio (2 to 3.5 h).
+bench-scale-ratio: cluster-assets ## troupe at 1,000 and 3,000 jobs x 9 pods, 3 interleaved runs each: per-job CPU, RSS and passes, medians and the 3,000/1,000 ratio (2 to 4.5 h).
 	@out=bench-results/scale-$$(date -u +%Y%m%d-%H%M%S); \
 	for n in $(SCALE_RATIO_ORDER); do \
 		$(BENCH_GO) -out $$out -jobs $$n -rate 5 -sides troupe -repeats 1 -profiles unthrottled \
