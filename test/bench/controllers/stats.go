@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/troupe-dev/troupe/test/bench/benchstats"
 )
 
 // figure is one number a side's run gives, with how to print it. The medians, the spreads, the
@@ -83,13 +85,8 @@ func spreadOf(values []float64) spread {
 	if len(values) == 0 {
 		return spread{}
 	}
-	v := slices.Clone(values)
-	slices.Sort(v)
-	m := v[len(v)/2]
-	if len(v)%2 == 0 {
-		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return spread{n: len(v), median: m, min: v[0], max: v[len(v)-1]}
+	median, lo, hi := benchstats.Spread(values)
+	return spread{n: len(values), median: median, min: lo, max: hi}
 }
 
 // values are the figure of each run, in order, leaving out runs where the side has none.

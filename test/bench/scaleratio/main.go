@@ -16,6 +16,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/troupe-dev/troupe/test/bench/benchstats"
 )
 
 // perJobFigure is one figure of a run, from its summary row.
@@ -126,17 +128,14 @@ func valuesOf(runs []map[string]float64, f perJobFigure) []float64 {
 	return vs
 }
 
-// median of an even count is the mean of the middle two.
 func median(vs []float64) float64 {
-	s := slices.Sorted(slices.Values(vs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	m, _, _ := benchstats.Spread(vs)
+	return m
 }
 
 func rangeOf(vs []float64, format string) string {
-	return fmt.Sprintf(format+"-"+format, slices.Min(vs), slices.Max(vs))
+	_, lo, hi := benchstats.Spread(vs)
+	return fmt.Sprintf(format+"-"+format, lo, hi)
 }
 
 // ratioOf is the larger count's median over the smaller's, and the narrowest and widest ratio
