@@ -34,14 +34,20 @@ func TestKueueChargesAScaledJobForItsSize(t *testing.T) {
 
 	// The queue's 8 CPUs: a blocker takes 6, so a second job of 6 waits; scaled to 1 worker
 	// while it waits, its Workload is made anew at 4 CPUs and it still waits, then runs so.
-	blocker := queuedChainerJob("blocker", ns, low, "15s")
+	// The blocker runs long enough for the steps below on a loaded machine: in a cold CI run
+	// the waiting job's first status came 9 s after the blocker ran.
+	blocker := queuedChainerJob("blocker", ns, low, "30s")
 	createJob(t, blocker)
 	waitPhase(t, blocker, troupev1.JobRunning)
 	waiting := queuedChainerJob("waiting", ns, low, "3s")
 	createJob(t, waiting)
-	eventually(t, "waiting waits in LocalQueue lq", func(ctx context.Context) (bool, error) {
-		c, _, err := admittedCondition(ctx, waiting)
-		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "insufficient"), err
+	// Kueue's side (the Workload, the Admitted condition) can be done before the engine's first
+	// pass of the job has written its phase: wait for both, so that the check after the scale
+	// sees what the scale did, not a status not written yet.
+	eventually(t, "waiting waits in LocalQueue lq, Suspended", func(ctx context.Context) (bool, error) {
+		c, job, err := admittedCondition(ctx, waiting)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "insufficient") &&
+			job.Status.Phase == troupev1.JobSuspended, err
 	})
 	expectWorkload(t, kc, waiting)
 	if out, err := kubectl("patch", "chainerjob", "waiting", "-n", ns, "--type=merge",
