@@ -245,9 +245,10 @@ bench-scale: cluster-assets ## 1,000 MPI jobs x 9 pods at 5 jobs/s on troupe and
 
 # make bench-scale-ratio: troupe alone at 1,000 and 3,000 jobs with the watch floor beside,
 # three runs each in the order 1,000 3,000 3,000 1,000 1,000 3,000 (a drift of the machine
-# favours neither count), then each per-job figure's median and range and the 3,000/1,000 ratio
-# (test/bench/scaleratio; into bench-results/scale-<time>/ratio.txt). 2 to 4.5 h on this
-# machine, as fast as its cluster runs that day.
+# favours neither count), then each per-job figure's median and range and the 3,000/1,000 ratio,
+# and each back-to-back pair's ratio with their median (test/bench/scaleratio; into
+# bench-results/scale-<time>/ratio.txt). 2 to 4.5 h on this machine, as fast as its cluster runs
+# that day; SCALE_RATIO_ORDER="3000 1000" is one pair (1.5 h on a slow day).
 SCALE_RATIO_ORDER ?= 1000 3000 3000 1000 1000 3000
 
 .PHONY: bench-scale-ratio

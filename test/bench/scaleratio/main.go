@@ -2,7 +2,10 @@
 // (make bench-scale-ratio: 1,000 and 3,000 jobs, interleaved) and prints, for each count, the
 // median and range of the per-job figures issue 53 targets, and the ratio of the larger count's
 // median to the smaller's with the widest and narrowest ratio any two runs give
-// (docs/performance.md: per-job CPU and RSS at 3,000 jobs within 1.2x of 1,000).
+// (docs/performance.md: per-job CPU and RSS at 3,000 jobs within 1.2x of 1,000). It also pairs
+// the runs in the order given (the i-th run of each count) and prints each pair's ratio and
+// their median: a pair runs back to back, so its ratio does not carry the machine's pace from one
+// day to the next, and pairs from several sessions can be read together.
 //
 //	go run ./test/bench/scaleratio bench-results/scale-*/*/summary.csv
 package main
@@ -73,6 +76,35 @@ func main() {
 		fmt.Printf("%-20s %d: "+f.format+"%s [%s]  %d: "+f.format+"%s [%s]  ratio %.2fx [%.2f-%.2f]\n",
 			f.name, small, median(s), f.unit, rangeOf(s, f.format), large, median(l), f.unit, rangeOf(l, f.format), ratio, lo, hi)
 	}
+	pairs := min(len(runs[small]), len(runs[large]))
+	if pairs == 0 {
+		return
+	}
+	fmt.Printf("paired, run i at %d with run i at %d in the order given (%d pairs): each pair's ratio; their median\n", small, large, pairs)
+	for _, f := range perJobFigures[:5] {
+		ratios := pairedRatios(valuesOf(runs[small], f), valuesOf(runs[large], f))
+		fmt.Printf("%-20s %s  median %.2fx\n", f.name, formatRatios(ratios), median(ratios))
+	}
+}
+
+// pairedRatios are large[i]/small[i] for the runs both counts have.
+func pairedRatios(small, large []float64) []float64 {
+	ratios := make([]float64, min(len(small), len(large)))
+	for i := range ratios {
+		ratios[i] = large[i] / small[i]
+	}
+	return ratios
+}
+
+func formatRatios(ratios []float64) string {
+	s := ""
+	for i, r := range ratios {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%.2fx", r)
+	}
+	return s
 }
 
 // readTroupeRuns are the rows of troupe's side in one summary.csv, by column name.

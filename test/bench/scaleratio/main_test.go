@@ -53,3 +53,25 @@ func TestRatioOfMediansAndItsRange(t *testing.T) {
 		t.Errorf("median of an even count %v, want 2.5", m)
 	}
 }
+
+func TestPairedRatiosPairRunsInTheOrderGiven(t *testing.T) {
+	// Three pairs, each from a machine of a different pace: the pair's ratio is what the pace
+	// does not move.
+	small, large := []float64{0.038, 0.082, 0.0995}, []float64{0.0389, 0.0932, 0.1010}
+	ratios := pairedRatios(small, large)
+	want := []float64{0.0389 / 0.038, 0.0932 / 0.082, 0.1010 / 0.0995}
+	for i := range want {
+		if math.Abs(ratios[i]-want[i]) > 1e-9 {
+			t.Errorf("pair %d: ratio %v, want %v", i, ratios[i], want[i])
+		}
+	}
+	if m := median(ratios); math.Abs(m-0.0389/0.038) > 1e-9 {
+		t.Errorf("median %v, want the middle ratio %v", m, 0.0389/0.038)
+	}
+	if got := pairedRatios([]float64{1, 2}, []float64{3}); len(got) != 1 {
+		t.Errorf("an unpaired run is dropped, got %d ratios", len(got))
+	}
+	if got := formatRatios([]float64{1.024, 1.5}); got != "1.02x 1.50x" {
+		t.Errorf("formatRatios %q", got)
+	}
+}
