@@ -156,7 +156,7 @@ test-suites: test-unit test-integration test-dataplane test-e2e test-demo test-b
 
 .PHONY: test-unit
 test-unit: ## Unit tests of builders, status functions and adapters.
-	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./hack/kueueframeworks/... ./hack/userroles/... ./test/chaos/... ./test/doccommands/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./pkg/... ./controllers/... ./kinds/... ./cmd/... ./webhooks/... ./hack/rbaccheck/... ./hack/crdtrim/... ./hack/docrefs/... ./hack/kueueframeworks/... ./hack/userroles/... ./test/chaos/... ./test/doccommands/... ./test/bench/...
 
 .PHONY: test-integration
 # Run verbose into a log: shown are each package's result and how many
