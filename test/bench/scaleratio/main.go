@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/troupe-dev/troupe/test/bench/benchstats"
 )
@@ -35,6 +36,11 @@ var perJobFigures = []perJobFigure{
 	{"passes/job", "", "%.1f", func(r map[string]float64) float64 { return r["passes"] / r["jobs"] }},
 	{"CPU a pass", " ms", "%.2f", func(r map[string]float64) float64 { return 1000 * r["cpu_s"] / r["passes"] }},
 	{"watch floor CPU/job", "s", "%.4f", func(r map[string]float64) float64 { return r["watch_floor_cpu_s"] / r["jobs"] }},
+}
+
+// wholeRunFigures are the figures of a whole run, not of a job; their pairs' ratios say nothing
+// the target asks, so only the medians print them.
+var wholeRunFigures = []perJobFigure{
 	{"all pods Running", "s", "%.0f", func(r map[string]float64) float64 { return r["all_running_s"] }},
 	{"status lag p99", "s", "%.2f", func(r map[string]float64) float64 { return r["status_lag_p99_s"] }},
 }
@@ -70,18 +76,15 @@ func main() {
 	small, large := counts[0], counts[1]
 	fmt.Printf("troupe at %d jobs (%d runs) and %d jobs (%d runs): median [range]; ratio of medians [narrowest-widest of any two runs]\n",
 		small, len(runs[small]), large, len(runs[large]))
-	for _, f := range perJobFigures {
+	for _, f := range slices.Concat(perJobFigures, wholeRunFigures) {
 		s, l := valuesOf(runs[small], f), valuesOf(runs[large], f)
 		ratio, lo, hi := ratioOf(s, l)
 		fmt.Printf("%-20s %d: "+f.format+"%s [%s]  %d: "+f.format+"%s [%s]  ratio %.2fx [%.2f-%.2f]\n",
 			f.name, small, median(s), f.unit, rangeOf(s, f.format), large, median(l), f.unit, rangeOf(l, f.format), ratio, lo, hi)
 	}
-	pairs := min(len(runs[small]), len(runs[large]))
-	if pairs == 0 {
-		return
-	}
-	fmt.Printf("paired, run i at %d with run i at %d in the order given (%d pairs): each pair's ratio; their median\n", small, large, pairs)
-	for _, f := range perJobFigures[:5] {
+	fmt.Printf("paired, run i at %d with run i at %d in the order given (%d pairs): each pair's ratio; their median\n",
+		small, large, min(len(runs[small]), len(runs[large])))
+	for _, f := range perJobFigures {
 		ratios := pairedRatios(valuesOf(runs[small], f), valuesOf(runs[large], f))
 		fmt.Printf("%-20s %s  median %.2fx\n", f.name, formatRatios(ratios), median(ratios))
 	}
@@ -97,14 +100,11 @@ func pairedRatios(small, large []float64) []float64 {
 }
 
 func formatRatios(ratios []float64) string {
-	s := ""
+	formatted := make([]string, len(ratios))
 	for i, r := range ratios {
-		if i > 0 {
-			s += " "
-		}
-		s += fmt.Sprintf("%.2fx", r)
+		formatted[i] = fmt.Sprintf("%.2fx", r)
 	}
-	return s
+	return strings.Join(formatted, " ")
 }
 
 // readTroupeRuns are the rows of troupe's side in one summary.csv, by column name.
